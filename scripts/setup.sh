@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Idempotent setup on Debian 12 as root: a Vulkan driver when no GPU is usable, then .venv with
+# torch (CPU build) and slangspec in editable mode with its dev extras.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+have_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
+}
+
+lavapipe_icd=/usr/share/vulkan/icd.d/lvp_icd.json
+lavapipe_ok() {
+  [ -f "$lavapipe_icd" ] || return 1
+  # bookworm's own mesa (22.x) lacks an extension slangpy needs; backports carries 25.x.
+  local v
+  v=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo 0)
+  dpkg --compare-versions "$v" ge 25
+}
+
+if ! have_gpu && ! lavapipe_ok; then
+  src=/etc/apt/sources.list.d/debian.sources
+  if [ -f "$src" ] && ! grep -qE '^Suites:.*bookworm-backports' "$src"; then
+    sed -i -E 's/^(Suites: bookworm bookworm-updates)$/\1 bookworm-backports/' "$src"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q -t bookworm-backports mesa-vulkan-drivers libvulkan1
+fi
+
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+py=.venv/bin/python
+if ! "$py" -c 'import torch' >/dev/null 2>&1; then
+  # The CPU build lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build.
+  "$py" -m pip install -q torch==2.13.0
+fi
+"$py" -m pip install -q -e '.[dev]'

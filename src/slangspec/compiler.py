@@ -1,0 +1,53 @@
+"""Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import slangpy as spy
+
+from .codegen import ENTRY_POINT
+
+compile_counts: Counter[str] = Counter()
+"""How often each compile step ran in this process ("front_end", "kernel"); read by tests."""
+
+
+class Compiler:
+    """Compiles on one device; one Slang session per (include paths, defines) set."""
+
+    def __init__(self, device: spy.Device) -> None:
+        self.device = device
+        self._sessions: dict[tuple, spy.SlangSession] = {}
+        self._lock = threading.Lock()
+
+    def session(self, include_paths: Sequence[Path], defines: dict[str, str]) -> spy.SlangSession:
+        """The session that resolves imports through ``include_paths`` with ``defines`` set."""
+        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())))
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                options = {
+                    "include_paths": [*key[0], spy.SHADER_PATH],
+                    "defines": dict(defines),
+                }
+                session = self.device.create_slang_session(compiler_options=options)
+                self._sessions[key] = session
+            return session
+
+    def load_module(
+        self, name: str, include_paths: Sequence[Path], defines: dict[str, str]
+    ) -> spy.SlangModule:
+        """Front-end compile of the user's module, for reflection."""
+        compile_counts["front_end"] += 1
+        return self.session(include_paths, defines).load_module(name)
+
+    def kernel(
+        self, name: str, include_paths: Sequence[Path], defines: dict[str, str]
+    ) -> spy.ComputeKernel:
+        """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
+        compile_counts["kernel"] += 1
+        program = self.session(include_paths, defines).load_program(name, [ENTRY_POINT])
+        return self.device.create_compute_kernel(program)

@@ -1,0 +1,68 @@
+"""Which slangpy device a call runs on: the ``device=`` argument, ``SLANGSPEC_DEVICE``, else CUDA
+when torch sees a GPU and slangpy can open it, else Vulkan."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import slangpy as spy
+import torch
+
+DEVICE_KINDS = ("cuda", "vulkan")
+_TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
+
+
+class DeviceUnavailableError(RuntimeError):
+    """No slangpy device of the requested (or any) kind could be opened."""
+
+
+_devices: dict[str, spy.Device] = {}
+_lock = threading.Lock()
+
+
+def _open(kind: str) -> spy.Device:
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceUnavailableError("cuda: torch sees no CUDA device")
+        torch.cuda.init()
+        torch.cuda.current_stream()
+        # Share torch's context so torch CUDA memory is addressable by our kernels in place.
+        handles = spy.get_cuda_current_context_native_handles()
+        return spy.create_device(type=spy.DeviceType.cuda, existing_device_handles=handles)
+    return spy.create_device(type=_TYPES[kind])
+
+
+def open_device(kind: str) -> spy.Device:
+    """The process-wide slangpy device of ``kind``, opened on first use."""
+    with _lock:
+        device = _devices.get(kind)
+        if device is None:
+            try:
+                device = _open(kind)
+            except DeviceUnavailableError:
+                raise
+            except Exception as exc:
+                raise DeviceUnavailableError(f"{kind}: {exc}") from exc
+            _devices[kind] = device
+        return device
+
+
+def select_device(requested: str | None = None) -> tuple[str, spy.Device]:
+    """Resolve the device kind by the documented order and open it."""
+    name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
+    if name is not None:
+        name = name.lower()
+        if name not in DEVICE_KINDS:
+            source = "device=" if requested else "SLANGSPEC_DEVICE="
+            raise ValueError(
+                f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}"
+            )
+        return name, open_device(name)
+    failures = []
+    for kind in DEVICE_KINDS:
+        try:
+            return kind, open_device(kind)
+        except DeviceUnavailableError as exc:
+            failures.append(str(exc))
+    raise DeviceUnavailableError("no usable device; tried " + "; ".join(failures))

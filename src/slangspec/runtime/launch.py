@@ -1,0 +1,122 @@
+"""Binding torch tensors to kernel parameters and dispatching, per device kind.
+
+CUDA binds torch CUDA memory in place and dispatches on torch's current stream. Vulkan stages
+CPU tensors through slangpy buffers and copies results back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import slangpy as spy
+import torch
+
+_USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return strides[::-1]
+
+
+class CudaBinding:
+    """One call's bindings on CUDA: pointers into torch's own memory."""
+
+    def __init__(self, device: spy.Device) -> None:
+        self.device = device
+
+    def check(self, name: str, t: torch.Tensor) -> None:
+        if not t.is_cuda:
+            raise ValueError(
+                f"{name}: expected a CUDA tensor on the cuda device, got a tensor on {t.device}"
+            )
+
+    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
+        """Address and element strides of an input, in place."""
+        return t.data_ptr(), list(t.stride())
+
+    def write(self, t: torch.Tensor) -> int:
+        """Address of a tensor the kernel writes."""
+        return t.data_ptr()
+
+    def struct(self, t: torch.Tensor, writable: bool = False) -> dict[str, Any]:
+        return {
+            "_data": t.data_ptr(),
+            "_shape": list(t.shape),
+            "_strides": list(t.stride()),
+            "_offset": 0,
+        }
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+        return torch.empty(shape, dtype=dtype, device=like)
+
+    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+        return torch.zeros(shape, dtype=dtype, device=like)
+
+    def dispatch(self, kernel: spy.ComputeKernel, n: int, kwargs: dict[str, Any]) -> None:
+        stream = spy.NativeHandle.from_cuda_stream(torch.cuda.current_stream().cuda_stream)
+        kernel.dispatch(thread_count=[n, 1, 1], cuda_stream=stream, **kwargs)
+
+
+class VulkanBinding:
+    """One call's bindings on Vulkan: CPU tensors staged through buffers, results copied back."""
+
+    def __init__(self, device: spy.Device) -> None:
+        self.device = device
+        self.results: list[tuple[torch.Tensor, spy.Buffer]] = []
+        self.staged: list[spy.Buffer] = []  # alive until dispatch: kernels hold raw addresses
+
+    def check(self, name: str, t: torch.Tensor) -> None:
+        if t.device.type != "cpu":
+            raise ValueError(
+                f"{name}: expected a CPU tensor on the vulkan device, got a tensor on {t.device}"
+            )
+
+    def _buffer(self, t: torch.Tensor) -> spy.Buffer:
+        data = t.detach().contiguous().reshape(-1).numpy().view(np.uint8)
+        if data.size == 0:
+            data = np.zeros(4, np.uint8)
+        buf = self.device.create_buffer(data=data, usage=_USAGE)
+        self.staged.append(buf)
+        return buf
+
+    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
+        return self._buffer(t).device_address, contiguous_strides(tuple(t.shape))
+
+    def write(self, t: torch.Tensor) -> int:
+        buf = self._buffer(t)
+        self.results.append((t, buf))
+        return buf.device_address
+
+    def struct(self, t: torch.Tensor, writable: bool = False) -> dict[str, Any]:
+        buf = self._buffer(t)
+        if writable:
+            self.results.append((t, buf))
+        return {
+            "_data": buf,
+            "_shape": list(t.shape),
+            "_strides": contiguous_strides(tuple(t.shape)),
+            "_offset": 0,
+        }
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+        return torch.empty(shape, dtype=dtype)
+
+    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+        return torch.zeros(shape, dtype=dtype)
+
+    def dispatch(self, kernel: spy.ComputeKernel, n: int, kwargs: dict[str, Any]) -> None:
+        kernel.dispatch(thread_count=[n, 1, 1], **kwargs)
+        for t, buf in self.results:
+            flat = t.detach().view(-1) if t.is_contiguous() else None
+            raw = buf.to_numpy().view(np.uint8)[: t.numel() * t.element_size()]
+            if flat is not None:
+                flat.numpy().view(np.uint8)[:] = raw
+            else:
+                staged = torch.from_numpy(raw.copy()).view(t.dtype).reshape(t.shape)
+                with torch.no_grad():
+                    t.copy_(staged)

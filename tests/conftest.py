@@ -1,0 +1,33 @@
+"""Shared fixtures: the device kind under test and where its torch tensors live."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+DEVICE_KIND = os.environ.get("SLANGSPEC_DEVICE", "vulkan")
+TORCH_DEVICE = "cuda" if DEVICE_KIND == "cuda" else "cpu"
+
+
+@pytest.fixture(scope="session")
+def kind() -> str:
+    return DEVICE_KIND
+
+
+@pytest.fixture(scope="session")
+def tdev() -> str:
+    """The torch device that tensors passed to slangspec live on for this device kind."""
+    return TORCH_DEVICE
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> str:
+    """One cache for the session, so kernels compile once across tests."""
+    return str(tmp_path_factory.mktemp("slangspec-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)

@@ -1,0 +1,250 @@
+"""Forward results and gradients of real Slang kernels against the same maths in torch."""
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+
+SHADERS = Path(__file__).parent / "shaders"
+F32 = {"rtol": 1e-5, "atol": 1e-5}
+F16 = {"rtol": 1e-2, "atol": 1e-2}
+
+
+@pytest.fixture(scope="module")
+def ops(cache_dir):
+    return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
+
+
+def leaf(*shape, tdev, grad=True, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype, device=tdev).requires_grad_(grad)
+
+
+def grads(*tensors):
+    return [None if t.grad is None else t.grad.clone() for t in tensors]
+
+
+def check_parity(slang_fn, torch_fn, inputs, tol=F32):
+    """Run both, backprop the same random cotangent, compare outputs and every input grad."""
+    twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    out = slang_fn(*inputs)
+    ref = torch_fn(*twins)
+    torch.testing.assert_close(out, ref.to(out.dtype), **tol)
+    cot = torch.randn_like(ref)
+    if ref.requires_grad:
+        assert out.grad_fn is not None
+        out.backward(cot)
+        ref.backward(cot)
+    else:
+        assert out.grad_fn is None
+    for t, twin in zip(inputs, twins, strict=True):
+        if twin.grad is None:
+            assert t.grad is None
+        else:
+            torch.testing.assert_close(t.grad, twin.grad, **tol)
+
+
+# --- seed bug 1: autograd dropped after a no-grad first call ----------------------------------
+
+
+@pytest.mark.parametrize("order", ["nograd-first", "grad-first"])
+def test_grad_call_after_nograd_call_of_the_same_shape_keeps_autograd(ops, tdev, order):
+    calls = ["nograd", "grad", "nograd", "grad"] if order == "nograd-first" else [
+        "grad", "nograd", "grad", "nograd"]
+    for kind in calls:
+        x = leaf(8, 5, tdev=tdev, grad=kind == "grad")
+        y = ops.square(x)
+        if kind == "nograd":
+            assert y.grad_fn is None and not y.requires_grad
+            continue
+        assert y.grad_fn is not None, "output lost its autograd graph"
+        y.sum().backward()
+        torch.testing.assert_close(x.grad, 2 * x.detach(), **F32)
+
+
+def test_grad_tensor_under_no_grad_then_outside(ops, tdev):
+    x = leaf(16, tdev=tdev)
+    with torch.no_grad():
+        assert ops.square(x).grad_fn is None
+    y = ops.square(x)
+    assert y.grad_fn is not None
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach(), **F32)
+
+
+# --- seed bug 2: mixed requires_grad over two IDiffTensor inputs ------------------------------
+
+
+@pytest.mark.parametrize("ga,gb", [(True, True), (True, False), (False, True), (False, False)])
+def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
+    from slangspec.runtime import launch
+
+    n = 64
+    a, b = leaf(n, tdev=tdev, grad=ga), leaf(n, tdev=tdev, grad=gb)
+    zeros_shapes = []
+    binding = launch.CudaBinding if tdev == "cuda" else launch.VulkanBinding
+    real_zeros = binding.zeros
+
+    def counting_zeros(self, shape, dtype, like):
+        zeros_shapes.append(shape)
+        return real_zeros(self, shape, dtype, like)
+
+    monkeypatch.setattr(binding, "zeros", counting_zeros)
+    y = ops.mix2(a, b, slangspec.grid((n,)))
+    torch.testing.assert_close(y, (a * b + a).detach(), **F32)
+    if not (ga or gb):
+        assert y.grad_fn is None and not y.requires_grad
+        return
+    cot = torch.randn(n, device=tdev)
+    y.backward(cot)
+    assert zeros_shapes == [(n,)] * (ga + gb), "gradient storage for a frozen input"
+    if ga:
+        torch.testing.assert_close(a.grad, cot * (b.detach() + 1), **F32)
+    else:
+        assert a.grad is None
+    if gb:
+        torch.testing.assert_close(b.grad, cot * a.detach(), **F32)
+    else:
+        assert b.grad is None
+
+
+# --- gradient parity ---------------------------------------------------------------------------
+
+
+def test_polynomial_over_scalars(ops, tdev):
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(37, tdev=tdev),
+                                                             leaf(37, tdev=tdev)])
+
+
+def test_float3_function_over_n_by_3(ops, tdev):
+    def ref(v, s):
+        return v * s + torch.tensor([s, 0.0, 1.0], device=v.device)
+
+    check_parity(lambda v: ops.scale3(v, 1.5), lambda v: ref(v, 1.5), [leaf(33, 3, tdev=tdev)])
+
+
+def test_broadcast_length_one_against_n(ops, tdev):
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(1, tdev=tdev),
+                                                             leaf(50, tdev=tdev)])
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(50, tdev=tdev),
+                                                             leaf(1, tdev=tdev, grad=False)])
+
+
+def test_two_dimensional_tensors_and_missing_leading_dims(ops, tdev):
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 7, tdev=tdev),
+                                                             leaf(6, 7, tdev=tdev)])
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(7, tdev=tdev),
+                                                             leaf(6, 7, tdev=tdev)])
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 1, tdev=tdev),
+                                                             leaf(1, 7, tdev=tdev)])
+
+
+def test_non_contiguous_inputs(ops, tdev):
+    x = torch.randn(7, 6, device=tdev).t().requires_grad_(True)
+    a = leaf(6, 7, tdev=tdev)
+    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [a, x])
+
+
+def test_float16(ops, tdev):
+    check_parity(ops.hpoly, lambda a, x: a * x * x + a,
+                 [leaf(40, tdev=tdev, dtype=torch.float16), leaf(40, tdev=tdev, dtype=torch.float16)],
+                 tol=F16)
+
+
+def test_float64(ops, kind, tdev):
+    if kind != "cuda":
+        pytest.skip("float64 is supported on CUDA")
+    check_parity(ops.dpoly, lambda a, x: a * x * x + a,
+                 [leaf(40, tdev=tdev, dtype=torch.float64), leaf(40, tdev=tdev, dtype=torch.float64)])
+
+
+def test_grid_indexed_idifftensor_2d(ops, tdev):
+    w = leaf(5, 6, tdev=tdev)
+    x = leaf(5, 6, tdev=tdev, grad=False)
+    out = ops.gather2d(w, x, slangspec.grid((5, 6)))
+    torch.testing.assert_close(out, (w * x * 3).detach(), **F32)
+    cot = torch.randn(5, 6, device=tdev)
+    out.backward(cot)
+    torch.testing.assert_close(w.grad, cot * x * 3, **F32)
+
+
+def test_no_diff_parameter_gets_no_gradient(ops, tdev):
+    x, k = leaf(9, tdev=tdev), leaf(9, tdev=tdev)
+    y = ops.tscale(x, k)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, k.detach(), **F32)
+    assert k.grad is None
+
+
+def test_all_eight_grad_masks_in_shuffled_order(ops, tdev):
+    masks = [(a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1)]
+    random.Random(7).shuffle(masks)
+    for mask in masks * 2:
+        inputs = [leaf(21, tdev=tdev, grad=bool(g)) for g in mask]
+        check_parity(ops.f3, lambda a, b, c: a * b + torch.sin(c) * a + b * c * c, inputs)
+
+
+# --- autograd behaviour ------------------------------------------------------------------------
+
+
+def test_no_grad_builds_no_graph(ops, tdev):
+    x = leaf(10, tdev=tdev)
+    with torch.no_grad():
+        y = ops.poly(x, x)
+    assert y.grad_fn is None and not y.requires_grad
+
+
+def test_retain_graph_and_repeated_backward_accumulate(ops, tdev):
+    x = leaf(10, tdev=tdev)
+    y = ops.square(x)
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, 4 * x.detach(), **F32)
+
+
+def test_double_backward_is_a_clear_error(ops, tdev):
+    x = leaf(10, tdev=tdev)
+    with pytest.raises(RuntimeError, match="ops::square: double backward is not supported"):
+        torch.autograd.grad(ops.square(x).sum(), x, create_graph=True)
+
+
+def test_chains_with_torch_ops(ops, tdev):
+    x = leaf(12, tdev=tdev)
+    a = leaf(1, tdev=tdev)
+    check_parity(lambda a, x: ops.square(ops.poly(a, torch.tanh(x))) * 2,
+                 lambda a, x: (a * torch.tanh(x) ** 2 + 3 * a) ** 2 * 2, [a, x])
+
+
+# --- non-float parameters and results ------------------------------------------------------------
+
+
+def test_integer_bool_and_uniform_arguments(ops, tdev):
+    a = torch.arange(10, dtype=torch.int32, device=tdev)
+    torch.testing.assert_close(ops.add_int(a, 5), a + 5)
+    torch.testing.assert_close(ops.twice(a), a * 2)
+    c = torch.tensor([True, False, True], device=tdev)
+    x, y = torch.randn(3, device=tdev), torch.randn(3, device=tdev)
+    torch.testing.assert_close(ops.pick(c, x, y), torch.where(c, x, y))
+    torch.testing.assert_close(ops.pick(True, x, 2), x)
+    torch.testing.assert_close(ops.positive(x), x > 0)
+
+
+def test_rw_tensor_written_in_place(ops, tdev):
+    out = torch.zeros(8, device=tdev)
+    assert ops.fill(out, slangspec.grid((8,)), 0.5) is None
+    torch.testing.assert_close(out, 0.5 * torch.arange(8.0, device=tdev))
+
+
+def test_numpy_arrays_are_accepted(ops, tdev):
+    import numpy as np
+
+    x = np.linspace(-1, 1, 9, dtype=np.float32)
+    y = ops.square(x)
+    torch.testing.assert_close(y.cpu(), torch.from_numpy(x) ** 2)
+
+
+def test_empty_call_shape(ops, tdev):
+    y = ops.square(torch.zeros(0, device=tdev))
+    assert y.shape == (0,)

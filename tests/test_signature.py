@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import slangspec
+from slangspec.signature import (
+    DTYPES_BY_NUMBER,
+    SCALAR_TYPE_NUMBERS,
+    GridForm,
+    ScalarForm,
+    TensorForm,
+    call_signature,
+    parse_arg,
+    parse_call_signature,
+)
+
+
+def test_documented_examples():
+    assert slangspec.signature(torch.zeros(1024, 3, requires_grad=True)) == "[D2,S6,G1,Vx3]"
+    with torch.no_grad():
+        assert slangspec.signature(torch.zeros(1024, 3, requires_grad=True)) == "[D2,S6,G0,Vx3]"
+    assert slangspec.signature(torch.zeros(())) == "[D0,S6,G0,V]"
+    assert slangspec.signature(torch.zeros(8, 5, dtype=torch.float16)) == "[D2,S5,G0,Vxx]"
+    assert slangspec.signature(torch.zeros(8, 5)) == "[D2,S6,G0,Vxx]"
+
+
+def test_extent_classes():
+    assert slangspec.signature(torch.zeros(0, 1, 2, 3, 4, 5)) == "[D6,S6,G0,Vx1234x]"
+
+
+def test_torch_scalar_type_numbers():
+    expected = {torch.float32: 6, torch.float16: 5, torch.float64: 7, torch.int32: 3,
+                torch.int64: 4, torch.bool: 11, torch.bfloat16: 15}
+    for dtype, number in expected.items():
+        assert SCALAR_TYPE_NUMBERS[dtype] == number
+        assert slangspec.signature(torch.zeros(9, dtype=dtype)) == f"[D1,S{number},G0,Vx]"
+
+
+def test_grad_bit_needs_grad_mode():
+    t = torch.zeros(3, requires_grad=True)
+    assert ",G1," in slangspec.signature(t)
+    with torch.no_grad():
+        assert ",G0," in slangspec.signature(t)
+    assert ",G0," in slangspec.signature(t.detach())
+
+
+def test_other_argument_forms():
+    assert slangspec.signature(1.5) == "f"
+    assert slangspec.signature(3) == "i"
+    assert slangspec.signature(True) == "b"
+    assert slangspec.signature(slangspec.grid((16, 4))) == "grid[D2]"
+    assert slangspec.signature(slangspec.grid(7)) == "grid[D1]"
+    assert slangspec.signature(np.zeros((40, 3), np.float32)) == "np[D2,S6,G0,Vx3]"
+
+
+def test_junk_is_a_type_error():
+    with pytest.raises(TypeError, match="cannot pass a value of type str"):
+        slangspec.signature("nope")
+    with pytest.raises(TypeError, match="unsupported tensor dtype"):
+        slangspec.signature(torch.zeros(2, dtype=torch.uint16))
+    with pytest.raises(ValueError, match="grid shape"):
+        slangspec.grid(())
+
+
+def test_grad_bit_is_per_tensor_in_call_signatures():
+    a = torch.zeros(8, requires_grad=True)
+    b = torch.zeros(8)
+    yes_no = call_signature("m::f", (a, b))
+    no_yes = call_signature("m::f", (b, a))
+    assert yes_no != no_yes
+    assert yes_no == "m::f call [D1,S6,G1,Vx] [D1,S6,G0,Vx]"
+    assert no_yes == "m::f call [D1,S6,G0,Vx] [D1,S6,G1,Vx]"
+
+
+dtypes = st.sampled_from([torch.float32, torch.float16, torch.float64, torch.int32,
+                          torch.int64, torch.bool, torch.bfloat16])
+shapes = st.lists(st.integers(min_value=0, max_value=7), min_size=0, max_size=5)
+
+
+def _classes(shape):
+    return tuple(d if 1 <= d <= 4 else "x" for d in shape)
+
+
+@given(shapes, dtypes, st.booleans(), shapes, dtypes, st.booleans())
+def test_signature_is_injective_over_rank_dtype_grad_and_extent_classes(s1, d1, g1, s2, d2, g2):
+    t1 = torch.zeros(s1, dtype=d1, requires_grad=g1 and d1.is_floating_point)
+    t2 = torch.zeros(s2, dtype=d2, requires_grad=g2 and d2.is_floating_point)
+    key1 = (len(s1), d1, t1.requires_grad, _classes(s1))
+    key2 = (len(s2), d2, t2.requires_grad, _classes(s2))
+    assert (slangspec.signature(t1) == slangspec.signature(t2)) == (key1 == key2)
+
+
+@given(shapes, dtypes, st.booleans())
+def test_fixed_width_fields_precede_the_v_run(shape, dtype, grad):
+    t = torch.zeros(shape, dtype=dtype, requires_grad=grad and dtype.is_floating_point)
+    sig = slangspec.signature(t)
+    fields = sig[1:-1].split(",")
+    assert [f[0] for f in fields] == ["D", "S", "G", "V"]
+    assert fields[-1] == "V" + "".join(str(c) for c in _classes(shape))
+    form = parse_arg(sig)
+    assert form == TensorForm(len(shape), dtype, t.requires_grad, fields[-1][1:])
+
+
+def test_parse_round_trip():
+    sig = call_signature("poly::f", (torch.zeros(4, 3), 1.0, 2, False, slangspec.grid((2, 2))))
+    call = parse_call_signature(sig)
+    assert call.function_id == "poly::f"
+    assert call.mode == "call"
+    assert call.args[1:] == (ScalarForm("f"), ScalarForm("i"), ScalarForm("b"), GridForm(2))
+    assert set(DTYPES_BY_NUMBER) == set(SCALAR_TYPE_NUMBERS.values())
+
+
+@pytest.mark.parametrize("bad", ["[D2,S6,G1,Vx]", "[D1,S99,G0,Vx]", "[D1,S6,G2,Vx]", "tensor",
+                                 "[D1,S6,Vx]", "[D1,S6,G0,V5]"])
+def test_malformed_argument_signatures(bad):
+    with pytest.raises(ValueError, match="argument signature"):
+        parse_arg(bad)
+
+
+def test_malformed_call_signatures():
+    with pytest.raises(ValueError, match="malformed call signature"):
+        parse_call_signature("f call f")
+    with pytest.raises(ValueError, match="unknown call mode"):
+        parse_call_signature("m::f jump f")
