@@ -51,8 +51,11 @@ def check_parity(slang_fn, torch_fn, inputs, tol=F32):
 
 @pytest.mark.parametrize("order", ["nograd-first", "grad-first"])
 def test_grad_call_after_nograd_call_of_the_same_shape_keeps_autograd(ops, tdev, order):
-    calls = ["nograd", "grad", "nograd", "grad"] if order == "nograd-first" else [
-        "grad", "nograd", "grad", "nograd"]
+    calls = (
+        ["nograd", "grad", "nograd", "grad"]
+        if order == "nograd-first"
+        else ["grad", "nograd", "grad", "nograd"]
+    )
     for kind in calls:
         x = leaf(8, 5, tdev=tdev, grad=kind == "grad")
         y = ops.square(x)
@@ -114,8 +117,9 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
 
 
 def test_polynomial_over_scalars(ops, tdev):
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(37, tdev=tdev),
-                                                             leaf(37, tdev=tdev)])
+    check_parity(
+        ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(37, tdev=tdev), leaf(37, tdev=tdev)]
+    )
 
 
 def test_float3_function_over_n_by_3(ops, tdev):
@@ -126,19 +130,26 @@ def test_float3_function_over_n_by_3(ops, tdev):
 
 
 def test_broadcast_length_one_against_n(ops, tdev):
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(1, tdev=tdev),
-                                                             leaf(50, tdev=tdev)])
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(50, tdev=tdev),
-                                                             leaf(1, tdev=tdev, grad=False)])
+    check_parity(
+        ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(1, tdev=tdev), leaf(50, tdev=tdev)]
+    )
+    check_parity(
+        ops.poly,
+        lambda a, x: a * x * x + 3 * a,
+        [leaf(50, tdev=tdev), leaf(1, tdev=tdev, grad=False)],
+    )
 
 
 def test_two_dimensional_tensors_and_missing_leading_dims(ops, tdev):
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 7, tdev=tdev),
-                                                             leaf(6, 7, tdev=tdev)])
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(7, tdev=tdev),
-                                                             leaf(6, 7, tdev=tdev)])
-    check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 1, tdev=tdev),
-                                                             leaf(1, 7, tdev=tdev)])
+    check_parity(
+        ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 7, tdev=tdev), leaf(6, 7, tdev=tdev)]
+    )
+    check_parity(
+        ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(7, tdev=tdev), leaf(6, 7, tdev=tdev)]
+    )
+    check_parity(
+        ops.poly, lambda a, x: a * x * x + 3 * a, [leaf(6, 1, tdev=tdev), leaf(1, 7, tdev=tdev)]
+    )
 
 
 def test_non_contiguous_inputs(ops, tdev):
@@ -148,16 +159,22 @@ def test_non_contiguous_inputs(ops, tdev):
 
 
 def test_float16(ops, tdev):
-    check_parity(ops.hpoly, lambda a, x: a * x * x + a,
-                 [leaf(40, tdev=tdev, dtype=torch.float16), leaf(40, tdev=tdev, dtype=torch.float16)],
-                 tol=F16)
+    check_parity(
+        ops.hpoly,
+        lambda a, x: a * x * x + a,
+        [leaf(40, tdev=tdev, dtype=torch.float16), leaf(40, tdev=tdev, dtype=torch.float16)],
+        tol=F16,
+    )
 
 
 def test_float64(ops, kind, tdev):
     if kind != "cuda":
         pytest.skip("float64 is supported on CUDA")
-    check_parity(ops.dpoly, lambda a, x: a * x * x + a,
-                 [leaf(40, tdev=tdev, dtype=torch.float64), leaf(40, tdev=tdev, dtype=torch.float64)])
+    check_parity(
+        ops.dpoly,
+        lambda a, x: a * x * x + a,
+        [leaf(40, tdev=tdev, dtype=torch.float64), leaf(40, tdev=tdev, dtype=torch.float64)],
+    )
 
 
 def test_grid_indexed_idifftensor_2d(ops, tdev):
@@ -213,8 +230,11 @@ def test_double_backward_is_a_clear_error(ops, tdev):
 def test_chains_with_torch_ops(ops, tdev):
     x = leaf(12, tdev=tdev)
     a = leaf(1, tdev=tdev)
-    check_parity(lambda a, x: ops.square(ops.poly(a, torch.tanh(x))) * 2,
-                 lambda a, x: (a * torch.tanh(x) ** 2 + 3 * a) ** 2 * 2, [a, x])
+    check_parity(
+        lambda a, x: ops.square(ops.poly(a, torch.tanh(x))) * 2,
+        lambda a, x: (a * torch.tanh(x) ** 2 + 3 * a) ** 2 * 2,
+        [a, x],
+    )
 
 
 # --- non-float parameters and results ------------------------------------------------------------

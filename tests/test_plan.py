@@ -72,8 +72,11 @@ def test_vector_parameters_consume_the_last_dimension():
 
 
 def test_dtype_and_kind_errors_name_the_function_argument_and_expectation():
-    with pytest.raises(TypeError, match=r"m::poly: argument 1 \('x'\): expected a float32 tensor, "
-                                        r"got a float16 tensor"):
+    with pytest.raises(
+        TypeError,
+        match=r"m::poly: argument 1 \('x'\): expected a float32 tensor, "
+        r"got a float16 tensor",
+    ):
         plan_from_signature(POLY, "m::poly call f [D1,S5,G0,Vx]")
     with pytest.raises(TypeError, match=r"m::poly: expected 2 arguments \(a, x\), got 1"):
         plan_from_signature(POLY, "m::poly call f")

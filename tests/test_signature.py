@@ -31,8 +31,15 @@ def test_extent_classes():
 
 
 def test_torch_scalar_type_numbers():
-    expected = {torch.float32: 6, torch.float16: 5, torch.float64: 7, torch.int32: 3,
-                torch.int64: 4, torch.bool: 11, torch.bfloat16: 15}
+    expected = {
+        torch.float32: 6,
+        torch.float16: 5,
+        torch.float64: 7,
+        torch.int32: 3,
+        torch.int64: 4,
+        torch.bool: 11,
+        torch.bfloat16: 15,
+    }
     for dtype, number in expected.items():
         assert SCALAR_TYPE_NUMBERS[dtype] == number
         assert slangspec.signature(torch.zeros(9, dtype=dtype)) == f"[D1,S{number},G0,Vx]"
@@ -74,8 +81,17 @@ def test_grad_bit_is_per_tensor_in_call_signatures():
     assert no_yes == "m::f call [D1,S6,G0,Vx] [D1,S6,G1,Vx]"
 
 
-dtypes = st.sampled_from([torch.float32, torch.float16, torch.float64, torch.int32,
-                          torch.int64, torch.bool, torch.bfloat16])
+dtypes = st.sampled_from(
+    [
+        torch.float32,
+        torch.float16,
+        torch.float64,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+        torch.bfloat16,
+    ]
+)
 shapes = st.lists(st.integers(min_value=0, max_value=7), min_size=0, max_size=5)
 
 
@@ -112,8 +128,10 @@ def test_parse_round_trip():
     assert set(DTYPES_BY_NUMBER) == set(SCALAR_TYPE_NUMBERS.values())
 
 
-@pytest.mark.parametrize("bad", ["[D2,S6,G1,Vx]", "[D1,S99,G0,Vx]", "[D1,S6,G2,Vx]", "tensor",
-                                 "[D1,S6,Vx]", "[D1,S6,G0,V5]"])
+@pytest.mark.parametrize(
+    "bad",
+    ["[D2,S6,G1,Vx]", "[D1,S99,G0,Vx]", "[D1,S6,G2,Vx]", "tensor", "[D1,S6,Vx]", "[D1,S6,G0,V5]"],
+)
 def test_malformed_argument_signatures(bad):
     with pytest.raises(ValueError, match="argument signature"):
         parse_arg(bad)

@@ -18,6 +18,8 @@ class DeviceUnavailableError(RuntimeError):
 
 
 _devices: dict[str, spy.Device] = {}
+cuda_torch_device: torch.device | None = None
+"""The torch CUDA device whose context the slangpy CUDA device shares, once opened."""
 _lock = threading.Lock()
 
 
@@ -29,6 +31,8 @@ def _open(kind: str) -> spy.Device:
         torch.cuda.current_stream()
         # Share torch's context so torch CUDA memory is addressable by our kernels in place.
         handles = spy.get_cuda_current_context_native_handles()
+        global cuda_torch_device
+        cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
         return spy.create_device(type=spy.DeviceType.cuda, existing_device_handles=handles)
     return spy.create_device(type=_TYPES[kind])
 
@@ -46,6 +50,14 @@ def open_device(kind: str) -> spy.Device:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
             _devices[kind] = device
         return device
+
+
+def torch_device(kind: str) -> torch.device:
+    """The torch device whose tensors a slangspec device of ``kind`` takes and returns."""
+    if kind == "cuda":
+        assert cuda_torch_device is not None, "open the cuda device first"
+        return cuda_torch_device
+    return torch.device("cpu")
 
 
 def select_device(requested: str | None = None) -> tuple[str, spy.Device]:

@@ -12,6 +12,8 @@ import numpy as np
 import slangpy as spy
 import torch
 
+from .. import devices
+
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 
 
@@ -28,11 +30,13 @@ class CudaBinding:
 
     def __init__(self, device: spy.Device) -> None:
         self.device = device
+        self.torch_device = devices.torch_device("cuda")
 
     def check(self, name: str, t: torch.Tensor) -> None:
-        if not t.is_cuda:
+        if t.device != self.torch_device:
             raise ValueError(
-                f"{name}: expected a CUDA tensor on the cuda device, got a tensor on {t.device}"
+                f"{name}: expected a tensor on {self.torch_device} (the device slangspec "
+                f"shares with torch), got a tensor on {t.device}"
             )
 
     def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
@@ -67,6 +71,7 @@ class VulkanBinding:
 
     def __init__(self, device: spy.Device) -> None:
         self.device = device
+        self.torch_device = devices.torch_device("vulkan")
         self.results: list[tuple[torch.Tensor, spy.Buffer]] = []
         self.staged: list[spy.Buffer] = []  # alive until dispatch: kernels hold raw addresses
 

@@ -15,7 +15,7 @@ import xxhash
 from ..cache_store.location import cache_root, write_atomic
 from ..codegen import backward_source, forward_source
 from ..compiler import Compiler
-from ..devices import select_device
+from ..devices import select_device, torch_device
 from ..signature import call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
 from .launch import CudaBinding, VulkanBinding
@@ -44,6 +44,7 @@ class Module:
     ) -> None:
         self.name = name
         self.device_kind, self.device = select_device(device)
+        self.torch_device = torch_device(self.device_kind)
         self.root = cache_root(cache_dir)
         self.kernel_dir = self.root / "kernels"
         self.kernel_dir.mkdir(mode=0o700, exist_ok=True)
@@ -134,16 +135,12 @@ class Function:
         signature = call_signature(self.id, args)
         spec = self._specs.get(signature) or self._specialize(signature)
         if "np[" in signature:
-            args = tuple(_from_numpy(a, args) for a in args)
+            device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+            device = device or self.module.torch_device
+            args = tuple(
+                torch.from_numpy(a).to(device) if isinstance(a, np.ndarray) else a for a in args
+            )
         return spec(args)
-
-
-def _from_numpy(value: Any, args: Sequence[Any]) -> Any:
-    if not isinstance(value, np.ndarray):
-        return value
-    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    t = torch.from_numpy(value)
-    return t.to(device) if device is not None else t
 
 
 def load(

@@ -106,7 +106,7 @@ class Specialization:
         out = None
         if r is not None:
             shape = call_shape + ((r.width,) if r.width else ())
-            out = bind.empty(shape, getattr(torch, r.dtype), _torch_device(args))
+            out = bind.empty(shape, getattr(torch, r.dtype), _torch_device(args, bind))
         n = _numel(call_shape)
         if n == 0:
             return out
@@ -152,11 +152,11 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _torch_device(args: Sequence[Any]) -> torch.device:
+def _torch_device(args: Sequence[Any], bind) -> torch.device:
     for a in args:
         if isinstance(a, torch.Tensor):
             return a.device
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    return bind.torch_device
 
 
 def _uniform(a: ArgPlan, value: Any) -> Any:

@@ -1,0 +1,143 @@
+"""Bad input: each gets a clear error naming the function and argument, and the next valid call
+still works."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+
+SHADERS = Path(__file__).parent / "shaders"
+
+
+@pytest.fixture(scope="module")
+def ops(cache_dir):
+    return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
+
+
+@pytest.fixture
+def valid(ops, tdev):
+    """A valid call, made after each bad one to prove nothing was poisoned."""
+
+    def call():
+        x = torch.arange(4.0, device=tdev, requires_grad=True)
+        y = ops.poly(x, x)
+        y.sum().backward()
+        torch.testing.assert_close(y, (x * x * x + 3 * x).detach())
+        torch.testing.assert_close(x.grad, (3 * x * x + 3).detach())
+
+    call()
+    yield
+    call()
+
+
+def other_device(tdev):
+    return "cpu" if tdev == "cuda" else "meta"
+
+
+def test_wrong_dtype(ops, tdev, valid):
+    x = torch.ones(4, dtype=torch.float64, device=tdev)
+    with pytest.raises(
+        TypeError,
+        match=r"ops::poly: argument 1 \('x'\): expected a float32 "
+        r"tensor, got a float64 tensor",
+    ):
+        ops.poly(torch.ones(4, device=tdev), x)
+
+
+def test_wrong_rank_for_vector_parameter(ops, tdev, valid):
+    with pytest.raises(
+        ValueError,
+        match=r"ops::scale3: argument 0 \('v'\): expected a tensor "
+        r"whose last dimension is 3",
+    ):
+        ops.scale3(torch.ones(4, device=tdev), 1.0)
+    with pytest.raises(
+        ValueError,
+        match=r"argument 0 \('v'\): expected a tensor whose last "
+        r"dimension is 3, got shape class x4",
+    ):
+        ops.scale3(torch.ones(10, 4, device=tdev), 1.0)
+
+
+def test_tensor_on_the_wrong_device(ops, tdev, valid):
+    bad = torch.ones(4, device=other_device(tdev))
+    with pytest.raises(ValueError, match=r"ops::poly: argument 1 \('x'\): expected a "):
+        ops.poly(torch.ones(4, device=tdev), bad)
+
+
+def test_mismatched_broadcast_shapes(ops, tdev, valid):
+    with pytest.raises(
+        ValueError,
+        match=r"ops::poly: call shapes do not broadcast: argument 0 "
+        r"\('a'\) \(5,\), argument 1 \('x'\) \(6,\)",
+    ):
+        ops.poly(torch.ones(5, device=tdev), torch.ones(6, device=tdev))
+
+
+def test_unknown_function(ops, tdev, valid):
+    with pytest.raises(slangspec.UnknownFunctionError, match="module 'ops' has no function 'nope'"):
+        ops.nope(torch.ones(4, device=tdev))
+    with pytest.raises(ValueError):
+        ops.nope(1.0)
+
+
+def test_non_tensor_junk(ops, tdev, valid):
+    with pytest.raises(TypeError, match="cannot pass a value of type str"):
+        ops.poly("a", torch.ones(4, device=tdev))
+    with pytest.raises(TypeError, match="cannot pass a value of type list"):
+        ops.poly([1.0], torch.ones(4, device=tdev))
+
+
+def test_wrong_argument_count(ops, tdev, valid):
+    with pytest.raises(TypeError, match=r"ops::poly: expected 2 arguments \(a, x\), got 3"):
+        ops.poly(1.0, 2.0, 3.0)
+
+
+def test_python_scalar_of_the_wrong_kind(ops, tdev, valid):
+    with pytest.raises(
+        TypeError,
+        match=r"ops::add_int: argument 1 \('b'\): expected .* got "
+        r"Python float",
+    ):
+        ops.add_int(torch.ones(3, dtype=torch.int32, device=tdev), 1.5)
+
+
+def test_grad_tensor_into_a_written_tensor(ops, tdev, valid):
+    out = torch.zeros(4, device=tdev, requires_grad=True)
+    with pytest.raises(
+        ValueError,
+        match=r"ops::fill: argument 0 \('o'\): a tensor written by the "
+        r"kernel must not require grad",
+    ):
+        ops.fill(out, slangspec.grid((4,)), 1.0)
+
+
+def test_bad_module_paths(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no Slang module"):
+        slangspec.load(tmp_path / "missing.slang")
+    bad = tmp_path / "bad-name.slang"
+    bad.write_text("float f(float x) { return x; }")
+    with pytest.raises(ValueError, match=r"expected a '<identifier>\.slang' file name"):
+        slangspec.load(bad)
+    with pytest.raises(ValueError, match="must be an identifier"):
+        slangspec.load_source("no good", "float f(float x) { return x; }")
+
+
+def test_slang_compile_error_is_reported_and_nothing_is_cached(cache_dir, tdev):
+    m = slangspec.load_source("broken", "float f(float x) { return x +; }", cache_dir=cache_dir)
+    with pytest.raises(Exception, match="broken"):
+        m.f(torch.ones(3, device=tdev))
+    with pytest.raises(Exception, match="broken"):
+        m.f(torch.ones(3, device=tdev))
+
+
+def test_unsupported_parameter_direction(cache_dir, tdev):
+    m = slangspec.load_source("dirs", "void g(inout float z) { z += 1; }", cache_dir=cache_dir)
+    with pytest.raises(
+        TypeError,
+        match=r"dirs::g: argument 0 \('z'\): expected an 'in' "
+        r"parameter, got 'inout'",
+    ):
+        m.g(torch.ones(3, device=tdev))
