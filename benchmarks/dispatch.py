@@ -1,0 +1,135 @@
+"""Hot-call cost of slangspec against slangpy's functional API, same functions and tensors.
+
+    SLANGPY_TORCH_BRIDGE=1 source .gpu/install.sh   # on the GPU machine: slangpy's native bridge
+    python benchmarks/dispatch.py [--device cuda] [--json results.json]
+
+Measures, after warm-up, the mean wall time per call (host and device; synchronized at the end
+of each timed batch) of a forward call and of forward+backward, at 1 and 1M elements, for an
+elementwise polynomial and a grid-indexed IDiffTensor function. slangpy takes torch tensors only
+on CUDA (it crashes on CPU tensors), so on Vulkan only slangspec and torch are measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+import slangspec
+
+HERE = Path(__file__).parent
+
+
+def timed(fn: Callable[[], object], sync: Callable[[], None], budget_s: float = 0.5) -> float:
+    """Mean seconds per call over batches filling about ``budget_s``, best of three."""
+    for _ in range(3):
+        fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    once = max(time.perf_counter() - start, 1e-7)
+    n = max(3, min(20000, int(budget_s / 3 / once)))
+    best = float("inf")
+    for _ in range(3):
+        sync()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
+
+
+def slangpy_module(device_kind: str):
+    if device_kind != "cuda":
+        return None
+    import slangpy as spy
+
+    device = spy.create_torch_device(type=spy.DeviceType.cuda, include_paths=[str(HERE)])
+    return spy.Module.load_from_file(device, str(HERE / "bench.slang"))
+
+
+def cases(n: int, tdev: str):
+    a = torch.randn(n, device=tdev, requires_grad=True)
+    x = torch.randn(n, device=tdev, requires_grad=True)
+    cot = torch.ones(n, device=tdev)
+
+    def poly_torch(a, x):
+        return a * x * x + 3 * a
+
+    def mix_torch(a, b, _):
+        return a * b + a
+
+    return [
+        ("poly", (a, x), cot, poly_torch),
+        ("mix2", (a, x, "grid"), cot, mix_torch),
+    ]
+
+
+def run(device_kind: str | None) -> list[dict]:
+    m = slangspec.load(
+        HERE / "bench.slang",
+        device=device_kind,
+        cache_dir=tempfile.mkdtemp(prefix="slangspec-bench-"),
+    )
+    tdev = "cuda" if m.device_kind == "cuda" else "cpu"
+    sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
+    spy_module = slangpy_module(m.device_kind)
+    rows = []
+    for n in (1, 1 << 20):
+        for name, args, cot, ref in cases(n, tdev):
+            impls = {"slangspec": (getattr(m, name), slangspec.grid((n,))), "torch": (ref, None)}
+            if spy_module is not None:
+                import slangpy as spy
+
+                impls["slangpy"] = (getattr(spy_module, name), spy.grid((n,)))
+            for mode in ("forward", "forward+backward"):
+                row = {"function": name, "elements": n, "mode": mode}
+                for impl, (fn, grid) in impls.items():
+                    call_args = tuple(grid if a == "grid" else a for a in args)
+
+                    def call(fn=fn, call_args=call_args, mode=mode, cot=cot):
+                        if mode == "forward":
+                            with torch.no_grad():
+                                return fn(*call_args)
+                        out = fn(*call_args)
+                        out.backward(cot)
+                        return out
+
+                    row[impl] = timed(call, sync)
+                rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", choices=["cuda", "vulkan"], default=None)
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    rows = run(args.device)
+    has_spy = "slangpy" in rows[0]
+    head = f"{'function':8s} {'elements':>9s} {'mode':17s} {'slangspec':>11s}"
+    head += f" {'slangpy':>11s} {'ratio':>6s}" if has_spy else ""
+    print(head + f" {'torch':>11s}")
+    for r in rows:
+        line = f"{r['function']:8s} {r['elements']:9d} {r['mode']:17s}"
+        line += f" {r['slangspec'] * 1e6:9.1f}us"
+        if has_spy:
+            line += f" {r['slangpy'] * 1e6:9.1f}us {r['slangspec'] / r['slangpy']:6.2f}"
+        print(line + f" {r['torch'] * 1e6:9.1f}us")
+    if has_spy:
+        print("ratio = slangspec / slangpy (below 1: slangspec is faster)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
