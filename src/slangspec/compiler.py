@@ -42,6 +42,7 @@ class Compiler:
     ) -> spy.SlangModule:
         """Front-end compile of the user's module, for reflection."""
         compile_counts["front_end"] += 1
+        self.device.set_cuda_context_current()
         return self.session(include_paths, defines).load_module(name)
 
     def kernel(
@@ -49,5 +50,6 @@ class Compiler:
     ) -> spy.ComputeKernel:
         """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
         compile_counts["kernel"] += 1
+        self.device.set_cuda_context_current()
         program = self.session(include_paths, defines).load_program(name, [ENTRY_POINT])
         return self.device.create_compute_kernel(program)

@@ -47,7 +47,7 @@ class CudaBinding:
         """Address of a tensor the kernel writes."""
         return t.data_ptr()
 
-    def struct(self, t: torch.Tensor, writable: bool = False) -> dict[str, Any]:
+    def struct(self, t: torch.Tensor, writable: bool) -> dict[str, Any]:
         return {
             "_data": t.data_ptr(),
             "_shape": list(t.shape),
@@ -62,6 +62,8 @@ class CudaBinding:
         return torch.zeros(shape, dtype=dtype, device=like)
 
     def dispatch(self, kernel: spy.ComputeKernel, n: int, kwargs: dict[str, Any]) -> None:
+        # Backward runs on torch's autograd threads, where the context may not be current yet.
+        self.device.set_cuda_context_current()
         stream = spy.NativeHandle.from_cuda_stream(torch.cuda.current_stream().cuda_stream)
         kernel.dispatch(thread_count=[n, 1, 1], cuda_stream=stream, **kwargs)
 
@@ -97,7 +99,7 @@ class VulkanBinding:
         self.results.append((t, buf))
         return buf.device_address
 
-    def struct(self, t: torch.Tensor, writable: bool = False) -> dict[str, Any]:
+    def struct(self, t: torch.Tensor, writable: bool) -> dict[str, Any]:
         buf = self._buffer(t)
         if writable:
             self.results.append((t, buf))

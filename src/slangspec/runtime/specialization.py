@@ -8,26 +8,44 @@ from typing import Any
 import slangpy as spy
 import torch
 
-from ..specializer.plan import ArgPlan, SpecializationPlan
+from ..specializer.plan import SpecializationPlan
 
 KernelFactory = Callable[[str | None], spy.ComputeKernel]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
+_WRITTEN = ("RWTensor", "WTensor")
+
 
 class Specialization:
-    """A plan with its forward kernel and lazily compiled backward kernels."""
+    """A plan with its forward kernel and lazily compiled backward kernels.
+
+    Everything the hot path can learn from the plan is worked out once, here.
+    """
 
     def __init__(
         self, plan: SpecializationPlan, kernels: KernelFactory, binding: type, device: spy.Device
     ) -> None:
         self.plan = plan
+        self.name = f"{plan.module}::{plan.function}"
+        self.autograd = bool(plan.backward_masks)
         self._kernels = kernels
         self._forward = kernels(None)
         self._backward: dict[str, spy.ComputeKernel] = {}
         self._binding = binding
         self._device = device
-        self.autograd = bool(plan.backward_masks)
-        self.name = f"{plan.module}::{plan.function}"
+        args = plan.args
+        self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+        self._shaped = [(i, a.call_dims) for i, a in enumerate(args) if a.kind == "elementwise"]
+        self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
+        self._uniforms = [
+            (i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
+        ]
+        self._elementwise = [
+            (i, a.call_dims, a.width) for i, a in enumerate(args) if a.kind == "elementwise"
+        ]
+        self._whole = [(i, a.binding in _WRITTEN) for i, a in enumerate(args) if a.kind == "tensor"]
+        r = plan.returns
+        self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
 
     def backward_kernel(self, mask: str) -> spy.ComputeKernel:
         kernel = self._backward.get(mask)
@@ -37,23 +55,29 @@ class Specialization:
 
     def __call__(self, args: Sequence[Any]) -> torch.Tensor | None:
         if self.autograd:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            return _SlangCall.apply(self, list(args), *tensors)
+            return _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
         return self.forward(args)
 
-    def _label(self, i: int) -> str:
+    def label(self, i: int) -> str:
         return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
 
-    def _call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
-        shapes = []
-        for i, (a, value) in enumerate(zip(self.plan.args, args, strict=True)):
-            if a.kind == "elementwise":
-                shapes.append((i, tuple(value.shape[: a.call_dims])))
-            elif a.kind == "grid":
-                shapes.append((i, value.shape))
+    def check(self, bind, args: Sequence[Any]) -> None:
+        """Every tensor is on the device's torch device; written tensors are not trained."""
+        for i in self._tensors:
+            bind.check(self.label(i), args[i])
+        for i, written in self._whole:
+            if written and args[i].requires_grad and torch.is_grad_enabled():
+                raise ValueError(
+                    f"{self.label(i)}: a tensor written by the kernel must not require grad"
+                )
+
+    def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
+        """The broadcast of every elementwise argument's call dimensions and every grid."""
+        shapes = [(i, tuple(args[i].shape[:dims])) for i, dims in self._shaped]
+        shapes += [(i, args[i].shape) for i in self._grids]
         try:
-            return tuple(torch.broadcast_shapes(*(s for _, s in shapes)))
-        except RuntimeError:
+            return _broadcast([s for _, s in shapes])
+        except ValueError:
             described = ", ".join(
                 f"argument {i} ('{self.plan.args[i].param}') {s}" for i, s in shapes
             )
@@ -63,50 +87,40 @@ class Specialization:
         """Kernel keyword arguments shared by forward and backward kernels, and the gradient
         tensors of the whole-tensor arguments in ``mask``."""
         kw: dict[str, Any] = {"_n": _numel(call_shape)}
-        tensor_grads: dict[int, torch.Tensor] = {}
         if call_shape:
             kw["_shape"] = list(call_shape)
-        for i, (a, value) in enumerate(zip(self.plan.args, args, strict=True)):
-            if a.kind == "uniform":
-                kw[f"a{i}"] = _uniform(a, value)
-            elif a.kind == "elementwise":
-                address, strides = bind.read(value)
-                kw[f"a{i}"] = address
-                st = _broadcast_strides(a, tuple(value.shape), strides)
-                if st:
-                    kw[f"a{i}_st"] = st
-            elif a.kind == "tensor":
-                struct = bind.struct(value, writable=a.binding in ("RWTensor", "WTensor"))
-                if mask is not None and mask[i] == "1":
-                    grad = bind.zeros(tuple(value.shape), value.dtype, value.device)
-                    struct = {"_primal": struct, "_grad_out": bind.struct(grad, writable=True)}
-                    tensor_grads[i] = grad
-                kw[f"a{i}"] = struct
+        for i, py_type in self._uniforms:
+            kw[f"a{i}"] = py_type(args[i])
+        for i, dims, width in self._elementwise:
+            value = args[i]
+            address, strides = bind.read(value)
+            kw[f"a{i}"] = address
+            if dims or width:
+                shape = value.shape
+                st = [0 if shape[d] == 1 else strides[d] for d in range(dims)]
+                if width:
+                    st.append(strides[dims])
+                kw[f"a{i}_st"] = st
+        tensor_grads: dict[int, torch.Tensor] = {}
+        for i, written in self._whole:
+            value = args[i]
+            struct = bind.struct(value, written)
+            if mask is not None and mask[i] == "1":
+                grad = bind.zeros(tuple(value.shape), value.dtype, value.device)
+                struct = {"_primal": struct, "_grad_out": bind.struct(grad, True)}
+                tensor_grads[i] = grad
+            kw[f"a{i}"] = struct
         return kw, tensor_grads
-
-    def check(self, bind, args: Sequence[Any]) -> None:
-        for i, (a, value) in enumerate(zip(self.plan.args, args, strict=True)):
-            if isinstance(value, torch.Tensor):
-                bind.check(self._label(i), value)
-                if (
-                    a.kind == "tensor"
-                    and a.binding in ("RWTensor", "WTensor")
-                    and value.requires_grad
-                    and torch.is_grad_enabled()
-                ):
-                    raise ValueError(
-                        f"{self._label(i)}: a tensor written by the kernel must not require grad"
-                    )
 
     def forward(self, args: Sequence[Any]) -> torch.Tensor | None:
         bind = self._binding(self._device)
         self.check(bind, args)
-        call_shape = self._call_shape(args)
-        r = self.plan.returns
+        call_shape = self.call_shape(args)
         out = None
-        if r is not None:
-            shape = call_shape + ((r.width,) if r.width else ())
-            out = bind.empty(shape, getattr(torch, r.dtype), _torch_device(args, bind))
+        if self._out is not None:
+            dtype, tail = self._out
+            device = args[self._tensors[0]].device if self._tensors else bind.torch_device
+            out = bind.empty(call_shape + tail, dtype, device)
         n = _numel(call_shape)
         if n == 0:
             return out
@@ -120,29 +134,31 @@ class Specialization:
         """Gradients for the arguments marked '1' in ``mask``; None for the others."""
         kernel = self.backward_kernel(mask)
         bind = self._binding(self._device)
-        call_shape = self._call_shape(args)
-        grads: list[torch.Tensor | None] = [None] * len(args)
-        n = _numel(call_shape)
+        call_shape = self.call_shape(args)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
         grad_out = grad_out.contiguous()
         kw["_dout"], _ = bind.read(grad_out)
-        for i, a in enumerate(self.plan.args):
-            if mask[i] == "1" and a.kind == "elementwise":
+        grads: list[torch.Tensor | None] = [None] * len(args)
+        for i, _, width in self._elementwise:
+            if mask[i] == "1":
+                value = args[i]
                 full = bind.empty(
-                    call_shape + ((a.width,) if a.width else ()), args[i].dtype, args[i].device
+                    call_shape + ((width,) if width else ()), value.dtype, value.device
                 )
                 kw[f"g{i}"] = bind.write(full)
                 grads[i] = full
+        n = _numel(call_shape)
         if n:
             bind.dispatch(kernel, n, kw)
-        for i, a in enumerate(self.plan.args):
-            if mask[i] != "1":
-                continue
-            if a.kind == "tensor":
-                grads[i] = tensor_grads[i]
-            elif grads[i].shape != args[i].shape:
-                grads[i] = grads[i].sum_to_size(args[i].shape)
+        for i, g in enumerate(grads):
+            if g is not None and g.shape != args[i].shape:
+                grads[i] = g.sum_to_size(args[i].shape)
+        for i, g in tensor_grads.items():
+            grads[i] = g
         return grads
+
+
+_PY_TYPE = {"float": float, "half": float, "double": float, "int": int, "uint": int, "bool": bool}
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -152,41 +168,35 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _torch_device(args: Sequence[Any], bind) -> torch.device:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            return a.device
-    return bind.torch_device
-
-
-def _uniform(a: ArgPlan, value: Any) -> Any:
-    if a.scalar in ("float", "half", "double"):
-        return float(value)
-    if a.scalar == "bool":
-        return bool(value)
-    return int(value)
-
-
-def _broadcast_strides(a: ArgPlan, shape: tuple[int, ...], strides: list[int]) -> list[int]:
-    """Element strides over the argument's call dimensions (0 where it broadcasts), then the
-    vector component stride."""
-    st = [0 if shape[d] == 1 else strides[d] for d in range(a.call_dims)]
-    if a.width:
-        st.append(strides[a.call_dims])
-    return st
-
-
-_SAVED = object()
-"""Stands in for a tensor argument in ctx.args; the tensor itself goes through saved_tensors."""
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """torch's broadcasting rule; ValueError when two extents clash."""
+    if not shapes:
+        return ()
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        offset = rank - len(s)
+        for d, extent in enumerate(s):
+            current = out[offset + d]
+            if extent != current:
+                if current == 1:
+                    out[offset + d] = extent
+                elif extent != 1:
+                    raise ValueError(f"extent {extent} does not broadcast against {current}")
+    return tuple(out)
 
 
 class _SlangCall(torch.autograd.Function):
     """The autograd node of one call: backward picks the kernel for the grads torch needs."""
 
     @staticmethod
-    def forward(ctx, spec: Specialization, args: list, *tensors: torch.Tensor):
+    def forward(ctx, spec: Specialization, args: Sequence[Any], *tensors: torch.Tensor):
         ctx.spec = spec
-        ctx.args = [_SAVED if isinstance(a, torch.Tensor) else a for a in args]
+        # Tensors travel through save_for_backward; keep only the other arguments on ctx.
+        ctx.others = [None if i in spec._tensors else a for i, a in enumerate(args)]
         ctx.save_for_backward(*tensors)
         return spec.forward(args)
 
@@ -198,13 +208,15 @@ class _SlangCall(torch.autograd.Function):
                 f"{spec.name}: double backward is not supported; its backward kernel is not "
                 "differentiable (drop create_graph=True)"
             )
-        saved = iter(ctx.saved_tensors)
-        args = [next(saved) if a is _SAVED else a for a in ctx.args]
-        needs = iter(ctx.needs_input_grad[2:])
-        mask = "".join(
-            "1" if isinstance(value, torch.Tensor) and next(needs) and a.grad else "0"
-            for a, value in zip(spec.plan.args, args, strict=True)
-        )
-        grads = spec.backward(args, grad_out, mask) if "1" in mask else [None] * len(args)
-        tensor_grads = (g for g, v in zip(grads, args, strict=True) if isinstance(v, torch.Tensor))
-        return (None, None, *tensor_grads)
+        args = list(ctx.others)
+        mask = ["0"] * len(args)
+        for i, t, needed in zip(
+            spec._tensors, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
+        ):
+            args[i] = t
+            if needed and spec.plan.args[i].grad:
+                mask[i] = "1"
+        if "1" not in mask:
+            return (None,) * (2 + len(spec._tensors))
+        grads = spec.backward(args, grad_out, "".join(mask))
+        return (None, None, *(grads[i] for i in spec._tensors))
