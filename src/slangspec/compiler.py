@@ -10,9 +10,19 @@ from pathlib import Path
 import slangpy as spy
 
 from .codegen import ENTRY_POINT
+from .runtime.uniforms import UniformBlock, uniform_block
 
 compile_counts: Counter[str] = Counter()
 """How often each compile step ran in this process ("front_end", "kernel"); read by tests."""
+
+
+class CompiledKernel:
+    """A compute kernel and, where its uniforms are plain bytes, their block packer."""
+
+    def __init__(self, kernel: spy.ComputeKernel) -> None:
+        self.kernel = kernel
+        self.pipeline = kernel.pipeline
+        self.block: UniformBlock | None = uniform_block(kernel)
 
 
 class Compiler:
@@ -47,9 +57,9 @@ class Compiler:
 
     def kernel(
         self, name: str, include_paths: Sequence[Path], defines: dict[str, str]
-    ) -> spy.ComputeKernel:
+    ) -> CompiledKernel:
         """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
         compile_counts["kernel"] += 1
         self.device.set_cuda_context_current()
         program = self.session(include_paths, defines).load_program(name, [ENTRY_POINT])
-        return self.device.create_compute_kernel(program)
+        return CompiledKernel(self.device.create_compute_kernel(program))

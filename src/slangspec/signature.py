@@ -110,7 +110,7 @@ def signature(value: Any) -> str:
 
 def call_signature(function_id: str, args: Sequence[Any], mode: str = CALL_MODE) -> str:
     """The call signature: function identity, call mode, then one signature per argument."""
-    return " ".join((function_id, mode, *(signature(a) for a in args)))
+    return " ".join((function_id, mode, *map(signature, args)))
 
 
 @dataclass(frozen=True)

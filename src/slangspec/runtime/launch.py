@@ -13,8 +13,26 @@ import slangpy as spy
 import torch
 
 from .. import devices
+from ..compiler import CompiledKernel
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
+
+
+def _submit(
+    device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str, Any], **submit: Any
+) -> None:
+    """Dispatch ``n`` threads, writing the uniforms as one block where the layout allows."""
+    if kernel.block is None:
+        kernel.kernel.dispatch(thread_count=[n, 1, 1], **submit, **kwargs)
+        return
+    data = kernel.block.pack(kwargs)
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    root = compute.bind_pipeline(kernel.pipeline)
+    spy.ShaderCursor(root).find_entry_point(0).set_data(data)
+    compute.dispatch([n, 1, 1])
+    compute.end()
+    device.submit_command_buffer(encoder.finish(), **submit)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
@@ -26,11 +44,14 @@ def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
 
 
 class CudaBinding:
-    """One call's bindings on CUDA: pointers into torch's own memory."""
+    """Bindings on CUDA: pointers into torch's own memory; holds no per-call state."""
 
     def __init__(self, device: spy.Device) -> None:
         self.device = device
         self.torch_device = devices.torch_device("cuda")
+
+    def begin(self) -> CudaBinding:
+        return self
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device != self.torch_device:
@@ -61,11 +82,13 @@ class CudaBinding:
     def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
         return torch.zeros(shape, dtype=dtype, device=like)
 
-    def dispatch(self, kernel: spy.ComputeKernel, n: int, kwargs: dict[str, Any]) -> None:
+    def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
         # Backward runs on torch's autograd threads, where the context may not be current yet.
         self.device.set_cuda_context_current()
-        stream = spy.NativeHandle.from_cuda_stream(torch.cuda.current_stream().cuda_stream)
-        kernel.dispatch(thread_count=[n, 1, 1], cuda_stream=stream, **kwargs)
+        stream = torch._C._cuda_getCurrentRawStream(self.torch_device.index)
+        _submit(
+            self.device, kernel, n, kwargs, cuda_stream=spy.NativeHandle.from_cuda_stream(stream)
+        )
 
 
 class VulkanBinding:
@@ -76,6 +99,10 @@ class VulkanBinding:
         self.torch_device = devices.torch_device("vulkan")
         self.results: list[tuple[torch.Tensor, spy.Buffer]] = []
         self.staged: list[spy.Buffer] = []  # alive until dispatch: kernels hold raw addresses
+
+    def begin(self) -> VulkanBinding:
+        """A fresh binding for one call: staging buffers and results belong to that call."""
+        return VulkanBinding(self.device)
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device.type != "cpu":
@@ -116,8 +143,8 @@ class VulkanBinding:
     def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
         return torch.zeros(shape, dtype=dtype)
 
-    def dispatch(self, kernel: spy.ComputeKernel, n: int, kwargs: dict[str, Any]) -> None:
-        kernel.dispatch(thread_count=[n, 1, 1], **kwargs)
+    def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
+        _submit(self.device, kernel, n, kwargs)
         for t, buf in self.results:
             flat = t.detach().view(-1) if t.is_contiguous() else None
             raw = buf.to_numpy().view(np.uint8)[: t.numel() * t.element_size()]

@@ -8,9 +8,10 @@ from typing import Any
 import slangpy as spy
 import torch
 
+from ..compiler import CompiledKernel
 from ..specializer.plan import SpecializationPlan
 
-KernelFactory = Callable[[str | None], spy.ComputeKernel]
+KernelFactory = Callable[[str | None], CompiledKernel]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
 _WRITTEN = ("RWTensor", "WTensor")
@@ -30,9 +31,8 @@ class Specialization:
         self.autograd = bool(plan.backward_masks)
         self._kernels = kernels
         self._forward = kernels(None)
-        self._backward: dict[str, spy.ComputeKernel] = {}
-        self._binding = binding
-        self._device = device
+        self._backward: dict[str, CompiledKernel] = {}
+        self._binding = binding(device)
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
         self._shaped = [(i, a.call_dims) for i, a in enumerate(args) if a.kind == "elementwise"]
@@ -47,7 +47,7 @@ class Specialization:
         r = plan.returns
         self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
 
-    def backward_kernel(self, mask: str) -> spy.ComputeKernel:
+    def backward_kernel(self, mask: str) -> CompiledKernel:
         kernel = self._backward.get(mask)
         if kernel is None:
             kernel = self._backward[mask] = self._kernels(mask)
@@ -113,7 +113,7 @@ class Specialization:
         return kw, tensor_grads
 
     def forward(self, args: Sequence[Any]) -> torch.Tensor | None:
-        bind = self._binding(self._device)
+        bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
         out = None
@@ -133,7 +133,7 @@ class Specialization:
     def backward(self, args: Sequence[Any], grad_out: torch.Tensor, mask: str) -> list:
         """Gradients for the arguments marked '1' in ``mask``; None for the others."""
         kernel = self.backward_kernel(mask)
-        bind = self._binding(self._device)
+        bind = self._binding.begin()
         call_shape = self.call_shape(args)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
         grad_out = grad_out.contiguous()
