@@ -1,13 +1,15 @@
 """slangspec: specialized, cached, differentiable Slang kernels for PyTorch."""
 
+from ._version import __version__
+from .cache_store import Cache, CacheWarning
 from .runtime import Function, Module, UnknownFunctionError, load, load_source
 from .signature import SIGNATURE_FORMAT, call_signature, grid, signature
 from .specializer import SpecializationPlan
 
-__version__ = "0.1.0"
-
 __all__ = [
     "SIGNATURE_FORMAT",
+    "Cache",
+    "CacheWarning",
     "Function",
     "Module",
     "SpecializationPlan",

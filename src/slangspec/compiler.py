@@ -1,4 +1,8 @@
-"""Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set."""
+"""Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set.
+
+Sessions keep slangpy's module cache under the cache root, so a module compiled once is loaded
+as IR by later processes instead of going through the Slang front-end again.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,14 @@ from pathlib import Path
 
 import slangpy as spy
 
+from .cache_store.location import SLANG, part
 from .codegen import ENTRY_POINT
 from .runtime.uniforms import UniformBlock, uniform_block
 
 compile_counts: Counter[str] = Counter()
-"""How often each compile step ran in this process ("front_end", "kernel"); read by tests."""
+"""What ran in this process: "specialize" (type resolution of a miss), "codegen" (a kernel
+source generated), "front_end" (a user module reflected), "kernel" (a kernel loaded or
+compiled through slangpy). Read by tests and benchmarks."""
 
 
 class CompiledKernel:
@@ -28,8 +35,9 @@ class CompiledKernel:
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines) set."""
 
-    def __init__(self, device: spy.Device) -> None:
+    def __init__(self, device: spy.Device, root: Path) -> None:
         self.device = device
+        self.module_cache = part(root, SLANG)
         self._sessions: dict[tuple, spy.SlangSession] = {}
         self._lock = threading.Lock()
 
@@ -39,11 +47,10 @@ class Compiler:
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
-                options = {
-                    "include_paths": [*key[0], spy.SHADER_PATH],
-                    "defines": dict(defines),
-                }
-                session = self.device.create_slang_session(compiler_options=options)
+                options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
+                session = self.device.create_slang_session(
+                    compiler_options=options, cache_path=self.module_cache
+                )
                 self._sessions[key] = session
             return session
 

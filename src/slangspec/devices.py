@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import slangpy as spy
 import torch
+
+from .cache_store.location import SHADERS, part, size_bound
 
 DEVICE_KINDS = ("cuda", "vulkan")
 _TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
@@ -17,13 +20,19 @@ class DeviceUnavailableError(RuntimeError):
     """No slangpy device of the requested (or any) kind could be opened."""
 
 
-_devices: dict[str, spy.Device] = {}
+_devices: dict[tuple[str, str], spy.Device] = {}
 cuda_torch_device: torch.device | None = None
 """The torch CUDA device whose context the slangpy CUDA device shares, once opened."""
 _lock = threading.Lock()
 
 
-def _open(kind: str) -> spy.Device:
+def _open(kind: str, root: Path) -> spy.Device:
+    # slangpy's shader cache (target code, pipelines) lives in the cache root; a quarter of the
+    # size bound, at most slangpy's own default.
+    caching = {
+        "shader_cache_path": part(root, SHADERS),
+        "shader_cache_size": min(128 << 20, size_bound() // 4),
+    }
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise DeviceUnavailableError("cuda: torch sees no CUDA device")
@@ -33,22 +42,23 @@ def _open(kind: str) -> spy.Device:
         handles = spy.get_cuda_current_context_native_handles()
         global cuda_torch_device
         cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
-        return spy.create_device(type=spy.DeviceType.cuda, existing_device_handles=handles)
-    return spy.create_device(type=_TYPES[kind])
+        return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **caching)
+    return spy.Device(type=_TYPES[kind], **caching)
 
 
-def open_device(kind: str) -> spy.Device:
-    """The process-wide slangpy device of ``kind``, opened on first use."""
+def open_device(kind: str, root: Path) -> spy.Device:
+    """The process-wide slangpy device of ``kind`` for the cache at ``root``, opened on first
+    use."""
     with _lock:
-        device = _devices.get(kind)
+        device = _devices.get((kind, str(root)))
         if device is None:
             try:
-                device = _open(kind)
+                device = _open(kind, root)
             except DeviceUnavailableError:
                 raise
             except Exception as exc:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
-            _devices[kind] = device
+            _devices[(kind, str(root))] = device
         return device
 
 
@@ -60,8 +70,8 @@ def torch_device(kind: str) -> torch.device:
     return torch.device("cpu")
 
 
-def select_device(requested: str | None = None) -> tuple[str, spy.Device]:
-    """Resolve the device kind by the documented order and open it."""
+def select_device(requested: str | None, root: Path) -> tuple[str, spy.Device]:
+    """Resolve the device kind by the documented order and open it for the cache at ``root``."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is not None:
         name = name.lower()
@@ -70,11 +80,11 @@ def select_device(requested: str | None = None) -> tuple[str, spy.Device]:
             raise ValueError(
                 f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}"
             )
-        return name, open_device(name)
+        return name, open_device(name, root)
     failures = []
     for kind in DEVICE_KINDS:
         try:
-            return kind, open_device(kind)
+            return kind, open_device(kind, root)
         except DeviceUnavailableError as exc:
             failures.append(str(exc))
     raise DeviceUnavailableError("no usable device; tried " + "; ".join(failures))

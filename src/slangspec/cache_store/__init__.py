@@ -1,5 +1,8 @@
-"""Where slangspec keeps generated modules, kernels and (later) compiled artifacts."""
+"""The content-addressed disk cache: where (location), what (preimage), how (store) and
+policy (eviction, verification), with ``Cache`` as its public face."""
 
+from .cache import Cache
 from .location import cache_root
+from .store import CacheWarning
 
-__all__ = ["cache_root"]
+__all__ = ["Cache", "CacheWarning", "cache_root"]

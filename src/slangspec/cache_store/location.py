@@ -1,11 +1,31 @@
-"""Where the cache lives: ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache dir."""
+"""Where the cache lives and how it is laid out.
+
+The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache directory. Under it:
+
+- ``index/``    the entry index (diskcache over SQLite, JSON values only)
+- ``kernels/``  generated kernel sources, named by the hash of their content
+- ``modules/``  modules given as source strings, by content hash
+- ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
+- ``shaders/``  slangpy's shader cache: target code and pipelines
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import platformdirs
+
+DEFAULT_SIZE_BYTES = 1 << 30
+DEFAULT_LEASE_SECONDS = 120.0
+
+INDEX = "index"
+KERNELS = "kernels"
+MODULES = "modules"
+SLANG = "slang"
+SHADERS = "shaders"
+PARTS = (INDEX, KERNELS, MODULES, SLANG, SHADERS)
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -20,8 +40,45 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return root
 
 
+def part(root: Path, name: str) -> Path:
+    """One part of the layout, created private when missing."""
+    path = root / name
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def size_bound() -> int:
+    """``SLANGSPEC_CACHE_SIZE`` in bytes, else 1 GiB."""
+    text = os.environ.get("SLANGSPEC_CACHE_SIZE")
+    if not text:
+        return DEFAULT_SIZE_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"SLANGSPEC_CACHE_SIZE={text!r}: expected a size in bytes") from None
+    if value <= 0:
+        raise ValueError(f"SLANGSPEC_CACHE_SIZE={text!r}: expected a positive size in bytes")
+    return value
+
+
+def lease_seconds() -> float:
+    """``SLANGSPEC_CACHE_LEASE``: how long a compile lock holds before others may take it."""
+    text = os.environ.get("SLANGSPEC_CACHE_LEASE")
+    return float(text) if text else DEFAULT_LEASE_SECONDS
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see either nothing or the whole file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of every file under ``path``."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from ..specializer.plan import ArgPlan, SpecializationPlan
 
+CODEGEN_FORMAT = 1
+"""Bumped whenever generated sources change for the same plan."""
+
 ENTRY_POINT = "slangspec_main"
 THREADS_PER_GROUP = 128
 

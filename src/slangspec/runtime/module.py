@@ -1,9 +1,12 @@
-"""User-facing modules and functions: the JIT path signature -> plan -> source -> kernel -> call."""
+"""User-facing modules and functions: the JIT path signature -> plan -> source -> kernel -> call,
+with the disk cache consulted beside each arrow."""
 
 from __future__ import annotations
 
 import os
 import re
+import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,9 +15,12 @@ import numpy as np
 import torch
 import xxhash
 
-from ..cache_store.location import cache_root, write_atomic
+from ..cache_store.location import MODULES, cache_root, part, size_bound, write_atomic
+from ..cache_store.policy import enforce_bound
+from ..cache_store.preimage import device_identity, key_of, module_closure, preimage
+from ..cache_store.store import CacheWarning, Store
 from ..codegen import backward_source, forward_source
-from ..compiler import Compiler
+from ..compiler import CompiledKernel, Compiler, compile_counts
 from ..devices import select_device, torch_device
 from ..signature import call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
@@ -23,7 +29,9 @@ from .specialization import Specialization
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _BINDINGS = {"cuda": CudaBinding, "vulkan": VulkanBinding}
-_compilers: dict[str, Compiler] = {}
+_compilers: dict[int, Compiler] = {}
+
+FORWARD = "forward"
 
 
 class UnknownFunctionError(AttributeError, ValueError):
@@ -41,20 +49,24 @@ class Module:
         defines: dict[str, str],
         device: str | None,
         cache_dir: str | os.PathLike[str] | None,
+        source: str | None = None,
     ) -> None:
         self.name = name
-        self.device_kind, self.device = select_device(device)
-        self.torch_device = torch_device(self.device_kind)
+        self.path = directory / f"{name}.slang"
+        self.source = source
         self.root = cache_root(cache_dir)
-        self.kernel_dir = self.root / "kernels"
-        self.kernel_dir.mkdir(mode=0o700, exist_ok=True)
-        self.include_paths = [directory, *include_paths, self.kernel_dir]
+        self.device_kind, self.device = select_device(device, self.root)
+        self.torch_device = torch_device(self.device_kind)
+        self.store = Store(self.root)
+        self.user_include_paths = list(include_paths)
+        self.include_paths = [directory, *include_paths, self.store.kernel_dir]
         self.defines = dict(defines)
-        self._compiler = _compilers.get(self.device_kind)
+        self._compiler = _compilers.get(id(self.device))
         if self._compiler is None:
-            self._compiler = _compilers[self.device_kind] = Compiler(self.device)
+            self._compiler = _compilers[id(self.device)] = Compiler(self.device, self.root)
         self._binding = _BINDINGS[self.device_kind]
         self._slang_module = None
+        self._identity: tuple[dict[str, str], dict[str, str]] | None = None
         self._functions: dict[str, Function] = {}
 
     def __repr__(self) -> str:
@@ -79,14 +91,83 @@ class Module:
             raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
         return info
 
-    def kernel(self, plan: SpecializationPlan, mask: str | None):
-        """Generate and compile the forward kernel (``mask`` None) or a backward kernel."""
-        source = forward_source(plan) if mask is None else backward_source(plan, mask)
-        name = "k_" + xxhash.xxh3_64_hexdigest(source.encode())
-        path = self.kernel_dir / f"{name}.slang"
-        if not path.exists():
-            write_atomic(path, source.encode())
-        return self._compiler.kernel(name, self.include_paths, self.defines)
+    def preimage(self, function: str, signature: str) -> dict[str, Any]:
+        """The cache-key preimage of one specialization of this module."""
+        if self._identity is None:
+            # Hashed once per module object: a running process keeps the code it loaded.
+            self._identity = (
+                device_identity(self.device_kind, self.device),
+                module_closure(self.path, self.include_paths[1:-1]),
+            )
+        device, sources = self._identity
+        return preimage(
+            device=device,
+            module=self.name,
+            sources=sources,
+            defines=self.defines,
+            function=function,
+            signature=signature,
+        )
+
+    def record(self, function: str, signature: str) -> dict[str, Any]:
+        """What the warm command needs to rebuild this specialization elsewhere."""
+        return {
+            "module": self.name,
+            "path": None if self.source is not None else str(self.path),
+            "source": self.source,
+            "include_paths": [str(p) for p in self.user_include_paths],
+            "defines": self.defines,
+            "function": function,
+            "signature": signature,
+            "device": self.device_kind,
+        }
+
+    def compile_source(self, source: str) -> tuple[str, CompiledKernel]:
+        """Store a generated source and compile it."""
+        compile_counts["codegen"] += 1
+        name = self.store.write_source(source)
+        return name, self._compiler.kernel(name, self.include_paths, self.defines)
+
+    def kernel(
+        self,
+        key: str,
+        pre: dict[str, Any],
+        plan: SpecializationPlan,
+        mask: str | None,
+        known: dict[str, str],
+    ) -> CompiledKernel:
+        """The forward kernel (``mask`` None) or a backward kernel, from the cache when it holds
+        a whole source for it, else generated, compiled and added to the entry."""
+        label = mask or FORWARD
+        name = known.get(label)
+        if name is None:
+            entry = self.store.load(key, pre)
+            name = entry.kernels.get(label) if entry else None
+        if name is not None and self.store.source_ok(name):
+            return self._compiler.kernel(name, self.include_paths, self.defines)
+        if name is not None:
+            warnings.warn(
+                f"slangspec kernel source {name} is missing or damaged; regenerating",
+                CacheWarning,
+                stacklevel=2,
+            )
+
+        def built() -> bool:
+            entry = self.store.load(key, pre)
+            return entry is not None and label in entry.kernels
+
+        with self.store.lease(f"{key}:{label}", built):
+            entry = self.store.load(key, pre)
+            name = entry.kernels.get(label) if entry else None
+            if name is not None and self.store.source_ok(name):
+                return self._compiler.kernel(name, self.include_paths, self.defines)
+            start = time.perf_counter()
+            source = forward_source(plan) if mask is None else backward_source(plan, mask)
+            name, kernel = self.compile_source(source)
+            if entry is not None:
+                self.store.add_kernel(key, label, name, time.perf_counter() - start)
+            known[label] = name
+            return kernel
 
 
 class Function:
@@ -120,14 +201,46 @@ class Function:
         """The specialization plan for a call-signature string, with no tensors at hand."""
         return plan_from_signature(self.info, signature)
 
-    def _specialize(self, signature: str) -> Specialization:
+    def cache_key(self, signature: str) -> str:
+        """The disk-cache key of this function's specialization for ``signature``."""
+        return key_of(self.module.preimage(self.name, signature))
+
+    def _build(self, key: str, pre: dict[str, Any], signature: str):
+        """Resolve, generate and compile the forward kernel of a missed specialization."""
+        m = self.module
+        m.store.count_miss()
+        start = time.perf_counter()
+        compile_counts["specialize"] += 1
         plan = self.plan_for_signature(signature)
-        spec = Specialization(
-            plan,
-            lambda mask: self.module.kernel(plan, mask),
-            self.module._binding,
-            self.module.device,
-        )
+        name, kernel = m.compile_source(forward_source(plan))
+        meta = {"compile_s": time.perf_counter() - start}
+        entry = m.store.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
+        m.store.record(key, m.record(self.name, signature))
+        enforce_bound(m.store, size_bound())
+        return entry, plan, kernel
+
+    def _specialize(self, signature: str) -> Specialization:
+        m = self.module
+        pre = m.preimage(self.name, signature)
+        key = key_of(pre)
+        entry = m.store.load(key, pre)
+        forward = plan = None
+        if entry is None:
+            with m.store.lease(key, lambda: m.store.load(key, pre) is not None):
+                entry = m.store.load(key, pre)
+                if entry is None:
+                    entry, plan, forward = self._build(key, pre, signature)
+        if plan is None:
+            m.store.touch(key)
+            plan = SpecializationPlan.from_json(entry.plan_json)
+        known = dict(entry.kernels)
+
+        def kernels(mask: str | None) -> CompiledKernel:
+            if mask is None and forward is not None:
+                return forward
+            return m.kernel(key, pre, plan, mask, known)
+
+        spec = Specialization(plan, kernels, m._binding, m.device)
         self._specs[signature] = spec
         return spec
 
@@ -174,10 +287,10 @@ def load_source(
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
     root = cache_root(cache_dir)
-    directory = root / "modules" / xxhash.xxh3_64_hexdigest(source.encode())
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory = part(root, MODULES) / xxhash.xxh3_64_hexdigest(source.encode())
+    directory.mkdir(mode=0o700, exist_ok=True)
     path = directory / f"{name}.slang"
-    if not path.exists():
+    if not path.is_file() or path.read_text() != source:
         write_atomic(path, source.encode())
     includes = [Path(i).resolve() for i in include_paths]
-    return Module(name, directory, includes, defines or {}, device, root)
+    return Module(name, directory, includes, defines or {}, device, root, source)

@@ -1,0 +1,134 @@
+"""What a cache key covers: the canonical preimage of everything that can change a kernel.
+
+The key is xxh3-128 of the preimage's canonical JSON. The preimage itself is stored with each
+entry and compared on every hit, so neither a collision nor a damaged key can serve a kernel
+built from anything else.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import slangpy as spy
+import xxhash
+
+from .._version import __version__
+from ..codegen import CODEGEN_FORMAT
+from ..signature import SIGNATURE_FORMAT
+from ..specializer.plan import PLAN_FORMAT
+
+CACHE_FORMAT = 1
+"""Bumped whenever the entry layout or the preimage changes shape."""
+
+_IMPORT_RE = re.compile(
+    r'^\s*(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
+    r'|^\s*(?:__include|#\s*include)\s+"([^"]+)"',
+    re.MULTILINE,
+)
+
+
+@functools.cache
+def toolchain() -> dict[str, Any]:
+    """Formats and versions of everything in the chain; computed once per process."""
+    return {
+        "cache_format": CACHE_FORMAT,
+        "signature_format": SIGNATURE_FORMAT,
+        "plan_format": PLAN_FORMAT,
+        "codegen_format": CODEGEN_FORMAT,
+        "slangspec": __version__,
+        "slangpy": spy.SGL_VERSION,
+        "slang": spy.SLANG_BUILD_TAG,
+    }
+
+
+def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
+    """The device type and the target it compiles for."""
+    identity = {"kind": kind, "adapter": device.info.adapter_name}
+    if kind == "cuda":
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        identity["arch"] = f"sm_{major}{minor}"
+    return identity
+
+
+def _resolve(name: str, relative_to: Path, search: Sequence[Path]) -> Path | None:
+    if name.startswith('"'):
+        candidates = [name.strip('"')]
+    else:
+        base = name.replace(".", "/")
+        candidates = [base + ".slang", name + ".slang"]
+    for directory in (relative_to, *search):
+        for c in candidates:
+            path = directory / c
+            if path.is_file():
+                return path
+    return None
+
+
+def module_closure(entry: Path, search: Sequence[Path]) -> dict[str, str]:
+    """Content hashes of a module and of every Slang file it imports, transitively.
+
+    Keys are import names relative to the search paths, so a cache built on one machine keys the
+    same on another; imports outside the search paths (slangpy's own library) are covered by the
+    toolchain versions.
+    """
+    closure: dict[str, str] = {}
+    pending = [entry]
+    seen: set[Path] = set()
+    while pending:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        data = path.read_bytes()
+        closure[_name_of(path, entry, search)] = xxhash.xxh3_128_hexdigest(data)
+        for m in _IMPORT_RE.finditer(data.decode("utf-8", errors="replace")):
+            found = _resolve(m.group(1) or f'"{m.group(2)}"', path.parent, search)
+            if found is not None:
+                pending.append(found)
+    return dict(sorted(closure.items()))
+
+
+def _name_of(path: Path, entry: Path, search: Sequence[Path]) -> str:
+    for directory in (entry.parent, *search):
+        try:
+            return path.resolve().relative_to(directory.resolve()).as_posix()
+        except ValueError:
+            continue
+    return path.name
+
+
+def preimage(
+    *,
+    device: dict[str, str],
+    module: str,
+    sources: dict[str, str],
+    defines: dict[str, str],
+    function: str,
+    signature: str,
+) -> dict[str, Any]:
+    """The full preimage of one specialization's key."""
+    return {
+        "toolchain": toolchain(),
+        "device": device,
+        "module": module,
+        "sources": sources,
+        "defines": dict(sorted(defines.items())),
+        "function": function,
+        "signature": signature,
+    }
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def key_of(pre: dict[str, Any]) -> str:
+    """xxh3-128 of the canonical preimage, as 32 hex digits."""
+    return xxhash.xxh3_128_hexdigest(canonical(pre))
