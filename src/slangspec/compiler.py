@@ -41,9 +41,15 @@ class Compiler:
         self._sessions: dict[tuple, spy.SlangSession] = {}
         self._lock = threading.Lock()
 
-    def session(self, include_paths: Sequence[Path], defines: dict[str, str]) -> spy.SlangSession:
-        """The session that resolves imports through ``include_paths`` with ``defines`` set."""
-        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())))
+    def session(
+        self, include_paths: Sequence[Path], defines: dict[str, str], content: str = ""
+    ) -> spy.SlangSession:
+        """The session that resolves imports through ``include_paths`` with ``defines`` set.
+
+        ``content`` identifies the Slang sources seen through those paths: a session keeps every
+        module it loaded, so edited sources need a session of their own.
+        """
+        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())), content)
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
@@ -55,18 +61,18 @@ class Compiler:
             return session
 
     def load_module(
-        self, name: str, include_paths: Sequence[Path], defines: dict[str, str]
+        self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str
     ) -> spy.SlangModule:
         """Front-end compile of the user's module, for reflection."""
         compile_counts["front_end"] += 1
         self.device.set_cuda_context_current()
-        return self.session(include_paths, defines).load_module(name)
+        return self.session(include_paths, defines, content).load_module(name)
 
     def kernel(
-        self, name: str, include_paths: Sequence[Path], defines: dict[str, str]
+        self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str
     ) -> CompiledKernel:
         """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
         compile_counts["kernel"] += 1
         self.device.set_cuda_context_current()
-        program = self.session(include_paths, defines).load_program(name, [ENTRY_POINT])
+        program = self.session(include_paths, defines, content).load_program(name, [ENTRY_POINT])
         return CompiledKernel(self.device.create_compute_kernel(program))

@@ -10,6 +10,7 @@ from pathlib import Path
 import slangpy as spy
 import torch
 
+from .cache_store.artifacts import check_shader_cache
 from .cache_store.location import SHADERS, part, size_bound
 
 DEVICE_KINDS = ("cuda", "vulkan")
@@ -29,8 +30,10 @@ _lock = threading.Lock()
 def _open(kind: str, root: Path) -> spy.Device:
     # slangpy's shader cache (target code, pipelines) lives in the cache root; a quarter of the
     # size bound, at most slangpy's own default.
+    shaders = part(root, SHADERS)
+    check_shader_cache(shaders)
     caching = {
-        "shader_cache_path": part(root, SHADERS),
+        "shader_cache_path": shaders,
         "shader_cache_size": min(128 << 20, size_bound() // 4),
     }
     if kind == "cuda":

@@ -96,12 +96,14 @@ def module_closure(entry: Path, search: Sequence[Path]) -> dict[str, str]:
 
 
 def _name_of(path: Path, entry: Path, search: Sequence[Path]) -> str:
+    """The shortest name of ``path`` relative to the module's directory or a search path."""
+    names = []
     for directory in (entry.parent, *search):
         try:
-            return path.resolve().relative_to(directory.resolve()).as_posix()
+            names.append(path.resolve().relative_to(directory.resolve()).as_posix())
         except ValueError:
             continue
-    return path.name
+    return min(names, key=len) if names else path.name
 
 
 def preimage(

@@ -15,6 +15,7 @@ import sqlite3
 import time
 import uuid
 import warnings
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,9 @@ RECORD = "record:"
 LOCK = "lock:"
 HITS = "stat:hits"
 MISSES = "stat:misses"
+
+
+_GARBLED = object()
 
 
 class CacheWarning(UserWarning):
@@ -93,6 +97,9 @@ class Store:
             eviction_policy="none",
             size_limit=1 << 62,
             statistics=False,
+            # Keep SQLite's write-ahead log small: it counts against the size bound too.
+            sqlite_wal_autocheckpoint=64,
+            sqlite_journal_size_limit=256 << 10,
         )
 
     @property
@@ -134,13 +141,20 @@ class Store:
 
     # -- entries ------------------------------------------------------------------------------
 
+    def _row(self, key: str) -> Any:
+        """The stored row of ``key`` as decoded, ``_GARBLED`` when it does not even decode."""
+        try:
+            return self._call("get", ENTRY + key)
+        except (zlib.error, ValueError, UnicodeDecodeError):
+            return _GARBLED
+
     def load(self, key: str, pre: dict[str, Any]) -> Entry | None:
         """The entry for ``key`` if it is whole and was built from exactly ``pre``."""
-        row = self._call("get", ENTRY + key)
+        row = self._row(key)
         if row is None:
             return None
         if not isinstance(row, dict) or row.get("checksum") != _checksum(row):
-            self._drop(key, "its checksum does not match")
+            self._drop(key, "it is garbled or its checksum does not match")
             return None
         if row.get("preimage") != pre:
             # Another format version, a collision or a damaged key: never serve it.
@@ -173,7 +187,7 @@ class Store:
     def update(self, key: str, change) -> Entry | None:
         """Apply ``change(row)`` to the stored row atomically; None if the entry is gone."""
         with self._transact():
-            row = self._call("get", ENTRY + key)
+            row = self._row(key)
             if not isinstance(row, dict) or row.get("checksum") != _checksum(row):
                 return None
             change(row)
@@ -217,7 +231,7 @@ class Store:
     def rows(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Every entry key with its row, or None where the row fails its checksum."""
         for key in self.keys():
-            row = self._call("get", ENTRY + key)
+            row = self._row(key)
             ok = isinstance(row, dict) and row.get("checksum") == _checksum(row)
             yield key, (row if ok else None)
 
@@ -233,9 +247,10 @@ class Store:
         out = []
         for k in self._call("iterkeys"):
             if k.startswith(RECORD):
-                value = self._call("get", k)
-                if isinstance(value, dict):
-                    out.append(value)
+                with contextlib.suppress(zlib.error, ValueError, UnicodeDecodeError):
+                    value = self._call("get", k)
+                    if isinstance(value, dict):
+                        out.append(value)
         return out
 
     # -- kernel sources -------------------------------------------------------------------------

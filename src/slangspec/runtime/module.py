@@ -3,6 +3,7 @@ with the disk cache consulted beside each arrow."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -66,7 +67,10 @@ class Module:
             self._compiler = _compilers[id(self.device)] = Compiler(self.device, self.root)
         self._binding = _BINDINGS[self.device_kind]
         self._slang_module = None
-        self._identity: tuple[dict[str, str], dict[str, str]] | None = None
+        self._device_identity: dict[str, str] | None = None
+        # Hashed once per module object: a running module keeps the code it loaded.
+        self.sources = module_closure(self.path, self.user_include_paths)
+        self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self._functions: dict[str, Function] = {}
 
     def __repr__(self) -> str:
@@ -84,7 +88,7 @@ class Module:
         """Reflect ``name``; front-end compiles the module on first use."""
         if self._slang_module is None:
             self._slang_module = self._compiler.load_module(
-                self.name, self.include_paths, self.defines
+                self.name, self.include_paths, self.defines, self.content
             )
         info = function_info(self._slang_module, self.name, name)
         if info is None:
@@ -93,17 +97,12 @@ class Module:
 
     def preimage(self, function: str, signature: str) -> dict[str, Any]:
         """The cache-key preimage of one specialization of this module."""
-        if self._identity is None:
-            # Hashed once per module object: a running process keeps the code it loaded.
-            self._identity = (
-                device_identity(self.device_kind, self.device),
-                module_closure(self.path, self.include_paths[1:-1]),
-            )
-        device, sources = self._identity
+        if self._device_identity is None:
+            self._device_identity = device_identity(self.device_kind, self.device)
         return preimage(
-            device=device,
+            device=self._device_identity,
             module=self.name,
-            sources=sources,
+            sources=self.sources,
             defines=self.defines,
             function=function,
             signature=signature,
@@ -126,7 +125,7 @@ class Module:
         """Store a generated source and compile it."""
         compile_counts["codegen"] += 1
         name = self.store.write_source(source)
-        return name, self._compiler.kernel(name, self.include_paths, self.defines)
+        return name, self._compiler.kernel(name, self.include_paths, self.defines, self.content)
 
     def kernel(
         self,
@@ -144,7 +143,7 @@ class Module:
             entry = self.store.load(key, pre)
             name = entry.kernels.get(label) if entry else None
         if name is not None and self.store.source_ok(name):
-            return self._compiler.kernel(name, self.include_paths, self.defines)
+            return self._compiler.kernel(name, self.include_paths, self.defines, self.content)
         if name is not None:
             warnings.warn(
                 f"slangspec kernel source {name} is missing or damaged; regenerating",
@@ -160,12 +159,13 @@ class Module:
             entry = self.store.load(key, pre)
             name = entry.kernels.get(label) if entry else None
             if name is not None and self.store.source_ok(name):
-                return self._compiler.kernel(name, self.include_paths, self.defines)
+                return self._compiler.kernel(name, self.include_paths, self.defines, self.content)
             start = time.perf_counter()
             source = forward_source(plan) if mask is None else backward_source(plan, mask)
             name, kernel = self.compile_source(source)
             if entry is not None:
                 self.store.add_kernel(key, label, name, time.perf_counter() - start)
+                enforce_bound(self.store, size_bound())
             known[label] = name
             return kernel
 

@@ -1,0 +1,80 @@
+"""One process of the cache tests: call cached functions, check them against torch, report.
+
+    python tests/jit_worker.py CACHE_DIR [--forbid-compile] [--signatures N] [--lease-and-die]
+
+Prints one JSON line: the process's compile counts and whether every result was right.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+
+import slangspec
+from slangspec import compiler
+from slangspec.runtime import module as runtime_module
+
+HERE = Path(__file__).parent
+SHADERS = HERE / "shaders"
+
+
+def forbid_compile() -> None:
+    """Make every path that resolves types, generates code or reflects the user module raise."""
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a warm process must not resolve, generate or reflect")
+
+    runtime_module.forward_source = refuse
+    runtime_module.backward_source = refuse
+    runtime_module.plan_from_signature = refuse
+    runtime_module.Module.function_info = refuse
+
+
+def cases(n: int):
+    """``n`` distinct specializations of poly, each called forward and backward."""
+    shapes = [(7,), (7, 5), (3, 7, 5), (2, 3, 7, 5), (2, 2, 3, 7, 5)]
+    for i in range(n):
+        shape = shapes[i % len(shapes)]
+        grad_x = i // len(shapes) % 2 == 1
+        yield shape, grad_x
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("cache_dir")
+    p.add_argument("--forbid-compile", action="store_true")
+    p.add_argument("--signatures", type=int, default=2)
+    p.add_argument("--lease-and-die", action="store_true")
+    args = p.parse_args()
+    tdev = "cuda" if os.environ.get("SLANGSPEC_DEVICE") == "cuda" else "cpu"
+    m = slangspec.load(SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"],
+                       cache_dir=args.cache_dir)
+    if args.lease_and_die:
+        a, x = torch.ones(7, device=tdev, requires_grad=True), torch.ones(7, device=tdev)
+        key = m.poly.cache_key(m.poly.signature(a, x))
+        with m.store.lease(key, lambda: False):
+            print(json.dumps({"leased": key}), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    if args.forbid_compile:
+        forbid_compile()
+    ok = True
+    for shape, grad_x in cases(args.signatures):
+        a = torch.randn(1, device=tdev, requires_grad=True)
+        x = torch.randn(*shape, device=tdev, requires_grad=grad_x)
+        y = m.poly(a, x)
+        y.sum().backward()
+        ref_a = (x.detach() ** 2 + 3).sum().reshape(1)
+        ok &= torch.allclose(y, (a * x * x + 3 * a).detach(), rtol=1e-5, atol=1e-5)
+        ok &= torch.allclose(a.grad, ref_a, rtol=1e-4, atol=1e-4)
+        if grad_x:
+            ok &= torch.allclose(x.grad, (2 * a * x).detach(), rtol=1e-5, atol=1e-5)
+    print(json.dumps({"counts": dict(compiler.compile_counts), "ok": bool(ok)}), flush=True)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

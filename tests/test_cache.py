@@ -1,0 +1,374 @@
+"""The disk cache's guarantees: keys, preimage checks, format versions, warm starts, many
+processes, killed lock holders, damage, the size bound, and nothing executable stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+from slangspec.cache_store import location, preimage, store
+from slangspec.cache_store.policy import sizes
+
+HERE = Path(__file__).parent
+SHADERS = HERE / "shaders"
+WORKER = HERE / "jit_worker.py"
+
+
+def worker(cache_dir, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    """Start one worker process; returns the Popen."""
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(cache_dir), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def report(proc: subprocess.Popen, timeout: float = 300) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{out}\n{err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run(cache_dir, *args: str, env: dict[str, str] | None = None) -> dict:
+    return report(worker(cache_dir, *args, env=env))
+
+
+def load(cache_dir):
+    return slangspec.load(SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"],
+                          cache_dir=cache_dir)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+def base_preimage(**changes):
+    fields = {
+        "device": {"kind": "vulkan", "adapter": "llvmpipe"},
+        "module": "cached",
+        "sources": {"cached.slang": "a", "helpers.slang": "b"},
+        "defines": {},
+        "function": "poly",
+        "signature": "cached::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]",
+    }
+    fields.update(changes)
+    return preimage.preimage(**fields)
+
+
+def test_key_changes_with_every_preimage_component(monkeypatch):
+    variants = [
+        base_preimage(),
+        base_preimage(device={"kind": "cuda", "adapter": "H200", "arch": "sm_90"}),
+        base_preimage(device={"kind": "vulkan", "adapter": "other"}),
+        base_preimage(module="other"),
+        base_preimage(sources={"cached.slang": "a", "helpers.slang": "c"}),
+        base_preimage(defines={"SCALE": "2"}),
+        base_preimage(function="twin"),
+        base_preimage(signature="cached::poly call [D1,S6,G0,V1] [D1,S6,G0,Vx]"),
+    ]
+    for field in ("cache_format", "signature_format", "plan_format", "codegen_format",
+                  "slangspec", "slangpy", "slang"):
+        changed = base_preimage()
+        changed["toolchain"] = {**changed["toolchain"], field: "other"}
+        variants.append(changed)
+    keys = [preimage.key_of(p) for p in variants]
+    assert len(set(keys)) == len(keys)
+    assert all(len(k) == 32 for k in keys)
+
+
+def test_toolchain_identity_is_computed_once_per_process():
+    assert preimage.toolchain() is preimage.toolchain()
+
+
+def test_module_closure_covers_transitive_imports(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "top.slang").write_text('import mid;\n#include "inc.h"\nfloat f() { return g(); }')
+    (tmp_path / "inc.h").write_text("// included")
+    (lib / "mid.slang").write_text("import leaf.deep;\npublic float g() { return h(); }")
+    (lib / "leaf").mkdir()
+    (lib / "leaf" / "deep.slang").write_text("public float h() { return 1.0; }")
+    closure = preimage.module_closure(tmp_path / "top.slang", [lib])
+    assert set(closure) == {"top.slang", "inc.h", "mid.slang", "leaf/deep.slang"}
+    (lib / "leaf" / "deep.slang").write_text("public float h() { return 2.0; }")
+    changed = preimage.module_closure(tmp_path / "top.slang", [lib])
+    assert changed["leaf/deep.slang"] != closure["leaf/deep.slang"]
+    assert changed["top.slang"] == closure["top.slang"]
+
+
+def test_editing_an_imported_file_or_a_define_misses(tmp_path, tdev):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil_copy(SHADERS / "cached.slang", tmp_path / "cached.slang")
+    shutil_copy(HERE / "slang_lib" / "helpers.slang", lib / "helpers.slang")
+    shutil_copy(HERE / "slang_lib" / "basics.slang", lib / "basics.slang")
+    cache = tmp_path / "cache"
+    a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
+
+    def call(defines=None):
+        m = slangspec.load(tmp_path / "cached.slang", include_paths=[lib], cache_dir=cache,
+                           defines=defines)
+        return m.poly.cache_key(m.poly.signature(a, x)), m.poly(a, x)
+
+    key1, y1 = call()
+    (lib / "basics.slang").write_text("[Differentiable]\npublic float one() { return 2.0; }\n")
+    key2, y2 = call()
+    key3, _ = call({"UNUSED": "1"})
+    assert len({key1, key2, key3}) == 3
+    torch.testing.assert_close(y1, torch.full((4,), 7.0, device=tdev))
+    torch.testing.assert_close(y2, torch.full((4,), 11.0, device=tdev))
+
+
+def shutil_copy(src: Path, dst: Path) -> None:
+    dst.write_bytes(src.read_bytes())
+
+
+# --- preimage and format checks ---------------------------------------------------------------
+
+
+def test_stored_preimage_is_compared_on_every_hit(tmp_path):
+    s = store.Store(tmp_path)
+    pre = base_preimage()
+    key = preimage.key_of(pre)
+    s.insert(key, pre, "{}", {"forward": "k_0"}, {})
+    assert s.load(key, pre) is not None
+    other = base_preimage(function="twin")
+    with pytest.warns(store.CacheWarning, match="stored preimage differs"):
+        assert s.load(key, other) is None
+    assert s.load(key, pre) is None, "the mismatched entry is dropped"
+
+
+def test_old_format_entry_is_never_served(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    m = load(cache)
+    a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
+    sig = m.poly.signature(a, x)
+    pre = m.preimage("poly", sig)
+    key = preimage.key_of(pre)
+    # A shimmed entry as an older slangspec would have written it: the previous format number,
+    # stored under the key the current format computes (as a truncated key or collision would).
+    old = json.loads(json.dumps(pre))
+    old["toolchain"]["cache_format"] = preimage.CACHE_FORMAT - 1
+    m.store.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"}, {})
+    before = slangspec.compiler.compile_counts["specialize"]
+    with pytest.warns(store.CacheWarning, match="stored preimage differs"):
+        y = m.poly(a, x)
+    assert slangspec.compiler.compile_counts["specialize"] == before + 1
+    torch.testing.assert_close(y, torch.full((4,), 7.0, device=tdev))
+    assert m.store.load(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
+        preimage.CACHE_FORMAT)
+
+
+# --- warm start -----------------------------------------------------------------------------------
+
+
+def slang_module_files(cache: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime_ns for p in (cache / "slang").rglob("*.slang-module")}
+
+
+def test_warm_process_does_no_resolution_codegen_or_front_end(tmp_path):
+    cache = tmp_path / "cache"
+    cold = run(cache, "--signatures", "3")
+    assert cold["counts"]["specialize"] == 3
+    compiled = slang_module_files(cache)
+    assert compiled, "slangpy's module cache lives under the cache root"
+    warm = run(cache, "--signatures", "3", "--forbid-compile")
+    assert warm["ok"]
+    assert warm["counts"].get("specialize", 0) == 0
+    assert warm["counts"].get("codegen", 0) == 0
+    assert warm["counts"].get("front_end", 0) == 0
+    # The Slang front-end did not run again: no compiled module was rewritten.
+    assert slang_module_files(cache) == compiled
+    assert slangspec.Cache(cache).stats()["hits"] >= 3
+
+
+# --- many processes -------------------------------------------------------------------------------
+
+
+def test_four_cold_processes_compile_each_key_once(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [worker(cache, "--signatures", "4") for _ in range(4)]
+    reports = [report(p) for p in procs]
+    assert all(r["ok"] for r in reports)
+    assert sum(r["counts"].get("specialize", 0) for r in reports) == 4
+    # Four forward kernels and four backward kernels, each generated by one process only.
+    assert sum(r["counts"].get("codegen", 0) for r in reports) == 8
+    assert len(slangspec.Cache(cache).entries()) == 4
+
+
+def test_killed_lock_holder_blocks_others_no_longer_than_the_lease(tmp_path):
+    cache = tmp_path / "cache"
+    holder = worker(cache, "--lease-and-die")
+    out, _ = holder.communicate(timeout=300)
+    assert holder.returncode == -9
+    assert "leased" in out
+    start = time.monotonic()
+    r = run(cache, "--signatures", "1", env={"SLANGSPEC_CACHE_LEASE": "3"})
+    waited = time.monotonic() - start
+    assert r["ok"]
+    assert r["counts"]["specialize"] == 1
+    # The dead holder's lease (3 s) had to run out, and nothing blocked longer than that plus
+    # one process's start-up and compile.
+    assert waited < 3 + 120
+
+
+# --- damage ---------------------------------------------------------------------------------------
+
+
+def damage_each(cache: Path):
+    """Yield (description, damage function) for every kind of stored file."""
+
+    def truncate(path: Path) -> None:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+
+    def kernel_sources():
+        for p in (cache / "kernels").glob("*.slang"):
+            truncate(p)
+
+    def rows(change):
+        with sqlite3.connect(cache / "index" / "cache.db") as db:
+            for rowid, value in db.execute("SELECT rowid, value FROM Cache").fetchall():
+                if isinstance(value, bytes) and b'"plan"' in zlib.decompress(value):
+                    db.execute("UPDATE Cache SET value = ? WHERE rowid = ?",
+                               (change(value), rowid))
+
+    def index_rows():
+        # Well-formed rows with an altered field: only the row checksum can tell.
+        rows(lambda v: zlib.compress(zlib.decompress(v).replace(b'"hits":', b'"hits":7', 1)))
+
+    def index_rows_garbled():
+        rows(lambda v: v[:-9] + b"garbage!!")
+
+    def index_database():
+        truncate(cache / "index" / "cache.db")
+
+    def slang_modules():
+        for p in (cache / "slang").rglob("*.slang-module"):
+            truncate(p)
+
+    def shader_cache():
+        for p in (cache / "shaders").rglob("*"):
+            if p.is_file():
+                truncate(p)
+
+    def missing_sources():
+        for p in (cache / "kernels").glob("*.slang"):
+            p.unlink()
+
+    return [("kernel sources truncated", kernel_sources), ("index rows altered", index_rows),
+            ("index rows garbled", index_rows_garbled),
+            ("index database truncated", index_database),
+            ("compiled modules truncated", slang_modules),
+            ("shader cache truncated", shader_cache), ("kernel sources missing", missing_sources)]
+
+
+@pytest.mark.parametrize("kind", ["kernel sources truncated", "index rows altered",
+                                  "index rows garbled", "index database truncated",
+                                  "compiled modules truncated", "shader cache truncated",
+                                  "kernel sources missing"])
+def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, kind):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "2")["ok"]
+    dict(damage_each(cache))[kind]()
+    again = run(cache, "--signatures", "2")
+    assert again["ok"]
+    assert run(cache, "--signatures", "2")["ok"]
+
+
+def test_damage_is_reported_as_a_warning(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    m = load(cache)
+    a, x = torch.ones(1, device=tdev), torch.ones(5, device=tdev)
+    m.poly(a, x)
+    for p in (cache / "kernels").glob("*.slang"):
+        p.write_text("garbage")
+    fresh = load(cache)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = fresh.poly(a, x)
+    assert any(issubclass(w.category, store.CacheWarning) for w in caught)
+    torch.testing.assert_close(y, torch.full((5,), 4.0, device=tdev))
+
+
+# --- bounds, API, safety ------------------------------------------------------------------------
+
+
+def test_size_bound_holds_after_a_burst_of_inserts(tmp_path):
+    cache = tmp_path / "cache"
+    bound = 1_000_000  # ten specializations of this module take about 1.8 MB
+    r = run(cache, "--signatures", "10", env={"SLANGSPEC_CACHE_SIZE": str(bound)})
+    assert r["ok"]
+    c = slangspec.Cache(cache)
+    assert sum(sizes(c.store).values()) <= bound
+    assert 0 < len(c.entries()) < 10
+
+
+def test_cache_api_stats_entries_evict_verify_clear(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    c = slangspec.Cache(cache)
+    stats = c.stats()
+    assert stats["entries"] == 3 and stats["misses"] == 3
+    assert stats["per_device"] == {os.environ.get("SLANGSPEC_DEVICE", "vulkan"): 3}
+    assert stats["bytes"] == sum(stats["bytes_by_part"].values()) > 0
+    entries = c.entries()
+    assert {e["function"] for e in entries} == {"poly"}
+    assert all(e["kernels"] == ["10", "forward"] or "forward" in e["kernels"] for e in entries)
+    assert c.verify() == {"checked": 3, "problems": [], "repaired": 0}
+    first = entries[0]["key"]
+    for p in (cache / "kernels").glob("*.slang"):
+        p.write_text("damaged")
+    report_ = c.verify()
+    assert len(report_["problems"]) >= 3 and report_["repaired"] == 0
+    repaired = c.verify(repair=True)
+    assert repaired["repaired"] >= 3
+    assert c.verify()["problems"] == []
+    assert c.evict(key=first[:10]) == [first]
+    assert len(c.entries()) == 2
+    assert c.evict(function="nope") == []
+    assert len(c.evict(unused_since=-1)) == 2
+    assert c.entries() == []
+    c.clear()
+    after = c.stats()
+    assert after["entries"] == 0 and after["hits"] == after["misses"] == 0
+    assert all(after["bytes_by_part"][p] == 0 for p in ("kernels", "slang", "shaders"))
+
+
+def test_cache_directory_is_private(tmp_path):
+    root = location.cache_root(tmp_path / "new" / "cache")
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+def test_no_stored_value_is_a_pickle(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    with sqlite3.connect(cache / "index" / "cache.db") as db:
+        rows = db.execute("SELECT key, value FROM Cache").fetchall()
+    assert rows
+    for key, value in rows:
+        for blob in (key, value):
+            if isinstance(blob, bytes):
+                assert not blob.startswith(b"\x80"), "a pickled value"
+                json.loads(zlib.decompress(blob))
+    for path in (cache / "index").rglob("*.val"):
+        data = zlib.decompress(path.read_bytes())
+        assert not data.startswith(b"\x80")
+        json.loads(data)
+
+
+def test_bad_size_bound_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("SLANGSPEC_CACHE_SIZE", "lots")
+    with pytest.raises(ValueError, match="SLANGSPEC_CACHE_SIZE='lots': expected a size in bytes"):
+        location.size_bound()
