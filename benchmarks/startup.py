@@ -1,0 +1,154 @@
+"""First-call latency in fresh processes: slangspec cold and warm, slangpy without and with its
+own module and shader caches.
+
+    python benchmarks/startup.py [--device cuda] [--repeat 3] [--json results.json]
+
+Every measurement is a new process. Timing starts after imports, device creation and torch's own
+first backward (which imports sympy), and covers
+loading the module, the first forward call (synchronized) and the first backward (synchronized).
+"poly" lives in a module that does not import slangpy; "mix2" takes IDiffTensor parameters, so
+its module imports slangpy's Slang library. slangpy takes torch tensors only on CUDA (it crashes
+on CPU tensors), so on Vulkan only slangspec is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+MODULES = {"poly": HERE / "startup.slang", "mix2": HERE / "bench.slang"}
+N = 4096
+
+
+def _tensors(function: str, tdev: str, grid):
+    import torch
+
+    a = torch.randn(N, device=tdev, requires_grad=True)
+    x = torch.randn(N, device=tdev, requires_grad=True)
+    return (a, x, grid((N,))) if function == "mix2" else (a, x)
+
+
+def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
+    import torch
+
+    tdev = "cuda" if kind == "cuda" else "cpu"
+    sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
+    path = MODULES[function]
+    # torch's first backward imports sympy (~0.7 s); that is torch's start-up, not ours.
+    warmup = torch.ones(2, device=tdev, requires_grad=True)
+    (warmup * 2).backward(torch.ones_like(warmup))
+    if mode == "slangspec":
+        import slangspec
+        from slangspec import devices
+        from slangspec.cache_store import cache_root
+
+        devices.select_device(kind, cache_root(cache))
+        args = _tensors(function, tdev, slangspec.grid)
+        sync()
+        t0 = time.perf_counter()
+        fn = getattr(slangspec.load(path, device=kind, cache_dir=cache), function)
+    else:
+        import slangpy as spy
+
+        torch.cuda.init()
+        handles = spy.get_cuda_current_context_native_handles()
+        caching = {}
+        if mode == "slangpy-cached":
+            caching = {"module_cache_path": f"{cache}/modules",
+                       "shader_cache_path": f"{cache}/shaders"}
+        device = spy.Device(
+            type=spy.DeviceType.cuda, existing_device_handles=handles,
+            compiler_options={"include_paths": [str(HERE)]}, **caching,
+        )
+        args = _tensors(function, tdev, spy.grid)
+        sync()
+        t0 = time.perf_counter()
+        fn = getattr(spy.Module.load_from_file(device, str(path)), function)
+    t_load = time.perf_counter()
+    y = fn(*args)
+    sync()
+    t_fwd = time.perf_counter()
+    y.backward(torch.ones_like(y))
+    sync()
+    t_bwd = time.perf_counter()
+    return {"load": t_load - t0, "forward": t_fwd - t_load, "backward": t_bwd - t_fwd,
+            "total": t_bwd - t0}
+
+
+def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", mode, "--function", function, "--device", kind,
+         "--cache", cache],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{mode} {function} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--function", default="poly", help=argparse.SUPPRESS)
+    p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    kind = args.device or os.environ.get("SLANGSPEC_DEVICE") or "vulkan"
+    if args.child:
+        print(json.dumps(child(args.child, args.function, kind, args.cache)), flush=True)
+        return
+    modes = ["slangspec cold", "slangspec warm"]
+    if kind == "cuda":
+        modes += ["slangpy no cache", "slangpy cached"]
+    rows = []
+    for function in MODULES:
+        results = {}
+        results["slangspec cold"] = median([
+            measure("slangspec", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)])
+        warm = tempfile.mkdtemp()
+        measure("slangspec", function, kind, warm)
+        results["slangspec warm"] = median([
+            measure("slangspec", function, kind, warm) for _ in range(args.repeat)])
+        if kind == "cuda":
+            results["slangpy no cache"] = median([
+                measure("slangpy", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)])
+            cached = tempfile.mkdtemp()
+            measure("slangpy-cached", function, kind, cached)
+            results["slangpy cached"] = median([
+                measure("slangpy-cached", function, kind, cached) for _ in range(args.repeat)])
+        for mode in modes:
+            rows.append({"function": function, "mode": mode, **results[mode]})
+    print(f"{'function':8s} {'mode':18s} {'load':>9s} {'forward':>9s} {'backward':>9s} "
+          f"{'total':>9s}")
+    for r in rows:
+        print(f"{r['function']:8s} {r['mode']:18s} " + " ".join(
+            f"{r[k] * 1e3:7.1f}ms" for k in ("load", "forward", "backward", "total")))
+    for function in MODULES:
+        by = {r["mode"]: r["total"] for r in rows if r["function"] == function}
+        line = f"{function}: warm/cold {by['slangspec warm'] / by['slangspec cold']:.3f}"
+        if "slangpy cached" in by:
+            line += f", warm/slangpy-cached {by['slangspec warm'] / by['slangpy cached']:.3f}"
+            line += f", warm/slangpy-no-cache {by['slangspec warm'] / by['slangpy no cache']:.3f}"
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
