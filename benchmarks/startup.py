@@ -66,7 +66,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
                        "shader_cache_path": f"{cache}/shaders"}
         device = spy.Device(
             type=spy.DeviceType.cuda, existing_device_handles=handles,
-            compiler_options={"include_paths": [str(HERE)]}, **caching,
+            compiler_options={"include_paths": [str(HERE), spy.SHADER_PATH]}, **caching,
         )
         args = _tensors(function, tdev, spy.grid)
         sync()
