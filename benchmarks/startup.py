@@ -62,11 +62,15 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         handles = spy.get_cuda_current_context_native_handles()
         caching = {}
         if mode == "slangpy-cached":
-            caching = {"module_cache_path": f"{cache}/modules",
-                       "shader_cache_path": f"{cache}/shaders"}
+            caching = {
+                "module_cache_path": f"{cache}/modules",
+                "shader_cache_path": f"{cache}/shaders",
+            }
         device = spy.Device(
-            type=spy.DeviceType.cuda, existing_device_handles=handles,
-            compiler_options={"include_paths": [str(HERE), spy.SHADER_PATH]}, **caching,
+            type=spy.DeviceType.cuda,
+            existing_device_handles=handles,
+            compiler_options={"include_paths": [str(HERE), spy.SHADER_PATH]},
+            **caching,
         )
         args = _tensors(function, tdev, spy.grid)
         sync()
@@ -79,15 +83,32 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     y.backward(torch.ones_like(y))
     sync()
     t_bwd = time.perf_counter()
-    return {"load": t_load - t0, "forward": t_fwd - t_load, "backward": t_bwd - t_fwd,
-            "total": t_bwd - t0}
+    return {
+        "load": t_load - t0,
+        "forward": t_fwd - t_load,
+        "backward": t_bwd - t_fwd,
+        "total": t_bwd - t0,
+    }
 
 
 def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", mode, "--function", function, "--device", kind,
-         "--cache", cache],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            mode,
+            "--function",
+            function,
+            "--device",
+            kind,
+            "--cache",
+            cache,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -100,8 +121,9 @@ def median(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)
@@ -119,26 +141,33 @@ def main() -> None:
     rows = []
     for function in MODULES:
         results = {}
-        results["slangspec cold"] = median([
-            measure("slangspec", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)])
+        results["slangspec cold"] = median(
+            [measure("slangspec", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)]
+        )
         warm = tempfile.mkdtemp()
         measure("slangspec", function, kind, warm)
-        results["slangspec warm"] = median([
-            measure("slangspec", function, kind, warm) for _ in range(args.repeat)])
+        results["slangspec warm"] = median(
+            [measure("slangspec", function, kind, warm) for _ in range(args.repeat)]
+        )
         if kind == "cuda":
-            results["slangpy no cache"] = median([
-                measure("slangpy", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)])
+            results["slangpy no cache"] = median(
+                [measure("slangpy", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)]
+            )
             cached = tempfile.mkdtemp()
             measure("slangpy-cached", function, kind, cached)
-            results["slangpy cached"] = median([
-                measure("slangpy-cached", function, kind, cached) for _ in range(args.repeat)])
+            results["slangpy cached"] = median(
+                [measure("slangpy-cached", function, kind, cached) for _ in range(args.repeat)]
+            )
         for mode in modes:
             rows.append({"function": function, "mode": mode, **results[mode]})
-    print(f"{'function':8s} {'mode':18s} {'load':>9s} {'forward':>9s} {'backward':>9s} "
-          f"{'total':>9s}")
+    print(
+        f"{'function':8s} {'mode':18s} {'load':>9s} {'forward':>9s} {'backward':>9s} {'total':>9s}"
+    )
     for r in rows:
-        print(f"{r['function']:8s} {r['mode']:18s} " + " ".join(
-            f"{r[k] * 1e3:7.1f}ms" for k in ("load", "forward", "backward", "total")))
+        print(
+            f"{r['function']:8s} {r['mode']:18s} "
+            + " ".join(f"{r[k] * 1e3:7.1f}ms" for k in ("load", "forward", "backward", "total"))
+        )
     for function in MODULES:
         by = {r["mode"]: r["total"] for r in rows if r["function"] == function}
         line = f"{function}: warm/cold {by['slangspec warm'] / by['slangspec cold']:.3f}"

@@ -51,8 +51,9 @@ def main() -> None:
     p.add_argument("--lease-and-die", action="store_true")
     args = p.parse_args()
     tdev = "cuda" if os.environ.get("SLANGSPEC_DEVICE") == "cuda" else "cpu"
-    m = slangspec.load(SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"],
-                       cache_dir=args.cache_dir)
+    m = slangspec.load(
+        SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=args.cache_dir
+    )
     if args.lease_and_die:
         a, x = torch.ones(7, device=tdev, requires_grad=True), torch.ones(7, device=tdev)
         key = m.poly.cache_key(m.poly.signature(a, x))

@@ -30,7 +30,9 @@ def worker(cache_dir, *args: str, env: dict[str, str] | None = None, timeout: fl
     """Start one worker process; returns the Popen."""
     return subprocess.Popen(
         [sys.executable, str(WORKER), str(cache_dir), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, **(env or {})},
     )
 
@@ -46,8 +48,9 @@ def run(cache_dir, *args: str, env: dict[str, str] | None = None) -> dict:
 
 
 def load(cache_dir):
-    return slangspec.load(SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"],
-                          cache_dir=cache_dir)
+    return slangspec.load(
+        SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=cache_dir
+    )
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -77,8 +80,15 @@ def test_key_changes_with_every_preimage_component(monkeypatch):
         base_preimage(function="twin"),
         base_preimage(signature="cached::poly call [D1,S6,G0,V1] [D1,S6,G0,Vx]"),
     ]
-    for field in ("cache_format", "signature_format", "plan_format", "codegen_format",
-                  "slangspec", "slangpy", "slang"):
+    for field in (
+        "cache_format",
+        "signature_format",
+        "plan_format",
+        "codegen_format",
+        "slangspec",
+        "slangpy",
+        "slang",
+    ):
         changed = base_preimage()
         changed["toolchain"] = {**changed["toolchain"], field: "other"}
         variants.append(changed)
@@ -117,8 +127,9 @@ def test_editing_an_imported_file_or_a_define_misses(tmp_path, tdev):
     a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
 
     def call(defines=None):
-        m = slangspec.load(tmp_path / "cached.slang", include_paths=[lib], cache_dir=cache,
-                           defines=defines)
+        m = slangspec.load(
+            tmp_path / "cached.slang", include_paths=[lib], cache_dir=cache, defines=defines
+        )
         return m.poly.cache_key(m.poly.signature(a, x)), m.poly(a, x)
 
     key1, y1 = call()
@@ -167,7 +178,8 @@ def test_old_format_entry_is_never_served(tmp_path, tdev):
     assert slangspec.compiler.compile_counts["specialize"] == before + 1
     torch.testing.assert_close(y, torch.full((4,), 7.0, device=tdev))
     assert m.store.load(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
-        preimage.CACHE_FORMAT)
+        preimage.CACHE_FORMAT
+    )
 
 
 # --- warm start -----------------------------------------------------------------------------------
@@ -241,8 +253,7 @@ def damage_each(cache: Path):
         with sqlite3.connect(cache / "index" / "cache.db") as db:
             for rowid, value in db.execute("SELECT rowid, value FROM Cache").fetchall():
                 if isinstance(value, bytes) and b'"plan"' in zlib.decompress(value):
-                    db.execute("UPDATE Cache SET value = ? WHERE rowid = ?",
-                               (change(value), rowid))
+                    db.execute("UPDATE Cache SET value = ? WHERE rowid = ?", (change(value), rowid))
 
     def index_rows():
         # Well-formed rows with an altered field: only the row checksum can tell.
@@ -267,17 +278,29 @@ def damage_each(cache: Path):
         for p in (cache / "kernels").glob("*.slang"):
             p.unlink()
 
-    return [("kernel sources truncated", kernel_sources), ("index rows altered", index_rows),
-            ("index rows garbled", index_rows_garbled),
-            ("index database truncated", index_database),
-            ("compiled modules truncated", slang_modules),
-            ("shader cache truncated", shader_cache), ("kernel sources missing", missing_sources)]
+    return [
+        ("kernel sources truncated", kernel_sources),
+        ("index rows altered", index_rows),
+        ("index rows garbled", index_rows_garbled),
+        ("index database truncated", index_database),
+        ("compiled modules truncated", slang_modules),
+        ("shader cache truncated", shader_cache),
+        ("kernel sources missing", missing_sources),
+    ]
 
 
-@pytest.mark.parametrize("kind", ["kernel sources truncated", "index rows altered",
-                                  "index rows garbled", "index database truncated",
-                                  "compiled modules truncated", "shader cache truncated",
-                                  "kernel sources missing"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "kernel sources truncated",
+        "index rows altered",
+        "index rows garbled",
+        "index database truncated",
+        "compiled modules truncated",
+        "shader cache truncated",
+        "kernel sources missing",
+    ],
+)
 def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, kind):
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "2")["ok"]

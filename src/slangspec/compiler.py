@@ -15,7 +15,7 @@ import slangpy as spy
 
 from .cache_store.location import SLANG, part
 from .codegen import ENTRY_POINT
-from .runtime.uniforms import UniformBlock, uniform_block
+from .uniforms import UniformBlock, uniform_block
 
 compile_counts: Counter[str] = Counter()
 """What ran in this process: "specialize" (type resolution of a miss), "codegen" (a kernel
