@@ -240,8 +240,9 @@ class Store:
 
     # -- records of what the JIT compiled, for replay -------------------------------------------
 
-    def record(self, key: str, record: dict[str, Any]) -> None:
-        self._call("set", RECORD + key, record)
+    def record(self, record: dict[str, Any]) -> None:
+        """Keep a record of a specialization, once however often it is recorded."""
+        self._call("set", RECORD + xxhash.xxh3_64_hexdigest(canonical(record)), record)
 
     def records(self) -> list[dict[str, Any]]:
         out = []

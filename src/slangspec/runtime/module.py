@@ -8,7 +8,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,9 +215,35 @@ class Function:
         name, kernel = m.compile_source(forward_source(plan))
         meta = {"compile_s": time.perf_counter() - start}
         entry = m.store.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
-        m.store.record(key, m.record(self.name, signature))
+        m.store.record(m.record(self.name, signature))
         enforce_bound(m.store, size_bound())
         return entry, plan, kernel
+
+    def warm(self, signature: str, masks: Iterable[str] | None = None) -> str:
+        """Build this specialization's forward kernel and the backward kernels of ``masks``
+        (default: every mask its plan can need) into the cache, without tensors. Returns
+        "cached" when everything was already there, else "built"."""
+        before = compile_counts["codegen"]
+        spec = self._specs.get(signature) or self._specialize(signature)
+        for mask in spec.plan.backward_masks if masks is None else masks:
+            spec.backward_kernel(mask)
+        return "built" if compile_counts["codegen"] > before else "cached"
+
+    def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
+        """What the cache lacks for this specialization ("forward" and masks), compiling
+        nothing; every mask the plan can need when ``masks`` is None."""
+        m = self.module
+        pre = m.preimage(self.name, signature)
+        entry = m.store.load(key_of(pre), pre)
+        if entry is None:
+            return [FORWARD, *(masks or [])] if masks is not None else [FORWARD]
+        wanted = SpecializationPlan.from_json(entry.plan_json).backward_masks
+        wanted = [FORWARD, *(wanted if masks is None else masks)]
+        return [
+            label
+            for label in wanted
+            if label not in entry.kernels or not m.store.source_ok(entry.kernels[label])
+        ]
 
     def _specialize(self, signature: str) -> Specialization:
         m = self.module

@@ -1,0 +1,259 @@
+"""``specialize cache``: list, show, measure, evict, clear, verify, export and import."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..bundle import export_bundle, import_bundle
+from ..cache_store import Cache
+from ..cache_store.preimage import key_of
+from .common import (
+    UsageProblem,
+    ago,
+    cache_dir_option,
+    device_option,
+    fail,
+    human_bytes,
+    json_option,
+    parse_duration,
+    parse_size,
+    print_json,
+    print_table,
+)
+
+
+@click.group()
+def cache() -> None:
+    """Inspect and manage the kernel cache."""
+
+
+def _args(signature: str) -> str:
+    return signature.split(" ", 2)[2] if signature.count(" ") >= 2 else ""
+
+
+@cache.command("ls")
+@click.option("--module", default=None, help="Only this module.")
+@click.option("--function", default=None, help="Only this function.")
+@click.option(
+    "--device", type=click.Choice(["cuda", "vulkan"]), default=None, help="Only this device kind."
+)
+@cache_dir_option
+@json_option
+def ls(module, function, device, cache_dir, as_json):
+    """List entries, most recently used first."""
+    entries = [
+        e
+        for e in Cache(cache_dir).entries()
+        if "damaged" in e
+        or (
+            (module is None or e["module"] == module)
+            and (function is None or e["function"] == function)
+            and (device is None or e["device"] == device)
+        )
+    ]
+    if as_json:
+        print_json(entries)
+        return
+    print_table(
+        ["key", "module", "function", "signature", "device", "size", "hits", "last used"],
+        [
+            (e["key"][:12], "(damaged)", "", "", "", "", "", "")
+            if "damaged" in e
+            else (
+                e["key"][:12],
+                e["module"],
+                e["function"],
+                _args(e["signature"]),
+                e["device"],
+                human_bytes(e["size"]),
+                e["hits"],
+                ago(e["last_used"]),
+            )
+            for e in entries
+        ],
+    )
+
+
+def _find(c: Cache, prefix: str) -> tuple[str, dict]:
+    matches = [(k, row) for k, row in c.store.rows() if k.startswith(prefix)]
+    if not matches:
+        raise UsageProblem(f"no entry has a key starting with {prefix!r}")
+    if len(matches) > 1:
+        raise UsageProblem(
+            f"{len(matches)} entries have keys starting with {prefix!r}; give more of the key"
+        )
+    key, row = matches[0]
+    if row is None:
+        raise UsageProblem(f"entry {key} is damaged; run 'specialize cache verify --repair'")
+    return key, row
+
+
+@cache.command()
+@click.argument("key")
+@cache_dir_option
+@json_option
+def show(key, cache_dir, as_json):
+    """Show one entry (KEY or a unique prefix): preimage, plan, sources and sizes."""
+    c = Cache(cache_dir)
+    key, row = _find(c, key)
+    sources = {}
+    for mask, name in sorted(row["kernels"].items()):
+        path = c.store.source_path(name)
+        sources[mask] = {
+            "module": name,
+            "bytes": path.stat().st_size if path.exists() else None,
+            "whole": c.store.source_ok(name),
+            "text": path.read_text() if path.exists() else None,
+        }
+    detail = {
+        "key": key,
+        "key_matches_preimage": key_of(row["preimage"]) == key,
+        "preimage": row["preimage"],
+        "plan": json.loads(row["plan"]),
+        "meta": row["meta"],
+        "kernels": sources,
+    }
+    if as_json:
+        print_json(detail)
+        return
+    click.echo(f"key      {key}" + ("" if detail["key_matches_preimage"] else "  (MISMATCH)"))
+    click.echo("preimage")
+    click.echo(json.dumps(row["preimage"], indent=2, sort_keys=True))
+    click.echo("plan")
+    click.echo(json.dumps(detail["plan"], indent=2, sort_keys=True))
+    click.echo(
+        f"hits {row['meta']['hits']}, created {ago(row['meta']['created'])}, "
+        f"last used {ago(row['meta']['last_used'])}, "
+        f"compile {row['meta'].get('compile_s', 0.0) * 1e3:.1f} ms"
+    )
+    for mask, s in sources.items():
+        state = "whole" if s["whole"] else "MISSING OR DAMAGED"
+        click.echo(f"--- kernel {mask}: {s['module']}.slang ({s['bytes']} bytes, {state})")
+        if s["text"]:
+            click.echo(s["text"].rstrip())
+
+
+@cache.command()
+@cache_dir_option
+@json_option
+def stats(cache_dir, as_json):
+    """Entries, bytes, hits and misses, and entries per device."""
+    s = Cache(cache_dir).stats()
+    if as_json:
+        print_json(s)
+        return
+    click.echo(f"path      {s['path']}")
+    click.echo(f"entries   {s['entries']}")
+    click.echo(
+        f"size      {human_bytes(s['bytes'])}  ("
+        + ", ".join(f"{k} {human_bytes(v)}" for k, v in s["bytes_by_part"].items())
+        + ")"
+    )
+    click.echo(f"hits      {s['hits']}")
+    click.echo(f"misses    {s['misses']}")
+    for device, n in sorted(s["per_device"].items()):
+        click.echo(f"device    {device}: {n} entries")
+
+
+@cache.command()
+@click.option("--older-than", callback=parse_duration, help="Created longer ago (e.g. 7d).")
+@click.option("--unused-since", callback=parse_duration, help="Not used for this long (e.g. 12h).")
+@click.option("--max-size", callback=parse_size, help="Then shrink to this size (e.g. 500M).")
+@click.option("--module", default=None)
+@click.option("--function", default=None)
+@click.option("--key", default=None, help="A key or key prefix.")
+@click.option("--device", type=click.Choice(["cuda", "vulkan"]), default=None)
+@cache_dir_option
+@json_option
+def evict(older_than, unused_since, max_size, module, function, key, device, cache_dir, as_json):
+    """Evict the entries every given filter matches, then shrink to --max-size."""
+    filters = (older_than, unused_since, max_size, module, function, key, device)
+    if all(f is None for f in filters):
+        raise click.UsageError("give at least one filter (or use 'specialize cache clear')")
+    gone = Cache(cache_dir).evict(
+        older_than=older_than,
+        unused_since=unused_since,
+        max_size=max_size,
+        module=module,
+        function=function,
+        key=key,
+        device=device,
+    )
+    if as_json:
+        print_json({"evicted": gone})
+        return
+    for k in gone:
+        click.echo(f"evicted {k}")
+    click.echo(f"{len(gone)} entries evicted")
+
+
+@cache.command()
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@cache_dir_option
+def clear(yes, cache_dir):
+    """Remove every entry, source, compiled artifact and record."""
+    c = Cache(cache_dir)
+    if not yes:
+        click.confirm(f"Remove everything in {c.root}?", abort=True)
+    c.clear()
+    click.echo(f"cleared {c.root}")
+
+
+@cache.command()
+@click.option("--repair", is_flag=True, help="Drop what is damaged and rebuild missing sources.")
+@cache_dir_option
+@json_option
+def verify(repair, cache_dir, as_json):
+    """Check every row, preimage, plan and kernel source; exit 1 if problems remain."""
+    c = Cache(cache_dir)
+    report = c.verify(repair=repair)
+    remaining = c.verify()["problems"] if repair else report["problems"]
+    if as_json:
+        print_json({**report, "remaining": remaining})
+    else:
+        for p in report["problems"]:
+            click.echo(f"{p['key'][:12] or '-':12s}  {p['problem']}")
+        click.echo(
+            f"{report['checked']} entries checked, {len(report['problems'])} problems, "
+            f"{report['repaired']} repaired"
+        )
+    if remaining:
+        raise SystemExit(1)
+
+
+@cache.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, writable=True))
+@cache_dir_option
+def export_(file, cache_dir):
+    """Write a portable bundle of records, plans and sources to FILE."""
+    counts = export_bundle(Cache(cache_dir), file)
+    click.echo(
+        f"exported {counts['entries']} entries, {counts['records']} records and "
+        f"{counts['sources']} sources to {file}"
+    )
+
+
+@cache.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@device_option
+@cache_dir_option
+@json_option
+def import_(file, device, cache_dir, as_json):
+    """Import a bundle, re-keyed for this machine; says what it skipped and why."""
+    try:
+        report = import_bundle(Cache(cache_dir), file, device=device)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if as_json:
+        print_json(report)
+        return
+    click.echo(
+        f"imported {report['entries']} entries, {report['records']} records and "
+        f"{report['sources']} sources"
+    )
+    for s in report["skipped"]:
+        click.echo(f"skipped {s['what']}: {s['why']}")
+    if report["skipped"] and not (report["entries"] or report["records"]):
+        fail("nothing could be imported")

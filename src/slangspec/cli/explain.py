@@ -1,0 +1,67 @@
+"""``specialize explain``: why would this call miss the cache?"""
+
+from __future__ import annotations
+
+import click
+
+from .. import load
+from ..explain import explain as explain_call
+from ..signature import CALL_MODE, parse_call_signature
+from ..warm import arg_signature
+from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
+
+
+def _signature(module: str, function: str, text: str) -> str:
+    """A call signature, or argument specs/signatures separated by ';'."""
+    function_id = f"{module}::{function}"
+    try:
+        if text.startswith(f"{module}::"):
+            call = parse_call_signature(text)
+            if call.function_id != function_id:
+                raise ValueError(f"the signature is for {call.function_id}, not {function_id}")
+            return text
+        args = [arg_signature(a) for a in text.split(";") if a.strip()]
+        return " ".join((function_id, CALL_MODE, *args))
+    except ValueError as exc:
+        raise UsageProblem(f"SIGNATURE: {exc}") from None
+
+
+@click.command()
+@click.argument("module", type=click.Path(exists=True, dir_okay=False))
+@click.argument("function")
+@click.argument("signature")
+@click.option("-I", "--include", "include_paths", multiple=True, help="An include path.")
+@click.option("-D", "--define", "defines", multiple=True, help="A define, NAME=VALUE.")
+@device_option
+@cache_dir_option
+@json_option
+def explain(module, function, signature, include_paths, defines, device, cache_dir, as_json):
+    """Compute the key of MODULE's FUNCTION for SIGNATURE; on a miss, show the nearest stored
+    entries and exactly which parts of their keys differ.
+
+    SIGNATURE is a call signature ("mod::fn call [D1,S6,G1,Vx] f") or argument specs separated
+    by ';' ("f32[N] grad; float").
+    """
+    pairs = {}
+    for d in defines:
+        name, eq, value = d.partition("=")
+        if not eq or not name:
+            raise UsageProblem(f"--define {d!r}: expected NAME=VALUE")
+        pairs[name] = value
+    m = load(module, device=device, include_paths=include_paths, defines=pairs, cache_dir=cache_dir)
+    result = explain_call(getattr(m, function), _signature(m.name, function, signature))
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"key        {result['key']}")
+    click.echo(f"signature  {result['signature']}")
+    if result["hit"]:
+        click.echo(f"hit: stored with kernels {', '.join(result['kernels'])}")
+        return
+    click.echo("miss")
+    if not result["nearest"]:
+        click.echo(f"  no stored entry of module {m.name}")
+    for near in result["nearest"]:
+        click.echo(f"  nearest {near['key'][:12]}  {near['signature']}")
+        for d in near["differences"]:
+            click.echo(f"    - {d}")

@@ -1,0 +1,124 @@
+"""``specialize warm``: build specializations into the cache ahead of time."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..bundle import BUNDLE_FORMAT, read_bundle
+from ..cache_store import Cache
+from ..warm import ManifestError, WarmResult, items_from_records, parse_manifest
+from ..warm import warm as warm_items
+from .common import (
+    UsageProblem,
+    cache_dir_option,
+    device_option,
+    json_option,
+    print_json,
+    print_table,
+)
+
+
+def _recorded(source: str | None, cache_dir: str | None):
+    if source is None:
+        return Cache(cache_dir).store.records()
+    path = Path(source)
+    if path.is_dir():
+        return Cache(path).store.records()
+    try:
+        return read_bundle(path)["records"]
+    except ValueError as exc:
+        raise UsageProblem(
+            f"--from {source}: expected a cache directory or a {BUNDLE_FORMAT} file ({exc})"
+        ) from None
+
+
+@click.command()
+@click.argument("manifest", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--recorded",
+    is_flag=True,
+    help="Replay the specializations the JIT recorded instead of a manifest.",
+)
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    help="With --recorded: another cache directory or an exported bundle.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes compiling in parallel.",
+)
+@click.option("--dry-run", is_flag=True, help="Only report what is missing; exit 1 if anything is.")
+@device_option
+@cache_dir_option
+@json_option
+def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
+    """Build the specializations a MANIFEST (TOML) lists, or those recorded, into the cache.
+
+    See the README for the manifest format and the argument-spec grammar.
+    """
+    if recorded == (manifest is not None):
+        raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
+    if source is not None and not recorded:
+        raise click.UsageError("--from goes with --recorded")
+    if recorded:
+        items = items_from_records(_recorded(source, cache_dir))
+    else:
+        try:
+            items = parse_manifest(manifest)
+        except ManifestError as exc:
+            raise UsageProblem(str(exc)) from None
+    if not items:
+        click.echo("nothing to warm", err=True)
+        return
+    with click.progressbar(
+        length=len(items),
+        label="checking" if dry_run else "warming",
+        file=sys.stderr,
+        show_pos=True,
+    ) as bar:
+        results = warm_items(
+            items,
+            device=device,
+            cache_dir=cache_dir,
+            jobs=jobs,
+            dry_run=dry_run,
+            progress=lambda _: bar.update(1),
+        )
+    _report(results, as_json)
+    bad = {"failed", "missing"}
+    sys.exit(1 if any(r.status in bad for r in results) else 0)
+
+
+def _report(results: list[WarmResult], as_json: bool) -> None:
+    if as_json:
+        print_json(
+            [
+                {
+                    "module": r.item.name,
+                    "function": r.item.function,
+                    "signature": r.item.signature,
+                    "status": r.status,
+                    "detail": r.detail,
+                    "source": r.item.where,
+                }
+                for r in results
+            ]
+        )
+        return
+    print_table(
+        ["status", "specialization", "detail"],
+        [(r.status, r.item.label, r.detail) for r in results],
+    )
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    click.echo(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))

@@ -1,0 +1,96 @@
+"""Why would a call miss? The key of a specialization, and how the nearest stored entries differ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cache_store.preimage import key_of
+from .signature import TensorForm, parse_call_signature
+
+
+def _describe_argument(i: int, old: Any, new: Any) -> list[str]:
+    if isinstance(old, TensorForm) and isinstance(new, TensorForm):
+        out = []
+        if old.grad != new.grad:
+            out.append(f"grad bit of argument {i}: G{int(old.grad)} stored, G{int(new.grad)} asked")
+        if old.rank != new.rank:
+            out.append(f"rank of argument {i}: {old.rank} stored, {new.rank} asked")
+        if old.dtype != new.dtype:
+            out.append(f"dtype of argument {i}: {old.dtype} stored, {new.dtype} asked")
+        if old.extents != new.extents and old.rank == new.rank:
+            out.append(f"extent classes of argument {i}: {old.extents} stored, {new.extents} asked")
+        if old.numpy != new.numpy:
+            out.append(f"argument {i} is a numpy array in one and a tensor in the other")
+        return out
+    return [f"kind of argument {i}: {old} stored, {new} asked"]
+
+
+def _signature_differences(old: str, new: str) -> list[str]:
+    a, b = parse_call_signature(old), parse_call_signature(new)
+    if len(a.args) != len(b.args):
+        return [f"argument count: {len(a.args)} stored, {len(b.args)} asked"]
+    out = []
+    for i, (x, y) in enumerate(zip(a.args, b.args, strict=True)):
+        if x != y:
+            out.extend(_describe_argument(i, x, y))
+    return out
+
+
+def differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """Each preimage component that differs, in words."""
+    out = []
+    for name in sorted(set(stored["toolchain"]) | set(asked["toolchain"])):
+        old, new = stored["toolchain"].get(name), asked["toolchain"].get(name)
+        if old != new:
+            out.append(f"{name} version: {old} stored, {new} here")
+    if stored["device"] != asked["device"]:
+        for name in sorted(set(stored["device"]) | set(asked["device"])):
+            old, new = stored["device"].get(name), asked["device"].get(name)
+            if old != new:
+                out.append(f"device {name}: {old} stored, {new} here")
+    if stored["module"] != asked["module"]:
+        out.append(f"module: {stored['module']} stored, {asked['module']} asked")
+    for file in sorted(set(stored["sources"]) | set(asked["sources"])):
+        if file not in asked["sources"]:
+            out.append(f"imported file {file} is no longer imported")
+        elif file not in stored["sources"]:
+            out.append(f"imported file {file} is new")
+        elif stored["sources"][file] != asked["sources"][file]:
+            out.append(f"Slang file {file} changed")
+    if stored["defines"] != asked["defines"]:
+        out.append(f"defines: {stored['defines']} stored, {asked['defines']} asked")
+    if stored["function"] != asked["function"]:
+        out.append(f"function: {stored['function']} stored, {asked['function']} asked")
+    if stored["signature"] != asked["signature"]:
+        out.extend(_signature_differences(stored["signature"], asked["signature"]))
+    return out
+
+
+def explain(fn: Any, signature: str, nearest: int = 3) -> dict[str, Any]:
+    """The key ``fn`` (a slangspec Function) would use for ``signature``, whether it is stored,
+    and on a miss the stored entries of the same function that differ least, with how."""
+    m = fn.module
+    asked = m.preimage(fn.name, signature)
+    key = key_of(asked)
+    entry = m.store.load(key, asked)
+    result: dict[str, Any] = {
+        "key": key,
+        "signature": signature,
+        "hit": entry is not None,
+        "kernels": sorted(entry.kernels) if entry else [],
+        "nearest": [],
+    }
+    if entry is not None:
+        return result
+    candidates = []
+    for other, row in m.store.rows():
+        if row is None or row["preimage"]["module"] != m.name:
+            continue
+        diff = differences(row["preimage"], asked)
+        same_function = row["preimage"]["function"] == fn.name
+        candidates.append((not same_function, len(diff), other, row["preimage"]["signature"], diff))
+    candidates.sort()
+    result["nearest"] = [
+        {"key": k, "signature": s, "differences": d} for _, _, k, s, d in candidates[:nearest]
+    ]
+    return result

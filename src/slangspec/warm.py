@@ -1,0 +1,307 @@
+"""Ahead-of-time warming: manifests and records of specializations, built into the cache.
+
+A manifest is TOML::
+
+    [[module]]
+    path = "shaders/poly.slang"          # relative to the manifest
+    include_paths = ["shaders/lib"]      # optional, relative to the manifest
+    defines = { SCALE = "2" }            # optional
+
+    [[module.function]]
+    name = "poly"
+    masks = "all"                        # "all" (default), "none", or a list like ["10", "01"]
+    specializations = [
+        ["f32[1] grad", "f32[N] nograd"],             # one argument spec per parameter
+        "poly::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]", # or a whole call signature
+    ]
+
+Argument specs::
+
+    tensor  dtype[dims] [grad|nograd]   dtype: f16 f32 f64 bf16 i32 i64 bool; dims: integers or
+                                        names (a name is an extent larger than 4); nograd default
+    grid    grid[n]                     an n-dimensional slangspec.grid
+    scalar  float | int | bool          a Python scalar
+    raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import multiprocessing
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .signature import CALL_MODE, SCALAR_TYPE_NUMBERS, parse_arg, parse_call_signature
+
+DTYPES = {
+    "f16": torch.float16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "bf16": torch.bfloat16,
+    "i32": torch.int32,
+    "i64": torch.int64,
+    "bool": torch.bool,
+}
+_TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
+_DIM = re.compile(r"\d+|[A-Za-z_]\w*")
+_SCALARS = {"float": "f", "int": "i", "bool": "b"}
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message names the file, line and column."""
+
+
+@dataclass(frozen=True)
+class WarmItem:
+    """One specialization to build: where its module is, which function, which signature."""
+
+    name: str  # module name
+    path: str | None  # the module file, or None when ``source`` holds it
+    source: str | None
+    include_paths: tuple[str, ...]
+    defines: tuple[tuple[str, str], ...]
+    function: str
+    signature: str
+    masks: tuple[str, ...] | None  # None: every mask the plan can need
+    where: str = ""  # file:line:column it came from
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}::{self.function} {self.signature.split(' ', 2)[-1]}"
+
+
+@dataclass(frozen=True)
+class WarmResult:
+    item: WarmItem
+    status: str  # "built", "cached", "missing", "present" or "failed"
+    detail: str = ""
+
+
+def arg_signature(spec: str) -> str:
+    """One argument spec of the manifest grammar -> its argument signature."""
+    text = spec.strip()
+    if text in _SCALARS:
+        return _SCALARS[text]
+    m = re.fullmatch(r"grid\[(\d+)\]", text)
+    if m:
+        return f"grid[D{int(m.group(1))}]"
+    if text.startswith(("[", "np[")):
+        parse_arg(text)
+        return text
+    m = _TENSOR_SPEC.fullmatch(text)
+    if not m or m.group(1) not in DTYPES:
+        raise ValueError(
+            f"argument spec {spec!r}: expected dtype[dims] [grad|nograd] (dtype one of "
+            f"{', '.join(DTYPES)}), grid[n], float, int, bool or an argument signature"
+        )
+    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
+    extents = ""
+    for d in dims:
+        if not _DIM.fullmatch(d):
+            raise ValueError(f"argument spec {spec!r}: dimension {d!r} is not an int or a name")
+        extents += d if d.isdigit() and 1 <= int(d) <= 4 else "x"
+    grad = int(m.group(3) == "grad")
+    number = SCALAR_TYPE_NUMBERS[DTYPES[m.group(1)]]
+    return f"[D{len(dims)},S{number},G{grad},V{extents}]"
+
+
+def _position(text: str, needle: str) -> str:
+    index = text.find(needle)
+    if index < 0:
+        return ""
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"{line}:{column}"
+
+
+def parse_manifest(path: str | Path) -> list[WarmItem]:
+    """Every specialization a manifest lists; ManifestError names file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path}: {exc}") from None
+
+    def fail(message: str, needle: str | None = None) -> ManifestError:
+        where = _position(text, needle) if needle else ""
+        return ManifestError(f"{path}:{where + ': ' if where else ' '}{message}")
+
+    modules = data.get("module")
+    if not isinstance(modules, list) or not modules:
+        raise fail("expected at least one [[module]] table")
+    base = path.parent
+    items = []
+    for module in modules:
+        mpath = module.get("path")
+        if not isinstance(mpath, str):
+            raise fail("every [[module]] needs a 'path' string", "[[module]]")
+        file = (base / mpath).resolve()
+        if not file.is_file():
+            raise fail(f"module path {mpath!r} does not exist", mpath)
+        includes = module.get("include_paths", [])
+        defines = module.get("defines", {})
+        if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+            raise fail("'include_paths' must be a list of strings", "include_paths")
+        if not isinstance(defines, dict) or not all(isinstance(v, str) for v in defines.values()):
+            raise fail("'defines' must be a table of strings", "defines")
+        functions = module.get("function")
+        if not isinstance(functions, list) or not functions:
+            raise fail(f"module {mpath!r} lists no [[module.function]]", mpath)
+        for fn in functions:
+            name = fn.get("name")
+            if not isinstance(name, str):
+                raise fail("every [[module.function]] needs a 'name' string", "[[module.function]]")
+            masks = _masks(fn.get("masks", "all"), fail)
+            specs = fn.get("specializations")
+            if not isinstance(specs, list) or not specs:
+                raise fail(f"function {name!r} lists no specializations", f'"{name}"')
+            function_id = f"{file.stem}::{name}"
+            for spec in specs:
+                signature, needle = _signature(function_id, spec, fail)
+                items.append(
+                    WarmItem(
+                        file.stem,
+                        str(file),
+                        None,
+                        tuple(str((base / i).resolve()) for i in includes),
+                        tuple(sorted(defines.items())),
+                        name,
+                        signature,
+                        masks,
+                        f"{path}:{_position(text, needle)}",
+                    )
+                )
+    return items
+
+
+def _masks(value: Any, fail: Callable[..., ManifestError]) -> tuple[str, ...] | None:
+    if value == "all":
+        return None
+    if value == "none":
+        return ()
+    if isinstance(value, list) and all(
+        isinstance(m, str) and re.fullmatch("[01]+", m) for m in value
+    ):
+        return tuple(value)
+    raise fail(f'masks {value!r}: expected "all", "none" or a list of masks like "10"', "masks")
+
+
+def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError]):
+    if isinstance(spec, str):
+        try:
+            call = parse_call_signature(spec)
+        except ValueError as exc:
+            raise fail(str(exc), spec) from None
+        if call.function_id != function_id:
+            raise fail(f"call signature is for {call.function_id}, not {function_id}", spec)
+        return spec, spec
+    if isinstance(spec, list) and all(isinstance(a, str) for a in spec):
+        try:
+            args = [arg_signature(a) for a in spec]
+        except ValueError as exc:
+            needle = next(
+                (a for a in spec if str(exc).startswith(f"argument spec {a!r}")),
+                spec[0] if spec else "",
+            )
+            raise fail(str(exc), needle) from None
+        return " ".join((function_id, CALL_MODE, *args)), spec[0] if spec else function_id
+    raise fail(f"specialization {spec!r}: expected a list of argument specs or a call signature")
+
+
+def items_from_records(records: Iterable[dict[str, Any]]) -> list[WarmItem]:
+    """Replayable items from what the JIT recorded."""
+    items = []
+    for r in records:
+        items.append(
+            WarmItem(
+                r["module"],
+                r["path"],
+                r["source"],
+                tuple(r["include_paths"]),
+                tuple(sorted(r["defines"].items())),
+                r["function"],
+                r["signature"],
+                None,
+                "recorded",
+            )
+        )
+    return sorted(set(items), key=lambda i: (i.name, i.function, i.signature))
+
+
+# -- building --------------------------------------------------------------------------------------
+
+_modules: dict[tuple, Any] = {}
+
+
+def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
+    """The loaded module an item names, one per process and options."""
+    import slangspec
+
+    key = (item.name, item.path, item.source, item.include_paths, item.defines, device, cache_dir)
+    m = _modules.get(key)
+    if m is None:
+        options = {
+            "device": device,
+            "include_paths": item.include_paths,
+            "defines": dict(item.defines),
+            "cache_dir": cache_dir,
+        }
+        if item.source is not None:
+            m = slangspec.load_source(item.name, item.source, **options)
+        else:
+            m = slangspec.load(item.path, **options)
+        _modules[key] = m
+    return m
+
+
+def warm_one(
+    item: WarmItem, device: str | None, cache_dir: str | None, dry_run: bool
+) -> WarmResult:
+    """Build (or, with ``dry_run``, only check) one item; failures are results, not raises."""
+    try:
+        fn = getattr(module_for(item, device, cache_dir), item.function)
+        if dry_run:
+            missing = fn.missing(item.signature, item.masks)
+            return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
+        return WarmResult(item, fn.warm(item.signature, item.masks))
+    except Exception as exc:  # reported per item; the run goes on
+        return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def warm(
+    items: Sequence[WarmItem],
+    *,
+    device: str | None = None,
+    cache_dir: str | None = None,
+    jobs: int = 1,
+    dry_run: bool = False,
+    progress: Callable[[WarmResult], None] = lambda _: None,
+) -> list[WarmResult]:
+    """Build every item into the cache (``jobs`` worker processes); results in item order."""
+    if jobs <= 1 or len(items) <= 1:
+        results = []
+        for item in items:
+            results.append(warm_one(item, device, cache_dir, dry_run))
+            progress(results[-1])
+        return results
+    context = multiprocessing.get_context("spawn")
+    done: dict[int, WarmResult] = {}
+    with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        pending = {
+            pool.submit(warm_one, item, device, cache_dir, dry_run): i
+            for i, item in enumerate(items)
+        }
+        for f in futures.as_completed(pending):
+            done[pending[f]] = f.result()
+            progress(done[pending[f]])
+    return [done[i] for i in range(len(items))]

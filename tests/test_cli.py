@@ -1,0 +1,293 @@
+"""The `specialize` command line, end to end on real kernels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import slangspec
+from slangspec.cli import main
+
+HERE = Path(__file__).parent
+SHADER = HERE / "shaders" / "cached.slang"
+LIB = HERE / "slang_lib"
+
+# The two specializations tests/jit_worker.py calls with --signatures 2.
+WORKER_SPECS = '["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]'
+
+
+def manifest(tmp_path: Path, specs: str = WORKER_SPECS, extra: str = "") -> Path:
+    path = tmp_path / "warm.toml"
+    path.write_text(f"""
+[[module]]
+path = "{SHADER}"
+include_paths = ["{LIB}"]
+
+[[module.function]]
+name = "poly"
+specializations = [{specs}]
+{extra}
+""")
+    return path
+
+
+def cli(*args: str, input: str | None = None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+def worker(cache: Path, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, str(HERE / "jit_worker.py"), str(cache), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_warm_then_a_new_process_hits_without_compiling(tmp_path):
+    cache = tmp_path / "cache"
+    m = manifest(tmp_path)
+    r = cli("warm", m, "--cache-dir", cache, "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["status"] for x in json.loads(r.stdout)] == ["built", "built"]
+    again = cli("warm", m, "--cache-dir", cache, "--json")
+    assert [x["status"] for x in json.loads(again.stdout)] == ["cached", "cached"]
+    warm = worker(cache, "--signatures", "2", "--forbid-compile")
+    assert warm["ok"]
+    assert warm["counts"].get("specialize", 0) == warm["counts"].get("codegen", 0) == 0
+    assert slangspec.Cache(cache).stats()["hits"] >= 2
+
+
+def test_dry_run_passes_when_complete_and_fails_after_an_eviction(tmp_path):
+    cache = tmp_path / "cache"
+    m = manifest(tmp_path)
+    assert cli("warm", m, "--cache-dir", cache, "--dry-run").exit_code == 1
+    assert slangspec.Cache(cache).entries() == [], "a dry run compiles nothing"
+    assert cli("warm", m, "--cache-dir", cache).exit_code == 0
+    ok = cli("warm", m, "--cache-dir", cache, "--dry-run")
+    assert ok.exit_code == 0 and "2 present" in ok.output
+    key = slangspec.Cache(cache).entries()[0]["key"]
+    assert cli("cache", "evict", "--key", key[:16], "--cache-dir", cache).exit_code == 0
+    missing = cli("warm", m, "--cache-dir", cache, "--dry-run")
+    assert missing.exit_code == 1 and "1 missing" in missing.output
+
+
+def test_export_import_and_replay_reproduce_the_entries(tmp_path):
+    source, target = tmp_path / "a", tmp_path / "b"
+    assert worker(source, "--signatures", "3")["ok"]
+    bundle = tmp_path / "bundle.json"
+    r = cli("cache", "export", bundle, "--cache-dir", source)
+    assert r.exit_code == 0 and "3 entries, 3 records" in r.output
+    r = cli("cache", "import", bundle, "--cache-dir", target, "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert (report["entries"], report["records"], report["skipped"]) == (3, 3, [])
+    r = cli("warm", "--recorded", "--cache-dir", target, "--json")
+    assert r.exit_code == 0, r.output
+    assert {x["status"] for x in json.loads(r.stdout)} == {"cached"}
+
+    def specs(cache):
+        return sorted(
+            (e["function"], e["signature"], tuple(e["kernels"]))
+            for e in slangspec.Cache(cache).entries()
+        )
+
+    assert specs(target) == specs(source)
+    assert worker(target, "--signatures", "3", "--forbid-compile")["ok"]
+
+
+def test_warm_recorded_from_another_cache_or_a_bundle(tmp_path):
+    source = tmp_path / "a"
+    assert worker(source, "--signatures", "2")["ok"]
+    r = cli("warm", "--recorded", "--from", source, "--cache-dir", tmp_path / "b")
+    assert r.exit_code == 0 and "2 built" in r.output
+    bundle = tmp_path / "bundle.json"
+    cli("cache", "export", bundle, "--cache-dir", source)
+    r = cli("warm", "--recorded", "--from", bundle, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 0 and "2 built" in r.output
+    bad = tmp_path / "junk.json"
+    bad.write_text("{}")
+    r = cli("warm", "--recorded", "--from", bad, "--cache-dir", tmp_path / "d")
+    assert r.exit_code == 2 and "not a slangspec bundle" in r.output
+
+
+def test_import_skips_what_does_not_fit_and_says_why(tmp_path):
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(
+        json.dumps(
+            {
+                "format": "slangspec-bundle",
+                "version": 1,
+                "toolchain": {**slangspec.cache_store.preimage.toolchain()},
+                "records": [
+                    {
+                        "module": "gone",
+                        "path": str(tmp_path / "gone.slang"),
+                        "source": None,
+                        "include_paths": [],
+                        "defines": {},
+                        "function": "f",
+                        "signature": "gone::f call f",
+                        "device": "vulkan",
+                    }
+                ],
+                "entries": [],
+                "sources": {"k_0000": "not matching"},
+            }
+        )
+    )
+    r = cli("cache", "import", bundle, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 1
+    assert "gone.slang does not exist here" in r.output
+    assert "content does not match its name" in r.output
+    old = json.loads(bundle.read_text())
+    old["toolchain"]["signature_format"] = 0
+    bundle.write_text(json.dumps(old))
+    r = cli("cache", "import", bundle, "--cache-dir", tmp_path / "c")
+    assert "signature format 0 differs" in r.output
+
+
+def test_warm_jobs_two_matches_jobs_one(tmp_path):
+    shapes = ("N", "N, 2", "N, 3", "2, N", "N, N", "N, N, N")
+    specs = ", ".join(f'["f32[1] grad", "f32[{s}] nograd"]' for s in shapes)
+    m = manifest(tmp_path, specs)
+    r = cli("warm", m, "--jobs", "2", "--cache-dir", tmp_path / "c", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 6 and {x["status"] for x in rows} == {"built"}
+    assert len(slangspec.Cache(tmp_path / "c").entries()) == 6
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[[module]\npath = 1", "line 1"),
+        ("title = 'no modules'", "expected at least one [[module]] table"),
+        ('[[module]]\npath = "missing.slang"\n', "2:9: module path 'missing.slang' does not exist"),
+        ('[[module]]\npath = "x.slang"\ninclude_paths = "lib"\n', "must be a list of strings"),
+    ],
+)
+def test_malformed_manifests_are_usage_errors(tmp_path, content, message):
+    (tmp_path / "x.slang").write_text("float f(float x) { return x; }")
+    path = tmp_path / "bad.toml"
+    path.write_text(content)
+    r = cli("warm", path, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 2
+    assert str(path) in r.output
+    assert message in r.output
+
+
+def test_bad_argument_spec_names_line_and_column(tmp_path):
+    m = manifest(tmp_path, '["f32[1] grad", "q8[N] grad"]')
+    r = cli("warm", m, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 2
+    assert f"{m}:8:37: argument spec 'q8[N] grad'" in r.output
+    bad_masks = manifest(tmp_path, WORKER_SPECS, 'masks = "some"')
+    r = cli("warm", bad_masks, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 2 and "masks 'some'" in r.output
+    bad_sig = manifest(tmp_path, '"cached::poly call [D1,S6,G9,V1] f"')
+    r = cli("warm", bad_sig, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 2 and "malformed argument signature" in r.output
+
+
+def test_a_failing_specialization_is_reported_and_exits_1(tmp_path):
+    m = manifest(tmp_path, '["f32[1] grad", "f16[N] grad"], ["f32[1] grad", "f32[N] grad"]')
+    r = cli("warm", m, "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 1
+    assert "failed" in r.output and "expected a float32 tensor, got a float16 tensor" in r.output
+    assert "1 built" in r.output
+
+
+def test_usage_errors(tmp_path):
+    assert cli("warm", "--cache-dir", tmp_path).exit_code == 2
+    assert cli("warm", manifest(tmp_path), "--recorded").exit_code == 2
+    assert cli("cache", "evict", "--cache-dir", tmp_path).exit_code == 2
+    r = cli("cache", "evict", "--older-than", "soon", "--cache-dir", tmp_path)
+    assert r.exit_code == 2 and "expected a duration" in r.output
+    r = cli("cache", "evict", "--max-size", "big", "--cache-dir", tmp_path)
+    assert r.exit_code == 2 and "expected a size" in r.output
+    r = cli("cache", "show", "ffff", "--cache-dir", tmp_path)
+    assert r.exit_code == 2 and "no entry has a key starting with 'ffff'" in r.output
+
+
+def test_ls_show_stats_evict_verify_clear(tmp_path):
+    cache = tmp_path / "c"
+    assert worker(cache, "--signatures", "3")["ok"]
+    listed = json.loads(cli("cache", "ls", "--cache-dir", cache, "--json").stdout)
+    assert len(listed) == 3
+    assert (
+        cli("cache", "ls", "--function", "twin", "--cache-dir", cache, "--json").output.strip()
+        == "[]"
+    )
+    table = cli("cache", "ls", "--cache-dir", cache).output
+    assert table.splitlines()[0].split() == [
+        "key",
+        "module",
+        "function",
+        "signature",
+        "device",
+        "size",
+        "hits",
+        "last",
+        "used",
+    ]
+    key = listed[0]["key"]
+    shown = json.loads(cli("cache", "show", key[:8], "--cache-dir", cache, "--json").stdout)
+    assert shown["key"] == key and shown["key_matches_preimage"]
+    assert shown["kernels"]["forward"]["whole"]
+    assert "bwd_diff" in shown["kernels"]["10"]["text"]
+    assert "preimage" in cli("cache", "show", key[:8], "--cache-dir", cache).output
+    stats = json.loads(cli("cache", "stats", "--cache-dir", cache, "--json").stdout)
+    assert stats["entries"] == 3 and stats["misses"] == 3
+    assert "entries   3" in cli("cache", "stats", "--cache-dir", cache).output
+    assert cli("cache", "verify", "--cache-dir", cache).exit_code == 0
+    for p in (cache / "kernels").glob("*.slang"):
+        p.write_text("damaged")
+    assert cli("cache", "verify", "--cache-dir", cache).exit_code == 1
+    assert cli("cache", "verify", "--repair", "--cache-dir", cache).exit_code == 0
+    assert cli("cache", "verify", "--cache-dir", cache).exit_code == 0
+    r = cli(
+        "cache",
+        "evict",
+        "--function",
+        "poly",
+        "--unused-since",
+        "0s",
+        "--cache-dir",
+        cache,
+        "--json",
+    )
+    assert len(json.loads(r.stdout)["evicted"]) == 3
+    assert cli("cache", "clear", "--cache-dir", cache, input="n\n").exit_code == 1
+    assert cli("cache", "clear", "--yes", "--cache-dir", cache).exit_code == 0
+
+
+def test_explain_names_the_differing_grad_bit(tmp_path):
+    cache = tmp_path / "c"
+    assert cli("warm", manifest(tmp_path), "--cache-dir", cache).exit_code == 0
+    args = ["explain", SHADER, "poly", "-I", LIB, "--cache-dir", cache]
+    hit = json.loads(cli(*args[:3], "f32[1] grad; f32[7] nograd", *args[3:], "--json").stdout)
+    assert hit["hit"] and hit["kernels"] == ["10", "forward"]
+    miss = cli(*args[:3], "f32[1] grad; f32[7] grad", *args[3:])
+    assert miss.exit_code == 0
+    assert "miss" in miss.output
+    assert "grad bit of argument 1: G0 stored, G1 asked" in miss.output
+    bad = cli(*args[:3], "cached::poly call nonsense", *args[3:])
+    assert bad.exit_code == 2 and "SIGNATURE" in bad.output
+
+
+def test_python_dash_m_and_version():
+    out = subprocess.run(
+        [sys.executable, "-m", "slangspec", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and slangspec.__version__ in out.stdout
