@@ -65,6 +65,11 @@ def open_device(kind: str, root: Path) -> spy.Device:
         return device
 
 
+def opened() -> bool:
+    """Whether this process has opened any device (and so must not fork)."""
+    return bool(_devices) or torch.cuda.is_initialized()
+
+
 def torch_device(kind: str) -> torch.device:
     """The torch device whose tensors a slangspec device of ``kind`` takes and returns."""
     if kind == "cuda":

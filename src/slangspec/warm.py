@@ -294,7 +294,11 @@ def warm(
             results.append(warm_one(item, device, cache_dir, dry_run))
             progress(results[-1])
         return results
-    context = multiprocessing.get_context("spawn")
+    # Forked workers skip re-importing torch and slangpy; that is safe only while this process
+    # holds no device (no CUDA context, no Vulkan instance) to inherit.
+    from . import devices
+
+    context = multiprocessing.get_context("spawn" if devices.opened() else "fork")
     done: dict[int, WarmResult] = {}
     with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         pending = {
