@@ -291,3 +291,11 @@ def test_python_dash_m_and_version():
         timeout=120,
     )
     assert out.returncode == 0 and slangspec.__version__ in out.stdout
+
+
+def test_the_readme_example_manifest_warms(tmp_path):
+    example = HERE.parent / "examples" / "warm.toml"
+    r = cli("warm", example, "--cache-dir", tmp_path / "c", "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["status"] for x in json.loads(r.stdout)] == ["built", "built"]
+    assert cli("warm", example, "--dry-run", "--cache-dir", tmp_path / "c").exit_code == 0
