@@ -236,9 +236,10 @@ class Function:
         pre = m.preimage(self.name, signature)
         entry = m.store.load(key_of(pre), pre)
         if entry is None:
-            return [FORWARD, *(masks or [])] if masks is not None else [FORWARD]
-        wanted = SpecializationPlan.from_json(entry.plan_json).backward_masks
-        wanted = [FORWARD, *(wanted if masks is None else masks)]
+            return [FORWARD, *(masks or ())]
+        if masks is None:
+            masks = SpecializationPlan.from_json(entry.plan_json).backward_masks
+        wanted = [FORWARD, *masks]
         return [
             label
             for label in wanted

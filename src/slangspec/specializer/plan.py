@@ -81,11 +81,6 @@ class SpecializationPlan:
     returns: ReturnPlan | None
     backward_masks: tuple[str, ...]
 
-    @property
-    def grad_capable(self) -> tuple[int, ...]:
-        """Indices of arguments that can receive gradients in this call."""
-        return tuple(i for i, a in enumerate(self.args) if a.differentiable and a.grad)
-
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
 
