@@ -1,0 +1,106 @@
+"""Where a warm process's first call spends its time, phase by phase.
+
+    python benchmarks/first_call_phases.py [--device cuda]
+
+Fills a fresh cache in one process, then in a new process with that cache times: opening the
+device, loading the module, the Slang session, loading the cached forward program, creating its
+kernel, the first dispatch (pipeline creation), a second dispatch, and the first backward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def child(kind: str, cache: str) -> dict[str, float]:
+    import torch
+
+    import slangspec
+    from slangspec import devices
+    from slangspec.cache_store import cache_root
+    from slangspec.compiler import CompiledKernel
+    from slangspec.runtime.launch import CudaBinding, VulkanBinding
+
+    tdev = "cuda" if kind == "cuda" else "cpu"
+    sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
+    warmup = torch.ones(2, device=tdev, requires_grad=True)
+    (warmup * 2).backward(torch.ones_like(warmup))
+    a = torch.randn(4096, device=tdev, requires_grad=True)
+    x = torch.randn(4096, device=tdev, requires_grad=True)
+    phases = {}
+    t = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal t
+        sync()
+        now = time.perf_counter()
+        phases[name] = now - t
+        t = now
+
+    devices.select_device(kind, cache_root(cache))
+    mark("open device")
+    m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
+    mark("load module")
+    session = m._compiler.session(m.include_paths, m.defines, m.content)
+    mark("slang session")
+    fn = m.poly
+    sig = fn.signature(a, x)
+    pre = m.preimage("poly", sig)
+    entry = m.store.load(fn.cache_key(sig), pre)
+    mark("read entry")
+    program = session.load_program(entry.kernels["forward"], ["slangspec_main"])
+    mark("load cached program")
+    kernel = CompiledKernel(m.device.create_compute_kernel(program))
+    mark("create kernel")
+    bind = (CudaBinding if kind == "cuda" else VulkanBinding)(m.device).begin()
+    out = torch.empty(4096, device=tdev)
+    kw = {"_n": 4096, "_shape": [4096], "a0": bind.read(a)[0], "a0_st": [1],
+          "a1": bind.read(x)[0], "a1_st": [1], "_out": bind.write(out)}
+    bind.dispatch(kernel, 4096, kw)
+    mark("first dispatch")
+    bind.dispatch(kernel, 4096, kw)
+    mark("second dispatch")
+    y = fn(a, x)
+    mark("first call (through slangspec)")
+    y.backward(torch.ones_like(y))
+    mark("first backward")
+    return phases
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "vulkan"], default="vulkan")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(args.device, args.child)), flush=True)
+        return
+    cache = tempfile.mkdtemp(prefix="slangspec-phases-")
+    fill = (
+        "import sys, torch, slangspec\n"
+        f"m = slangspec.load({str(HERE / 'startup.slang')!r}, device={args.device!r}, "
+        f"cache_dir={cache!r})\n"
+        f"a, x = (torch.randn(4096, device={'cuda' if args.device == 'cuda' else 'cpu'!r}, "
+        "requires_grad=True) for _ in range(2))\n"
+        "y = m.poly(a, x)\ny.backward(torch.ones_like(y))\n"
+    )
+    subprocess.run([sys.executable, "-c", fill], check=True, capture_output=True)
+    out = subprocess.run([sys.executable, __file__, "--device", args.device, "--child", cache],
+                         capture_output=True, text=True, check=True)
+    phases = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{'phase (warm process)':34s} {'time':>9s}")
+    for phase, seconds in phases.items():
+        print(f"{phase:34s} {seconds * 1e3:7.1f}ms")
+
+
+if __name__ == "__main__":
+    main()
