@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -299,3 +300,45 @@ def test_the_readme_example_manifest_warms(tmp_path):
     assert r.exit_code == 0, r.output
     assert [x["status"] for x in json.loads(r.stdout)] == ["built", "built"]
     assert cli("warm", example, "--dry-run", "--cache-dir", tmp_path / "c").exit_code == 0
+
+
+def test_evict_filters_each_select_what_they_say(tmp_path):
+    cache = tmp_path / "c"
+    specs = '["f32[1] grad", "f32[N] nograd"], ["f32[1] grad", "f32[N, 2] nograd"]'
+    m = manifest(tmp_path, specs, "")
+    m.write_text(
+        m.read_text() + '\n[[module.function]]\nname = "twin"\n'
+        'specializations = [["f32[N] grad", "f32[N] nograd"]]\n'
+    )
+    assert cli("warm", m, "--cache-dir", cache).exit_code == 0
+
+    def evict(*args):
+        r = cli("cache", "evict", *args, "--cache-dir", cache, "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["evicted"]
+
+    def functions():
+        return sorted(e["function"] for e in slangspec.Cache(cache).entries())
+
+    assert evict("--older-than", "1h") == []
+    assert evict("--module", "other") == []
+    other_device = "vulkan" if os.environ.get("SLANGSPEC_DEVICE") == "cuda" else "cuda"
+    assert evict("--device", other_device) == []
+    assert len(evict("--function", "twin")) == 1
+    assert functions() == ["poly", "poly"]
+    assert len(evict("--max-size", "1")) == 2
+    assert functions() == []
+
+
+def test_explain_rejects_a_malformed_define(tmp_path):
+    r = cli(
+        "explain",
+        SHADER,
+        "poly",
+        "f32[N] grad; float",
+        "-D",
+        "NOVALUE",
+        "--cache-dir",
+        tmp_path / "c",
+    )
+    assert r.exit_code == 2 and "expected NAME=VALUE" in r.output
