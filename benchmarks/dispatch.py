@@ -113,8 +113,19 @@ def main() -> None:
     )
     parser.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--side-stream",
+        action="store_true",
+        help="run every call on a torch stream other than the default one",
+    )
     args = parser.parse_args()
-    rows = run(args.device)
+    if args.side_stream:
+        import torch
+
+        with torch.cuda.stream(torch.cuda.Stream()):
+            rows = run(args.device)
+    else:
+        rows = run(args.device)
     has_spy = "slangpy" in rows[0]
     head = f"{'function':8s} {'elements':>9s} {'mode':17s} {'slangspec':>11s}"
     head += f" {'slangpy':>11s} {'ratio':>6s}" if has_spy else ""

@@ -62,8 +62,15 @@ def child(kind: str, cache: str) -> dict[str, float]:
     mark("create kernel")
     bind = (CudaBinding if kind == "cuda" else VulkanBinding)(m.device).begin()
     out = torch.empty(4096, device=tdev)
-    kw = {"_n": 4096, "_shape": [4096], "a0": bind.read(a)[0], "a0_st": [1],
-          "a1": bind.read(x)[0], "a1_st": [1], "_out": bind.write(out)}
+    kw = {
+        "_n": 4096,
+        "_shape": [4096],
+        "a0": bind.read(a)[0],
+        "a0_st": [1],
+        "a1": bind.read(x)[0],
+        "a1_st": [1],
+        "_out": bind.write(out),
+    }
     bind.dispatch(kernel, 4096, kw)
     mark("first dispatch")
     bind.dispatch(kernel, 4096, kw)
@@ -76,8 +83,9 @@ def child(kind: str, cache: str) -> dict[str, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", choices=["cuda", "vulkan"], default="vulkan")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -94,8 +102,12 @@ def main() -> None:
         "y = m.poly(a, x)\ny.backward(torch.ones_like(y))\n"
     )
     subprocess.run([sys.executable, "-c", fill], check=True, capture_output=True)
-    out = subprocess.run([sys.executable, __file__, "--device", args.device, "--child", cache],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--device", args.device, "--child", cache],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     phases = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"{'phase (warm process)':34s} {'time':>9s}")
     for phase, seconds in phases.items():

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the CUDA test suite and every benchmark behind docs/benchmarks.md, writing logs to OUTDIR.
+#   benchmarks/run_all.sh OUTDIR
+# Expects slangpy (with SLANGPY_TORCH_BRIDGE=1 for fair dispatch ratios), torch with CUDA and
+# slangspec importable.
+set -uo pipefail
+out=${1:?usage: benchmarks/run_all.sh OUTDIR}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+run() { local name=$1; shift; echo "== $name: $*"; "$@" 2>&1 | grep -v WARN | tee "$out/$name.log"; }
+SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q tests -p no:cacheprovider
+run dispatch python3 benchmarks/dispatch.py --device cuda --json "$out/dispatch.json"
+run dispatch-side-stream python3 benchmarks/dispatch.py --device cuda --side-stream
+run startup python3 benchmarks/startup.py --device cuda --repeat 3 --json "$out/startup.json"
+run phases python3 benchmarks/first_call_phases.py --device cuda
+run warm-jobs python3 benchmarks/warm_jobs.py --device cuda --jobs 1 4 8 16
+run seed-bugs python3 benchmarks/seed_bugs.py
