@@ -120,8 +120,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.side_stream:
-        import torch
-
+        if args.device == "vulkan" or not torch.cuda.is_available():
+            parser.error("--side-stream needs CUDA")
         with torch.cuda.stream(torch.cuda.Stream()):
             rows = run(args.device)
     else:
