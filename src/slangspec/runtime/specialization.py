@@ -35,7 +35,6 @@ class Specialization:
         self._binding = binding(device)
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
-        self._shaped = [(i, a.call_dims) for i, a in enumerate(args) if a.kind == "elementwise"]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
             (i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
@@ -73,7 +72,7 @@ class Specialization:
 
     def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
         """The broadcast of every elementwise argument's call dimensions and every grid."""
-        shapes = [(i, tuple(args[i].shape[:dims])) for i, dims in self._shaped]
+        shapes = [(i, tuple(args[i].shape[:dims])) for i, dims, _ in self._elementwise]
         shapes += [(i, args[i].shape) for i in self._grids]
         try:
             return _broadcast([s for _, s in shapes])
