@@ -10,7 +10,7 @@ from typing import Any
 
 from ..codegen import backward_source, forward_source
 from ..specializer.plan import SpecializationPlan
-from .location import PARTS, SHADERS, SLANG, tree_size
+from .location import INDEX, PARTS, SHADERS, SLANG, tree_size
 from .preimage import key_of
 from .store import Store, source_name
 
@@ -90,10 +90,15 @@ def enforce_bound(store: Store, bound: int) -> list[str]:
         ((row["meta"]["last_used"] if row else 0.0, k) for k, row in store.rows()),
     )
     evicted = []
+    index = tree_size(store.root / INDEX)
     for _, k in by_age:
-        evict(store, [k])
+        store.delete(k)
         evicted.append(k)
-        total = sum(sizes(store).values())
+        # Only the index (its log grows on delete) and what collection frees change, so the
+        # total stays exact without walking every part again.
+        grown = tree_size(store.root / INDEX) - index
+        index += grown
+        total += grown - collect_garbage(store)
         if total <= bound:
             return evicted
     # Every entry is gone and slangpy's own caches still do not fit: they are rebuilt on use.
