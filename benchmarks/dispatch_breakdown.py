@@ -1,4 +1,4 @@
-"""Where a hot call's time goes: slangspec's forward and backward and the slangpy submit inside
+"""Where a hot call's time goes: slangspec's forward and backward and the kernel dispatch inside
 them, for forward-only calls, forward+backward, and forward calls from a second thread.
 
     python benchmarks/dispatch_breakdown.py [--device cuda] [--elements N]
@@ -55,17 +55,22 @@ def measure(label: str, body, sync, n: int, inner: int = 1) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--elements", type=int, default=1)
     p.add_argument("--iterations", type=int, default=2000)
     args = p.parse_args()
-    m = slangspec.load(HERE / "bench.slang", device=args.device,
-                       cache_dir=tempfile.mkdtemp(prefix="slangspec-breakdown-"))
+    m = slangspec.load(
+        HERE / "bench.slang",
+        device=args.device,
+        cache_dir=tempfile.mkdtemp(prefix="slangspec-breakdown-"),
+    )
     tdev = "cuda" if m.device_kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
-    timed(launch, "_submit", "submit")
+    timed(launch.CudaBinding, "dispatch", "dispatch")
+    timed(launch.VulkanBinding, "dispatch", "dispatch")
     timed(specialization.Specialization, "forward", "forward")
     timed(specialization.Specialization, "backward", "backward")
     a = torch.randn(args.elements, device=tdev, requires_grad=True)

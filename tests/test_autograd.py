@@ -268,3 +268,44 @@ def test_numpy_arrays_are_accepted(ops, tdev):
 def test_empty_call_shape(ops, tdev):
     y = ops.square(torch.zeros(0, device=tdev))
     assert y.shape == (0,)
+
+
+# --- threads and streams -----------------------------------------------------------------------
+
+
+def test_forward_and_backward_from_a_fresh_thread(ops, tdev):
+    import threading
+
+    x, a = leaf(33, tdev=tdev), leaf(1, tdev=tdev)
+    failures: list[BaseException] = []
+
+    def body():
+        try:
+            check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [a, x])
+        except BaseException as exc:  # re-raised on the test's thread
+            failures.append(exc)
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    if failures:
+        raise failures[0]
+
+
+def test_kernels_run_in_order_on_torchs_current_stream(ops, tdev):
+    if tdev != "cuda":
+        pytest.skip("streams are CUDA's")
+    side = torch.cuda.Stream()
+    for stream in (torch.cuda.current_stream(), side):
+        x = torch.zeros(1 << 16, device="cuda", requires_grad=True)
+        cot = torch.ones_like(x)
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(50_000_000)  # a long kernel ahead of the fill on this stream
+            with torch.no_grad():
+                x.fill_(3.0)
+            y = ops.square(x)
+            doubled = y * 2  # a torch op that consumes the kernel's output on the same stream
+            doubled.backward(cot)
+        stream.synchronize()
+        torch.testing.assert_close(doubled, torch.full_like(doubled, 18.0))
+        torch.testing.assert_close(x.grad, torch.full_like(x, 12.0))

@@ -32,9 +32,12 @@ def _open(kind: str, root: Path) -> spy.Device:
     # size bound, at most slangpy's own default.
     shaders = part(root, SHADERS)
     check_shader_cache(shaders)
-    caching = {
+    options = {
         "shader_cache_path": shaders,
         "shader_cache_size": min(128 << 20, size_bound() // 4),
+        # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild
+        # every session whenever a generated kernel lands on an include path.
+        "enable_hot_reload": False,
     }
     if kind == "cuda":
         if not torch.cuda.is_available():
@@ -45,8 +48,8 @@ def _open(kind: str, root: Path) -> spy.Device:
         handles = spy.get_cuda_current_context_native_handles()
         global cuda_torch_device
         cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
-        return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **caching)
-    return spy.Device(type=_TYPES[kind], **caching)
+        return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
+    return spy.Device(type=_TYPES[kind], **options)
 
 
 def open_device(kind: str, root: Path) -> spy.Device:

@@ -85,10 +85,14 @@ class UniformBlock:
         self.size = max((p.offset + p.type_layout.size for p in params), default=0)
         self._params = [(p.name, p.offset, _writer(p.type_layout)) for p in params]
 
-    def pack(self, kwargs: dict[str, Any]) -> np.ndarray:
-        buf = bytearray(self.size)
+    def pack_into(self, buf: Any, kwargs: dict[str, Any]) -> None:
+        """Write every uniform into ``buf`` (a writable buffer of at least ``size`` bytes)."""
         for name, off, write in self._params:
             write(buf, off, kwargs[name])
+
+    def pack(self, kwargs: dict[str, Any]) -> np.ndarray:
+        buf = bytearray(self.size)
+        self.pack_into(buf, kwargs)
         return np.frombuffer(buf, np.uint8)
 
 

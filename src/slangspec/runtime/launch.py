@@ -1,7 +1,8 @@
 """Binding torch tensors to kernel parameters and dispatching, per device kind.
 
-CUDA binds torch CUDA memory in place and dispatches on torch's current stream. Vulkan stages
-CPU tensors through slangpy buffers and copies results back.
+CUDA binds torch CUDA memory in place and launches through the driver on torch's current
+stream. Vulkan stages CPU tensors through slangpy buffers, dispatches through slangpy, and copies
+results back.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ import torch
 
 from .. import devices
 from ..compiler import CompiledKernel
+from .cuda_driver import DriverKernel
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 
 
-def _submit(
-    device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str, Any], **submit: Any
-) -> None:
-    """Dispatch ``n`` threads, writing the uniforms as one block where the layout allows."""
+def _submit(device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
+    """Dispatch ``n`` threads through slangpy, writing the uniforms as one block where the layout
+    allows."""
     if kernel.block is None:
-        kernel.kernel.dispatch(thread_count=[n, 1, 1], **submit, **kwargs)
+        kernel.kernel.dispatch(thread_count=[n, 1, 1], **kwargs)
         return
     data = kernel.block.pack(kwargs)
     encoder = device.create_command_encoder()
@@ -32,7 +33,7 @@ def _submit(
     spy.ShaderCursor(root).find_entry_point(0).set_data(data)
     compute.dispatch([n, 1, 1])
     compute.end()
-    device.submit_command_buffer(encoder.finish(), **submit)
+    device.submit_command_buffer(encoder.finish())
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
@@ -52,6 +53,10 @@ class CudaBinding:
 
     def begin(self) -> CudaBinding:
         return self
+
+    def prepare(self, kernel: CompiledKernel) -> DriverKernel:
+        """What ``dispatch`` launches: the kernel's CUDA function."""
+        return DriverKernel(kernel)
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device != self.torch_device:
@@ -82,13 +87,10 @@ class CudaBinding:
     def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
         return torch.zeros(shape, dtype=dtype, device=like)
 
-    def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
-        # Backward runs on torch's autograd threads, where the context may not be current yet.
+    def dispatch(self, kernel: DriverKernel, n: int, kwargs: dict[str, Any]) -> None:
+        # A thread that has not used CUDA yet has no current context.
         self.device.set_cuda_context_current()
-        stream = torch._C._cuda_getCurrentRawStream(self.torch_device.index)
-        _submit(
-            self.device, kernel, n, kwargs, cuda_stream=spy.NativeHandle.from_cuda_stream(stream)
-        )
+        kernel.launch(n, kwargs, torch._C._cuda_getCurrentRawStream(self.torch_device.index))
 
 
 class VulkanBinding:
@@ -103,6 +105,10 @@ class VulkanBinding:
     def begin(self) -> VulkanBinding:
         """A fresh binding for one call: staging buffers and results belong to that call."""
         return VulkanBinding(self.device)
+
+    def prepare(self, kernel: CompiledKernel) -> CompiledKernel:
+        """What ``dispatch`` runs: slangpy's kernel itself."""
+        return kernel
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device.type != "cpu":

@@ -30,26 +30,34 @@ class Specialization:
         self.name = f"{plan.module}::{plan.function}"
         self.autograd = bool(plan.backward_masks)
         self._kernels = kernels
-        self._forward = kernels(None)
-        self._backward: dict[str, CompiledKernel] = {}
         self._binding = binding(device)
+        self._forward = self._binding.prepare(kernels(None))
+        self._backward: dict[str, Any] = {}
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+        self._trainable = [(i, args[i].grad) for i in self._tensors]
+        self._labels = [(i, self.label(i)) for i in self._tensors]
+        self._call_dims = [(i, a.call_dims) for i, a in enumerate(args) if a.kind == "elementwise"]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
-            (i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
+            (f"a{i}", i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
         ]
         self._elementwise = [
-            (i, a.call_dims, a.width) for i, a in enumerate(args) if a.kind == "elementwise"
+            (i, a.call_dims, a.width, f"a{i}", f"a{i}_st", f"g{i}")
+            for i, a in enumerate(args)
+            if a.kind == "elementwise"
         ]
-        self._whole = [(i, a.binding in _WRITTEN) for i, a in enumerate(args) if a.kind == "tensor"]
+        self._whole = [
+            (i, a.binding in _WRITTEN, f"a{i}") for i, a in enumerate(args) if a.kind == "tensor"
+        ]
         r = plan.returns
         self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
 
-    def backward_kernel(self, mask: str) -> CompiledKernel:
+    def backward_kernel(self, mask: str) -> Any:
+        """The backward kernel of ``mask``, compiled (or loaded) on first use."""
         kernel = self._backward.get(mask)
         if kernel is None:
-            kernel = self._backward[mask] = self._kernels(mask)
+            kernel = self._backward[mask] = self._binding.prepare(self._kernels(mask))
         return kernel
 
     def __call__(self, args: Sequence[Any]) -> torch.Tensor | None:
@@ -62,9 +70,9 @@ class Specialization:
 
     def check(self, bind, args: Sequence[Any]) -> None:
         """Every tensor is on the device's torch device; written tensors are not trained."""
-        for i in self._tensors:
-            bind.check(self.label(i), args[i])
-        for i, written in self._whole:
+        for i, label in self._labels:
+            bind.check(label, args[i])
+        for i, written, _ in self._whole:
             if written and args[i].requires_grad and torch.is_grad_enabled():
                 raise ValueError(
                     f"{self.label(i)}: a tensor written by the kernel must not require grad"
@@ -72,13 +80,15 @@ class Specialization:
 
     def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
         """The broadcast of every elementwise argument's call dimensions and every grid."""
-        shapes = [(i, tuple(args[i].shape[:dims])) for i, dims, _ in self._elementwise]
-        shapes += [(i, args[i].shape) for i in self._grids]
+        shapes = [args[i].shape[:dims] for i, dims in self._call_dims]
+        shapes += [args[i].shape for i in self._grids]
         try:
-            return _broadcast([s for _, s in shapes])
+            return _broadcast(shapes)
         except ValueError:
+            indices = [i for i, _ in self._call_dims] + self._grids
             described = ", ".join(
-                f"argument {i} ('{self.plan.args[i].param}') {s}" for i, s in shapes
+                f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}"
+                for i, s in zip(indices, shapes, strict=True)
             )
             raise ValueError(f"{self.name}: call shapes do not broadcast: {described}") from None
 
@@ -88,30 +98,36 @@ class Specialization:
         kw: dict[str, Any] = {"_n": _numel(call_shape)}
         if call_shape:
             kw["_shape"] = list(call_shape)
-        for i, py_type in self._uniforms:
-            kw[f"a{i}"] = py_type(args[i])
-        for i, dims, width in self._elementwise:
+        for name, i, py_type in self._uniforms:
+            kw[name] = py_type(args[i])
+        for i, dims, width, name, st_name, _ in self._elementwise:
             value = args[i]
             address, strides = bind.read(value)
-            kw[f"a{i}"] = address
+            kw[name] = address
             if dims or width:
                 shape = value.shape
                 st = [0 if shape[d] == 1 else strides[d] for d in range(dims)]
                 if width:
                     st.append(strides[dims])
-                kw[f"a{i}_st"] = st
+                kw[st_name] = st
         tensor_grads: dict[int, torch.Tensor] = {}
-        for i, written in self._whole:
+        for i, written, name in self._whole:
             value = args[i]
             struct = bind.struct(value, written)
             if mask is not None and mask[i] == "1":
                 grad = bind.zeros(tuple(value.shape), value.dtype, value.device)
                 struct = {"_primal": struct, "_grad_out": bind.struct(grad, True)}
                 tensor_grads[i] = grad
-            kw[f"a{i}"] = struct
+            kw[name] = struct
         return kw, tensor_grads
 
     def forward(self, args: Sequence[Any]) -> torch.Tensor | None:
+        return self._forward_with_shape(args)[0]
+
+    def _forward_with_shape(
+        self, args: Sequence[Any]
+    ) -> tuple[torch.Tensor | None, tuple[int, ...]]:
+        """The result, and the call shape the backward pass reuses."""
         bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
@@ -122,29 +138,36 @@ class Specialization:
             out = bind.empty(call_shape + tail, dtype, device)
         n = _numel(call_shape)
         if n == 0:
-            return out
+            return out, call_shape
         kw, _ = self._bind(bind, args, call_shape, None)
         if out is not None:
             kw["_out"] = bind.write(out)
         bind.dispatch(self._forward, n, kw)
-        return out
+        return out, call_shape
 
-    def backward(self, args: Sequence[Any], grad_out: torch.Tensor, mask: str) -> list:
+    def backward(
+        self,
+        args: Sequence[Any],
+        grad_out: torch.Tensor,
+        mask: str,
+        call_shape: tuple[int, ...] | None = None,
+    ) -> list:
         """Gradients for the arguments marked '1' in ``mask``; None for the others."""
         kernel = self.backward_kernel(mask)
         bind = self._binding.begin()
-        call_shape = self.call_shape(args)
+        if call_shape is None:
+            call_shape = self.call_shape(args)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
         grad_out = grad_out.contiguous()
         kw["_dout"], _ = bind.read(grad_out)
         grads: list[torch.Tensor | None] = [None] * len(args)
-        for i, _, width in self._elementwise:
+        for i, _, width, _, _, grad_name in self._elementwise:
             if mask[i] == "1":
                 value = args[i]
                 full = bind.empty(
                     call_shape + ((width,) if width else ()), value.dtype, value.device
                 )
-                kw[f"g{i}"] = bind.write(full)
+                kw[grad_name] = bind.write(full)
                 grads[i] = full
         n = _numel(call_shape)
         if n:
@@ -172,7 +195,10 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     if not shapes:
         return ()
     first = shapes[0]
-    if all(s == first for s in shapes):
+    for s in shapes:
+        if s != first:
+            break
+    else:
         return tuple(first)
     rank = max(len(s) for s in shapes)
     out = [1] * rank
@@ -195,9 +221,13 @@ class _SlangCall(torch.autograd.Function):
     def forward(ctx, spec: Specialization, args: Sequence[Any], *tensors: torch.Tensor):
         ctx.spec = spec
         # Tensors travel through save_for_backward; keep only the other arguments on ctx.
-        ctx.others = [None if i in spec._tensors else a for i, a in enumerate(args)]
+        others = list(args)
+        for i in spec._tensors:
+            others[i] = None
+        ctx.others = others
         ctx.save_for_backward(*tensors)
-        return spec.forward(args)
+        out, ctx.call_shape = spec._forward_with_shape(args)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
@@ -209,13 +239,13 @@ class _SlangCall(torch.autograd.Function):
             )
         args = list(ctx.others)
         mask = ["0"] * len(args)
-        for i, t, needed in zip(
-            spec._tensors, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
+        for (i, trainable), t, needed in zip(
+            spec._trainable, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
         ):
             args[i] = t
-            if needed and spec.plan.args[i].grad:
+            if needed and trainable:
                 mask[i] = "1"
         if "1" not in mask:
             return (None,) * (2 + len(spec._tensors))
-        grads = spec.backward(args, grad_out, "".join(mask))
+        grads = spec.backward(args, grad_out, "".join(mask), ctx.call_shape)
         return (None, None, *(grads[i] for i in spec._tensors))
