@@ -5,8 +5,10 @@
 
 Measures, after warm-up, the mean wall time per call (host and device; synchronized at the end
 of each timed batch) of a forward call and of forward+backward, at 1 and 1M elements, for an
-elementwise polynomial and a grid-indexed IDiffTensor function. slangpy takes torch tensors only
-on CUDA (it crashes on CPU tensors), so on Vulkan only slangspec and torch are measured.
+elementwise polynomial and a grid-indexed IDiffTensor function. The implementations take turns
+over five rounds and each one's best batch counts, so drift in the machine's speed hits all
+alike. slangpy takes torch tensors only on CUDA (it crashes on CPU tensors), so on Vulkan only
+slangspec and torch are measured.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import slangspec
 HERE = Path(__file__).parent
 
 
-def timed(fn: Callable[[], object], sync: Callable[[], None], budget_s: float = 0.5) -> float:
-    """Mean seconds per call over batches filling about ``budget_s``, best of three."""
+def calibrate(fn: Callable[[], object], sync: Callable[[], None], budget_s: float) -> int:
+    """Calls per timed batch so that a batch lasts about ``budget_s``."""
     for _ in range(3):
         fn()
     sync()
@@ -34,15 +36,28 @@ def timed(fn: Callable[[], object], sync: Callable[[], None], budget_s: float = 
     fn()
     sync()
     once = max(time.perf_counter() - start, 1e-7)
-    n = max(3, min(20000, int(budget_s / 3 / once)))
-    best = float("inf")
-    for _ in range(3):
-        sync()
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / n)
+    return max(3, min(20000, int(budget_s / once)))
+
+
+def timed(
+    fns: dict[str, Callable[[], object]],
+    sync: Callable[[], None],
+    budget_s: float = 0.15,
+    rounds: int = 5,
+) -> dict[str, float]:
+    """Mean seconds per call of each function: the best batch of ``rounds``, the functions taking
+    turns within each round so that drift in the machine's speed hits them alike."""
+    sizes = {name: calibrate(fn, sync, budget_s) for name, fn in fns.items()}
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = sizes[name]
+            sync()
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - start) / n)
     return best
 
 
@@ -90,7 +105,7 @@ def run(device_kind: str | None) -> list[dict]:
 
                 impls["slangpy"] = (getattr(spy_module, name), spy.grid((n,)))
             for mode in ("forward", "forward+backward"):
-                row = {"function": name, "elements": n, "mode": mode}
+                calls = {}
                 for impl, (fn, grid) in impls.items():
                     call_args = tuple(grid if a == "grid" else a for a in args)
 
@@ -102,8 +117,8 @@ def run(device_kind: str | None) -> list[dict]:
                         out.backward(cot)
                         return out
 
-                    row[impl] = timed(call, sync)
-                rows.append(row)
+                    calls[impl] = call
+                rows.append({"function": name, "elements": n, "mode": mode, **timed(calls, sync)})
     return rows
 
 

@@ -76,11 +76,12 @@ def main() -> None:
     p.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     args = p.parse_args()
-    results = {jobs: run(jobs, args.device) for jobs in args.jobs}
-    base = results[args.jobs[0]]
-    print(f"{'jobs':>4s} {'seconds':>8s} {'speed-up':>8s}")
-    for jobs, seconds in results.items():
-        print(f"{jobs:4d} {seconds:8.1f} {base / seconds:8.2f}")
+    print(f"{'jobs':>4s} {'seconds':>8s} {'speed-up':>8s}", flush=True)
+    base = None
+    for jobs in args.jobs:
+        seconds = run(jobs, args.device)
+        base = base or seconds
+        print(f"{jobs:4d} {seconds:8.1f} {base / seconds:8.2f}", flush=True)
 
 
 if __name__ == "__main__":
