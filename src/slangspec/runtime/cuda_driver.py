@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from typing import Any
 
 from ..codegen import ENTRY_POINT
@@ -27,10 +28,9 @@ class CudaDriverError(RuntimeError):
 
 
 @functools.cache
-def driver() -> ctypes.PyDLL:
-    """libcuda, loaded once. PyDLL keeps the GIL during calls, so no other Python thread can
-    repack a kernel's parameter buffer while the driver copies it."""
-    lib = ctypes.PyDLL("libcuda.so.1")
+def driver() -> ctypes.CDLL:
+    """libcuda, loaded once."""
+    lib = ctypes.CDLL("libcuda.so.1")
     lib.cuLaunchKernel.argtypes = [_P, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _P, _P, _P]
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(_P), _P, ctypes.c_char_p]
     lib.cuFuncGetParamInfo.argtypes = [_P, _SIZE, ctypes.POINTER(_SIZE), ctypes.POINTER(_SIZE)]
@@ -57,7 +57,8 @@ def _param_bytes(function: _P) -> int:
 
 
 class DriverKernel:
-    """A compiled kernel's ``CUfunction`` and a reusable parameter buffer."""
+    """A compiled kernel's ``CUfunction`` and a reusable parameter buffer, which one thread at a
+    time packs and launches."""
 
     def __init__(self, kernel: CompiledKernel) -> None:
         if kernel.block is None:
@@ -79,6 +80,7 @@ class DriverKernel:
                 f"{self.block.size}"
             )
         self._group = kernel.pipeline.thread_group_size.x
+        self._lock = threading.Lock()
         self._buffer = ctypes.create_string_buffer(max(size, 1))
         self._size = _SIZE(size)
         self._extra = (_P * 5)(
@@ -91,10 +93,11 @@ class DriverKernel:
 
     def launch(self, n: int, kwargs: dict[str, Any], stream: int) -> None:
         """Run ``n`` threads on ``stream`` with ``kwargs`` as the entry-point parameters."""
-        self.block.pack_into(self._buffer, kwargs)
         groups = (n + self._group - 1) // self._group
-        result = driver().cuLaunchKernel(
-            self._function, groups, 1, 1, self._group, 1, 1, 0, stream, None, self._extra
-        )
+        with self._lock:
+            self.block.pack_into(self._buffer, kwargs)
+            result = driver().cuLaunchKernel(
+                self._function, groups, 1, 1, self._group, 1, 1, 0, stream, None, self._extra
+            )
         if result:
             _check(result, "cuLaunchKernel")
