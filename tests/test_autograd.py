@@ -292,6 +292,22 @@ def test_forward_and_backward_from_a_fresh_thread(ops, tdev):
         raise failures[0]
 
 
+def test_threads_calling_the_same_kernel_get_their_own_results(ops, tdev):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def body(k: int) -> bool:
+        ok = True
+        for j in range(40):
+            a = torch.full((1,), float(k), device=tdev)
+            x = torch.full((17,), float(j), device=tdev)
+            y = ops.poly(a, x)
+            ok &= bool(torch.equal(y, a * x * x + 3 * a))
+        return ok
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(body, range(1, 5)))
+
+
 def test_kernels_run_in_order_on_torchs_current_stream(ops, tdev):
     if tdev != "cuda":
         pytest.skip("streams are CUDA's")
