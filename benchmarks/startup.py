@@ -120,6 +120,17 @@ def median(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
+def fresh_and_reused(
+    cold: str, warm: str, function: str, kind: str, repeat: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Medians of ``cold`` runs, each with an empty cache, and of ``warm`` runs sharing a cache
+    that one unmeasured ``warm`` run filled."""
+    fresh = median([measure(cold, function, kind, tempfile.mkdtemp()) for _ in range(repeat)])
+    cache = tempfile.mkdtemp()
+    measure(warm, function, kind, cache)
+    return fresh, median([measure(warm, function, kind, cache) for _ in range(repeat)])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -141,22 +152,12 @@ def main() -> None:
     rows = []
     for function in MODULES:
         results = {}
-        results["slangspec cold"] = median(
-            [measure("slangspec", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)]
-        )
-        warm = tempfile.mkdtemp()
-        measure("slangspec", function, kind, warm)
-        results["slangspec warm"] = median(
-            [measure("slangspec", function, kind, warm) for _ in range(args.repeat)]
+        results["slangspec cold"], results["slangspec warm"] = fresh_and_reused(
+            "slangspec", "slangspec", function, kind, args.repeat
         )
         if kind == "cuda":
-            results["slangpy no cache"] = median(
-                [measure("slangpy", function, kind, tempfile.mkdtemp()) for _ in range(args.repeat)]
-            )
-            cached = tempfile.mkdtemp()
-            measure("slangpy-cached", function, kind, cached)
-            results["slangpy cached"] = median(
-                [measure("slangpy-cached", function, kind, cached) for _ in range(args.repeat)]
+            results["slangpy no cache"], results["slangpy cached"] = fresh_and_reused(
+                "slangpy", "slangpy-cached", function, kind, args.repeat
             )
         for mode in modes:
             rows.append({"function": function, "mode": mode, **results[mode]})

@@ -37,7 +37,6 @@ class Specialization:
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
         self._trainable = [(i, args[i].grad) for i in self._tensors]
         self._labels = [(i, self.label(i)) for i in self._tensors]
-        self._call_dims = [(i, a.call_dims) for i, a in enumerate(args) if a.kind == "elementwise"]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
             (f"a{i}", i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
@@ -80,12 +79,12 @@ class Specialization:
 
     def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
         """The broadcast of every elementwise argument's call dimensions and every grid."""
-        shapes = [args[i].shape[:dims] for i, dims in self._call_dims]
+        shapes = [args[e[0]].shape[: e[1]] for e in self._elementwise]
         shapes += [args[i].shape for i in self._grids]
         try:
             return _broadcast(shapes)
         except ValueError:
-            indices = [i for i, _ in self._call_dims] + self._grids
+            indices = [e[0] for e in self._elementwise] + self._grids
             described = ", ".join(
                 f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}"
                 for i, s in zip(indices, shapes, strict=True)
