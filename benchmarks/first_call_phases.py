@@ -3,9 +3,10 @@
     python benchmarks/first_call_phases.py [--device cuda]
 
 Fills a fresh cache in one process, then in a new process with that cache times: opening the
-device, loading the module, the Slang session, loading the cached forward program, creating its
-kernel (and pipeline), preparing it for launch, the first dispatch, a second dispatch, the first
-call through slangspec and the first backward.
+device, loading the module, reading the entry, getting the forward kernel (on CUDA, loading its
+cached cubin; else the Slang session, the cached program, the kernel and its launch
+preparation), the first dispatch, a second dispatch, the first call through slangspec and the
+first backward.
 """
 
 from __future__ import annotations
@@ -50,20 +51,26 @@ def child(kind: str, cache: str) -> dict[str, float]:
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
     mark("load module")
-    session = m._compiler.session(m.include_paths, m.defines, m.content)
-    mark("slang session")
     fn = m.poly
     sig = fn.signature(a, x)
     pre = m.preimage("poly", sig)
-    entry = m.store.load(fn.cache_key(sig), pre)
+    key = fn.cache_key(sig)
+    entry = m.store.load(key, pre)
     mark("read entry")
-    program = session.load_program(entry.kernels["forward"], ["slangspec_main"])
-    mark("load cached program")
-    kernel = CompiledKernel(m.device.create_compute_kernel(program))
-    mark("create kernel")
     bind = (CudaBinding if kind == "cuda" else VulkanBinding)(m.device).begin()
-    launchable = bind.prepare(kernel)
-    mark("prepare for launch")
+    if "forward" in entry.binaries:
+        # CUDA with a cached cubin: Slang is never started.
+        launchable = m.load_binary(key, "forward", entry.binaries["forward"])
+        mark("load cached cubin")
+    else:
+        session = m._compiler.session(m.include_paths, m.defines, m.content)
+        mark("slang session")
+        program = session.load_program(entry.kernels["forward"], ["slangspec_main"])
+        mark("load cached program")
+        kernel = CompiledKernel(m.device.create_compute_kernel(program))
+        mark("create kernel")
+        launchable = bind.prepare(kernel)
+        mark("prepare for launch")
     out = torch.empty(4096, device=tdev)
     kw = {
         "_n": 4096,

@@ -1,6 +1,7 @@
 """One process of the cache tests: call cached functions, check them against torch, report.
 
-    python tests/jit_worker.py CACHE_DIR [--forbid-compile] [--signatures N] [--lease-and-die]
+    python tests/jit_worker.py CACHE_DIR [--forbid-compile | --forbid-slang] [--signatures N]
+                               [--lease-and-die]
 
 Prints one JSON line: the process's compile counts and whether every result was right.
 """
@@ -34,6 +35,18 @@ def forbid_compile() -> None:
     runtime_module.Module.function_info = refuse
 
 
+def forbid_slang() -> None:
+    """Also make every path into Slang (sessions, module loads, kernel builds) raise."""
+    forbid_compile()
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a warm CUDA process must not start Slang")
+
+    compiler.Compiler.session = refuse
+    compiler.Compiler.load_module = refuse
+    compiler.Compiler.kernel = refuse
+
+
 def cases(n: int):
     """``n`` distinct specializations of poly, each called forward and backward."""
     shapes = [(7,), (7, 5), (3, 7, 5), (2, 3, 7, 5), (2, 2, 3, 7, 5)]
@@ -47,6 +60,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("cache_dir")
     p.add_argument("--forbid-compile", action="store_true")
+    p.add_argument("--forbid-slang", action="store_true")
     p.add_argument("--signatures", type=int, default=2)
     p.add_argument("--lease-and-die", action="store_true")
     args = p.parse_args()
@@ -62,6 +76,8 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
     if args.forbid_compile:
         forbid_compile()
+    if args.forbid_slang:
+        forbid_slang()
     ok = True
     for shape, grad_x in cases(args.signatures):
         a = torch.randn(1, device=tdev, requires_grad=True)

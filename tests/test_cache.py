@@ -205,6 +205,40 @@ def test_warm_process_does_no_resolution_codegen_or_front_end(tmp_path):
     assert slangspec.Cache(cache).stats()["hits"] >= 3
 
 
+def test_warm_cuda_process_loads_cubins_and_never_starts_slang(tmp_path, kind):
+    if kind != "cuda":
+        pytest.skip("binaries are kept for CUDA kernels")
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    rows = [row for _, row in slangspec.Cache(cache).store.rows()]
+    assert len(rows) == 3
+    assert all(set(row["binaries"]) == set(row["kernels"]) for row in rows)
+    warm = run(cache, "--signatures", "3", "--forbid-slang")
+    assert warm["ok"]
+    assert warm["counts"].get("kernel", 0) == 0
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_damaged_cubins_are_dropped_and_rebuilt(tmp_path, kind, damage):
+    if kind != "cuda":
+        pytest.skip("binaries are kept for CUDA kernels")
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "2")["ok"]
+    files = list((cache / "binaries").glob("*.cubin"))
+    assert files
+    for p in files:
+        if damage == "missing":
+            p.unlink()
+        else:
+            p.write_bytes(p.read_bytes()[:100])
+    again = run(cache, "--signatures", "2")
+    assert again["ok"]
+    assert again["counts"]["kernel"] >= len(files)  # rebuilt through slangpy
+    problems = slangspec.Cache(cache).verify()["problems"]
+    assert not [p for p in problems if "missing or damaged" in p["problem"]]
+    assert run(cache, "--signatures", "2", "--forbid-slang")["ok"]
+
+
 # --- many processes -------------------------------------------------------------------------------
 
 
@@ -367,6 +401,33 @@ def test_cache_api_stats_entries_evict_verify_clear(tmp_path, tdev):
     after = c.stats()
     assert after["entries"] == 0 and after["hits"] == after["misses"] == 0
     assert all(after["bytes_by_part"][p] == 0 for p in ("kernels", "slang", "shaders"))
+
+
+def test_binaries_are_sized_verified_repaired_and_collected(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    (key,) = c.store.keys()
+    before = c.entries()[0]["size"]
+    blob = b"\x7fELF not really a cubin" * 64
+    name = c.store.write_binary(blob)
+    assert c.store.read_binary(name) == blob
+    c.store.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    assert c.entries()[0]["size"] == before + len(blob)
+    assert c.verify()["problems"] == []
+    c.store.binary_path(name).write_bytes(blob[:10])
+    assert c.store.read_binary(name) is None
+    problems = c.verify()["problems"]
+    assert [p["problem"] for p in problems] == [f"binary {name} (11) missing or damaged"]
+    # One pass drops the reference and then collects the file it orphaned.
+    assert c.verify(repair=True)["repaired"] == 2
+    assert "11" not in c.store.load(key, c.store._row(key)["preimage"]).binaries
+    assert not c.store.binary_path(name).exists()
+    assert c.verify()["problems"] == []
+    name = c.store.write_binary(blob)
+    c.store.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    assert c.evict(key=key) == [key]
+    assert not c.store.binary_path(name).exists()
 
 
 def test_cache_directory_is_private(tmp_path):

@@ -244,6 +244,9 @@ def test_ls_show_stats_evict_verify_clear(tmp_path):
     assert shown["key"] == key and shown["key_matches_preimage"]
     assert shown["kernels"]["forward"]["whole"]
     assert "bwd_diff" in shown["kernels"]["10"]["text"]
+    # Cubins are kept for CUDA kernels only.
+    assert bool(shown["binaries"]) == (os.environ.get("SLANGSPEC_DEVICE") == "cuda")
+    assert all(b["whole"] for b in shown["binaries"].values())
     assert "preimage" in cli("cache", "show", key[:8], "--cache-dir", cache).output
     stats = json.loads(cli("cache", "stats", "--cache-dir", cache, "--json").stdout)
     assert stats["entries"] == 3 and stats["misses"] == 3

@@ -1,11 +1,13 @@
 """Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set.
 
 Sessions keep slangpy's module cache under the cache root, so a module compiled once is loaded
-as IR by later processes instead of going through the Slang front-end again.
+as IR by later processes instead of going through the Slang front-end again. On CUDA each kernel
+is also captured as the PTX Slang generated for it, for the cache to keep as a binary.
 """
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -24,12 +26,15 @@ compiled through slangpy). Read by tests and benchmarks."""
 
 
 class CompiledKernel:
-    """A compute kernel and, where its uniforms are plain bytes, their block packer."""
+    """A compute kernel, its uniforms' block packer where they are plain bytes, and on CUDA the
+    PTX it was built from."""
 
-    def __init__(self, kernel: spy.ComputeKernel) -> None:
+    def __init__(self, kernel: spy.ComputeKernel, ptx: bytes | None = None) -> None:
         self.kernel = kernel
         self.pipeline = kernel.pipeline
+        self.group = self.pipeline.thread_group_size.x
         self.block: UniformBlock | None = uniform_block(kernel)
+        self.ptx = ptx
 
 
 class Compiler:
@@ -37,7 +42,9 @@ class Compiler:
 
     def __init__(self, device: spy.Device, root: Path) -> None:
         self.device = device
+        self.root = root
         self.module_cache = part(root, SLANG)
+        self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, spy.SlangSession] = {}
         self._lock = threading.Lock()
 
@@ -74,5 +81,15 @@ class Compiler:
         """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
         compile_counts["kernel"] += 1
         self.device.set_cuda_context_current()
-        program = self.session(include_paths, defines, content).load_program(name, [ENTRY_POINT])
-        return CompiledKernel(self.device.create_compute_kernel(program))
+        session = self.session(include_paths, defines, content)
+        if not self._capture:
+            program = session.load_program(name, [ENTRY_POINT])
+            return CompiledKernel(self.device.create_compute_kernel(program))
+        with tempfile.TemporaryDirectory(prefix=".ptx-", dir=self.root) as dump:
+            options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
+            program = session.load_program(name, [ENTRY_POINT], link_options=options)
+            # Building the pipeline generates the target code, and with it the dump.
+            kernel = self.device.create_compute_kernel(program)
+            kernel.pipeline  # noqa: B018
+            ptx = [p.read_bytes() for p in sorted(Path(dump).glob("*.ptx"))]
+        return CompiledKernel(kernel, ptx[-1] if ptx else None)

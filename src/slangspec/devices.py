@@ -27,19 +27,21 @@ cuda_torch_device: torch.device | None = None
 _lock = threading.Lock()
 
 
-def _open(kind: str, root: Path) -> spy.Device:
-    # slangpy's shader cache (target code, pipelines) lives in the cache root; a quarter of the
-    # size bound, at most slangpy's own default.
+def _shader_cache(root: Path) -> dict[str, object]:
+    """slangpy's shader cache (target code, pipelines) in the cache root: a quarter of the size
+    bound, at most slangpy's own default."""
     shaders = part(root, SHADERS)
     check_shader_cache(shaders)
-    options = {
-        "shader_cache_path": shaders,
-        "shader_cache_size": min(128 << 20, size_bound() // 4),
-        # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild
-        # every session whenever a generated kernel lands on an include path.
-        "enable_hot_reload": False,
-    }
+    return {"shader_cache_path": shaders, "shader_cache_size": min(128 << 20, size_bound() // 4)}
+
+
+def _open(kind: str, root: Path) -> spy.Device:
+    # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
+    # session whenever a generated kernel lands on an include path.
+    options: dict[str, object] = {"enable_hot_reload": False}
     if kind == "cuda":
+        # No shader cache: the cache keeps each kernel's cubin itself, and a shader-cache hit
+        # would skip the code generation that cubin is captured from.
         if not torch.cuda.is_available():
             raise DeviceUnavailableError("cuda: torch sees no CUDA device")
         torch.cuda.init()
@@ -49,7 +51,7 @@ def _open(kind: str, root: Path) -> spy.Device:
         global cuda_torch_device
         cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
         return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
-    return spy.Device(type=_TYPES[kind], **options)
+    return spy.Device(type=_TYPES[kind], **options, **_shader_cache(root))
 
 
 def open_device(kind: str, root: Path) -> spy.Device:

@@ -29,11 +29,9 @@ class Cache:
                 out.append({"key": key, "damaged": True})
                 continue
             pre, meta = row["preimage"], row["meta"]
-            size = sum(
-                p.stat().st_size
-                for p in (self.store.source_path(n) for n in row["kernels"].values())
-                if p.exists()
-            )
+            files = [self.store.source_path(n) for n in row["kernels"].values()]
+            files += [self.store.binary_path(b["file"]) for b in row.get("binaries", {}).values()]
+            size = sum(p.stat().st_size for p in files if p.exists())
             out.append(
                 {
                     "key": key,

@@ -4,6 +4,7 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 
 - ``index/``    the entry index (diskcache over SQLite, JSON values only)
 - ``kernels/``  generated kernel sources, named by the hash of their content
+- ``binaries/`` CUDA kernels compiled for this GPU (cubins), named by the hash of their content
 - ``modules/``  modules given as source strings, by content hash
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
 - ``shaders/``  slangpy's shader cache: target code and pipelines
@@ -22,10 +23,11 @@ DEFAULT_LEASE_SECONDS = 120.0
 
 INDEX = "index"
 KERNELS = "kernels"
+BINARIES = "binaries"
 MODULES = "modules"
 SLANG = "slang"
 SHADERS = "shaders"
-PARTS = (INDEX, KERNELS, MODULES, SLANG, SHADERS)
+PARTS = (INDEX, KERNELS, BINARIES, MODULES, SLANG, SHADERS)
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:

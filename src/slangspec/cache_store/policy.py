@@ -21,13 +21,24 @@ def sizes(store: Store) -> dict[str, int]:
 
 
 def _referenced(store: Store) -> set[str]:
-    return {name for _, row in store.rows() if row for name in row["kernels"].values()}
+    """Names of every source and binary some entry uses."""
+    names = set()
+    for _, row in store.rows():
+        if row:
+            names.update(row["kernels"].values())
+            names.update(b["file"] for b in row.get("binaries", {}).values())
+    return names
 
 
 def collect_garbage(store: Store) -> int:
-    """Remove kernel sources no entry references, with their compiled modules; bytes freed."""
+    """Remove kernel sources and binaries no entry references, with the sources' compiled
+    modules; bytes freed."""
     keep = _referenced(store)
     freed = 0
+    for path in store.binary_dir.glob("b_*.cubin"):
+        if path.stem not in keep:
+            freed += path.stat().st_size
+            path.unlink(missing_ok=True)
     for path in store.kernel_dir.glob("k_*.slang"):
         name = path.stem
         if name in keep:
@@ -108,8 +119,9 @@ def enforce_bound(store: Store, bound: int) -> list[str]:
 
 
 def verify(store: Store, repair: bool = False) -> dict[str, Any]:
-    """Check every row, preimage, plan and kernel source; with ``repair``, drop what is damaged
-    and regenerate missing sources from their plans."""
+    """Check every row, preimage, plan, kernel source and binary; with ``repair``, drop what is
+    damaged (a dropped binary is rebuilt from its source when next compiled) and regenerate
+    missing sources from their plans."""
     problems: list[dict[str, str]] = []
     repaired = 0
     checked = 0
@@ -148,9 +160,20 @@ def verify(store: Store, repair: bool = False) -> dict[str, Any]:
                 else:
                     store.delete(k)
                 repaired += 1
-    orphans = {p.stem for p in store.kernel_dir.glob("k_*.slang")} - _referenced(store)
+        for label, binary in row.get("binaries", {}).items():
+            if store.read_binary(binary["file"]) is not None:
+                continue
+            problems.append(
+                {"key": k, "problem": f"binary {binary['file']} ({label}) missing or damaged"}
+            )
+            if repair:
+                store.drop_binary(k, label)
+                repaired += 1
+    files = [*store.kernel_dir.glob("k_*.slang"), *store.binary_dir.glob("b_*.cubin")]
+    orphans = {p.stem for p in files} - _referenced(store)
     for name in sorted(orphans):
-        problems.append({"key": "", "problem": f"kernel source {name} is referenced by no entry"})
+        what = "kernel source" if name.startswith("k_") else "binary"
+        problems.append({"key": "", "problem": f"{what} {name} is referenced by no entry"})
     if repair and orphans:
         collect_garbage(store)
         repaired += len(orphans)

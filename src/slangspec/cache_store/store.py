@@ -1,8 +1,8 @@
 """How entries are kept: an index of JSON rows (diskcache over SQLite) plus content-addressed
-kernel sources, each checked on read.
+kernel sources and CUDA binaries, each checked on read.
 
-Nothing stored is executable: rows go through diskcache's JSONDisk, never pickle, and sources
-are plain text named by the hash of their content.
+Nothing stored is executable by Python: rows go through diskcache's JSONDisk, never pickle;
+sources are plain text and binaries raw GPU code, each named by the hash of its content.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import diskcache
 import xxhash
 
-from .location import INDEX, KERNELS, lease_seconds, part, write_atomic
+from .location import BINARIES, INDEX, KERNELS, lease_seconds, part, write_atomic
 from .preimage import canonical
 
 ENTRY = "entry:"
@@ -58,6 +58,11 @@ def source_name(source: str) -> str:
     return "k_" + xxhash.xxh3_64_hexdigest(source.encode())
 
 
+def binary_name(data: bytes) -> str:
+    """The file stem of a stored binary: its content hash."""
+    return "b_" + xxhash.xxh3_64_hexdigest(data)
+
+
 @dataclass
 class Entry:
     """One specialization as stored: its key, the preimage it was built from, the plan as JSON,
@@ -75,6 +80,11 @@ class Entry:
         return self.row["kernels"]
 
     @property
+    def binaries(self) -> dict[str, dict[str, Any]]:
+        """Per label, a CUDA binary of that kernel: file stem, parameter layout, group size."""
+        return self.row.get("binaries", {})
+
+    @property
     def meta(self) -> dict[str, Any]:
         return self.row["meta"]
 
@@ -85,6 +95,7 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.kernel_dir = part(root, KERNELS)
+        self.binary_dir = part(root, BINARIES)
         self._index: diskcache.Cache | None = None
 
     # -- the index, recovered when SQLite finds it damaged ----------------------------------
@@ -205,6 +216,15 @@ class Store:
 
         self.update(key, change)
 
+    def add_binary(self, key: str, label: str, binary: dict[str, Any]) -> None:
+        def change(row: dict[str, Any]) -> None:
+            row.setdefault("binaries", {})[label] = binary
+
+        self.update(key, change)
+
+    def drop_binary(self, key: str, label: str) -> None:
+        self.update(key, lambda row: row.get("binaries", {}).pop(label, None))
+
     def touch(self, key: str) -> None:
         """Count a hit and mark the entry used now (for LRU eviction)."""
 
@@ -274,6 +294,26 @@ class Store:
         except FileNotFoundError:
             return False
         return "k_" + xxhash.xxh3_64_hexdigest(data) == name
+
+    # -- CUDA binaries --------------------------------------------------------------------------
+
+    def binary_path(self, name: str) -> Path:
+        return self.binary_dir / f"{name}.cubin"
+
+    def write_binary(self, data: bytes) -> str:
+        """Store a compiled binary; returns its name."""
+        name = binary_name(data)
+        if self.read_binary(name) is None:
+            write_atomic(self.binary_path(name), data)
+        return name
+
+    def read_binary(self, name: str) -> bytes | None:
+        """The binary's bytes, or None when it is missing or no longer hashes to its name."""
+        try:
+            data = self.binary_path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data if binary_name(data) == name else None
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 

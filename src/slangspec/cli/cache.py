@@ -95,7 +95,7 @@ def _find(c: Cache, prefix: str) -> tuple[str, dict]:
 @cache_dir_option
 @json_option
 def show(key, cache_dir, as_json):
-    """Show one entry (KEY or a unique prefix): preimage, plan, sources and sizes."""
+    """Show one entry (KEY or a unique prefix): preimage, plan, sources, binaries and sizes."""
     c = Cache(cache_dir)
     key, row = _find(c, key)
     sources = {}
@@ -107,6 +107,14 @@ def show(key, cache_dir, as_json):
             "whole": c.store.source_ok(name),
             "text": path.read_text() if path.exists() else None,
         }
+    binaries = {}
+    for label, binary in sorted(row.get("binaries", {}).items()):
+        path = c.store.binary_path(binary["file"])
+        binaries[label] = {
+            "file": path.name,
+            "bytes": path.stat().st_size if path.exists() else None,
+            "whole": c.store.read_binary(binary["file"]) is not None,
+        }
     detail = {
         "key": key,
         "key_matches_preimage": key_of(row["preimage"]) == key,
@@ -114,6 +122,7 @@ def show(key, cache_dir, as_json):
         "plan": json.loads(row["plan"]),
         "meta": row["meta"],
         "kernels": sources,
+        "binaries": binaries,
     }
     if as_json:
         print_json(detail)
@@ -133,6 +142,9 @@ def show(key, cache_dir, as_json):
         click.echo(f"--- kernel {mask}: {s['module']}.slang ({s['bytes']} bytes, {state})")
         if s["text"]:
             click.echo(s["text"].rstrip())
+    for label, b in binaries.items():
+        state = "whole" if b["whole"] else "MISSING OR DAMAGED"
+        click.echo(f"--- binary {label}: {b['file']} ({b['bytes']} bytes, {state})")
 
 
 @cache.command()

@@ -1,10 +1,14 @@
-"""Launching compiled kernels through the CUDA driver, on torch's stream.
+"""Launching compiled kernels through the CUDA driver, on torch's stream, and loading them from
+the cache's binaries.
 
 A dispatch through slangpy's command encoder costs ~11 us on the calling thread and ~30 us when
 forward and backward alternate with torch's autograd thread, and a process's first one pays
 ~120 ms of one-time set-up (H200). Launching the kernel's own ``CUfunction`` with its entry-point
-parameters packed at their reflected offsets costs ~5 us and needs no set-up. slangpy still
-compiles the kernel and loads its CUDA module; only the launch is ours.
+parameters packed at their reflected offsets costs ~5 us and needs no set-up.
+
+A kernel slangpy compiled is kept as a cubin with its parameter layout; a later process loads
+that with ``cuModuleLoadData`` and never starts Slang, which for a module importing slangpy's
+own library costs ~150 ms even when every Slang cache is warm.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from ..codegen import ENTRY_POINT
 from ..compiler import CompiledKernel
+from ..uniforms import Layout, UniformBlock
 
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
 _UINT = ctypes.c_uint
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0  # CU_LAUNCH_PARAM_* markers of ``extra``
+_INPUT_PTX = 1  # CU_JIT_INPUT_PTX
 
 
 class CudaDriverError(RuntimeError):
@@ -35,6 +42,12 @@ def driver() -> ctypes.CDLL:
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(_P), _P, ctypes.c_char_p]
     lib.cuFuncGetParamInfo.argtypes = [_P, _SIZE, ctypes.POINTER(_SIZE), ctypes.POINTER(_SIZE)]
     lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(_P), ctypes.c_char_p]
+    lib.cuLinkCreate_v2.argtypes = [_UINT, _P, _P, ctypes.POINTER(_P)]
+    lib.cuLinkAddData_v2.argtypes = [_P, ctypes.c_int, ctypes.c_char_p, _SIZE, ctypes.c_char_p]
+    lib.cuLinkAddData_v2.argtypes += [_UINT, _P, _P]
+    lib.cuLinkComplete.argtypes = [_P, ctypes.POINTER(_P), ctypes.POINTER(_SIZE)]
+    lib.cuLinkDestroy.argtypes = [_P]
     return lib
 
 
@@ -56,30 +69,72 @@ def _param_bytes(function: _P) -> int:
     return end
 
 
-class DriverKernel:
-    """A compiled kernel's ``CUfunction`` and a reusable parameter buffer, which one thread at a
-    time packs and launches."""
+def cubin_from_ptx(ptx: bytes) -> bytes:
+    """PTX compiled for the current context's GPU, so that loading it needs no JIT."""
+    lib = driver()
+    state = _P()
+    _check(lib.cuLinkCreate_v2(0, None, None, ctypes.byref(state)), "cuLinkCreate")
+    try:
+        text = ptx if ptx.endswith(b"\0") else ptx + b"\0"
+        _check(
+            lib.cuLinkAddData_v2(state, _INPUT_PTX, text, len(text), b"kernel.ptx", 0, None, None),
+            "cuLinkAddData",
+        )
+        image, size = _P(), _SIZE()
+        _check(lib.cuLinkComplete(state, ctypes.byref(image), ctypes.byref(size)), "cuLinkComplete")
+        return ctypes.string_at(image, size.value)
+    finally:
+        lib.cuLinkDestroy(state)
 
-    def __init__(self, kernel: CompiledKernel) -> None:
+
+@dataclass(frozen=True)
+class CachedBinary:
+    """A kernel as the cache keeps it for CUDA: cubin, parameter layout, threads per group."""
+
+    cubin: bytes
+    layout: Layout
+    group: int
+
+
+def _function(module: Any) -> _P:
+    function = _P()
+    _check(
+        driver().cuModuleGetFunction(ctypes.byref(function), module, ENTRY_POINT.encode()),
+        "cuModuleGetFunction",
+    )
+    return function
+
+
+class DriverKernel:
+    """A kernel's ``CUfunction`` and a reusable parameter buffer, which one thread at a time
+    packs and launches."""
+
+    @classmethod
+    def from_compiled(cls, kernel: CompiledKernel) -> DriverKernel:
+        """The function in the CUDA module slangpy loaded for ``kernel``."""
         if kernel.block is None:
             raise CudaDriverError("kernel parameters are not plain data; cannot launch directly")
-        self.kernel = kernel  # holds slangpy's pipeline, which owns the CUDA module
-        self.block = kernel.block
-        module = kernel.pipeline.native_handle.value
-        self._function = _P()
-        _check(
-            driver().cuModuleGetFunction(
-                ctypes.byref(self._function), module, ENTRY_POINT.encode()
-            ),
-            "cuModuleGetFunction",
-        )
-        size = _param_bytes(self._function)
-        if size < self.block.size:
+        function = _function(kernel.pipeline.native_handle.value)
+        # ``kernel`` holds slangpy's pipeline, which owns the CUDA module.
+        return cls(function, kernel.block, kernel.group, owner=kernel)
+
+    @classmethod
+    def from_binary(cls, binary: CachedBinary) -> DriverKernel:
+        """Load a cached cubin; the module stays loaded for the life of the process."""
+        module = _P()
+        _check(driver().cuModuleLoadData(ctypes.byref(module), binary.cubin), "cuModuleLoadData")
+        return cls(_function(module), UniformBlock(binary.layout), binary.group, owner=module)
+
+    def __init__(self, function: _P, block: UniformBlock, group: int, owner: Any) -> None:
+        self._owner = owner
+        self.block = block
+        self._function = function
+        size = _param_bytes(function)
+        if size < block.size:
             raise CudaDriverError(
-                f"kernel takes {size} bytes of parameters; its reflected layout needs "
-                f"{self.block.size}"
+                f"kernel takes {size} bytes of parameters; its layout needs {block.size}"
             )
-        self._group = kernel.pipeline.thread_group_size.x
+        self._group = group
         self._lock = threading.Lock()
         self._buffer = ctypes.create_string_buffer(max(size, 1))
         self._size = _SIZE(size)

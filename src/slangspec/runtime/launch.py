@@ -54,9 +54,12 @@ class CudaBinding:
     def begin(self) -> CudaBinding:
         return self
 
-    def prepare(self, kernel: CompiledKernel) -> DriverKernel:
-        """What ``dispatch`` launches: the kernel's CUDA function."""
-        return DriverKernel(kernel)
+    def prepare(self, kernel: CompiledKernel | DriverKernel) -> DriverKernel:
+        """What ``dispatch`` launches: the kernel's CUDA function (a kernel loaded from the
+        cache's binaries already is one)."""
+        if isinstance(kernel, DriverKernel):
+            return kernel
+        return DriverKernel.from_compiled(kernel)
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device != self.torch_device:

@@ -19,12 +19,13 @@ import xxhash
 from ..cache_store.location import MODULES, cache_root, part, size_bound, write_atomic
 from ..cache_store.policy import enforce_bound
 from ..cache_store.preimage import device_identity, key_of, module_closure, preimage
-from ..cache_store.store import CacheWarning, Store
+from ..cache_store.store import CacheWarning, Entry, Store
 from ..codegen import backward_source, forward_source
 from ..compiler import CompiledKernel, Compiler, compile_counts
 from ..devices import select_device, torch_device
 from ..signature import call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
+from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx
 from .launch import CudaBinding, VulkanBinding
 from .specialization import Specialization
 
@@ -127,23 +128,59 @@ class Module:
         name = self.store.write_source(source)
         return name, self._compiler.kernel(name, self.include_paths, self.defines, self.content)
 
+    def keep_binary(self, key: str, label: str, kernel: CompiledKernel) -> None:
+        """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
+        if kernel.ptx is None or kernel.block is None:
+            return
+        try:
+            cubin = cubin_from_ptx(kernel.ptx)
+        except CudaDriverError as exc:
+            warnings.warn(f"slangspec could not keep a cubin: {exc}", CacheWarning, stacklevel=2)
+            return
+        binary = {"file": self.store.write_binary(cubin), "layout": kernel.block.layout}
+        self.store.add_binary(key, label, {**binary, "group": kernel.group})
+
+    def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
+        """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
+        file is missing or damaged or the driver refuses it."""
+        data = self.store.read_binary(binary["file"])
+        why = "missing or damaged"
+        if data is not None:
+            try:
+                return DriverKernel.from_binary(
+                    CachedBinary(data, binary["layout"], binary["group"])
+                )
+            except CudaDriverError as exc:
+                why = str(exc)
+        warnings.warn(
+            f"slangspec cached binary {binary['file']} ({label}) is {why}; recompiling",
+            CacheWarning,
+            stacklevel=2,
+        )
+        self.store.drop_binary(key, label)
+        return None
+
     def kernel(
         self,
         key: str,
         pre: dict[str, Any],
         plan: SpecializationPlan,
         mask: str | None,
-        known: dict[str, str],
-    ) -> CompiledKernel:
-        """The forward kernel (``mask`` None) or a backward kernel, from the cache when it holds
-        a whole source for it, else generated, compiled and added to the entry."""
+        known: Entry | None,
+    ) -> CompiledKernel | DriverKernel:
+        """The forward kernel (``mask`` None) or a backward kernel: from the cache's cubin on
+        CUDA, else compiled from the cache's source, else generated, compiled and added to the
+        entry. ``known`` is the entry as last read."""
         label = mask or FORWARD
-        name = known.get(label)
-        if name is None:
-            entry = self.store.load(key, pre)
-            name = entry.kernels.get(label) if entry else None
+        if known is None or label not in known.kernels:
+            known = self.store.load(key, pre)
+        if self.device_kind == "cuda" and known is not None and label in known.binaries:
+            loaded = self.load_binary(key, label, known.binaries[label])
+            if loaded is not None:
+                return loaded
+        name = known.kernels.get(label) if known else None
         if name is not None and self.store.source_ok(name):
-            return self._compiler.kernel(name, self.include_paths, self.defines, self.content)
+            return self._compiled(key, label, name)
         if name is not None:
             warnings.warn(
                 f"slangspec kernel source {name} is missing or damaged; regenerating",
@@ -159,15 +196,21 @@ class Module:
             entry = self.store.load(key, pre)
             name = entry.kernels.get(label) if entry else None
             if name is not None and self.store.source_ok(name):
-                return self._compiler.kernel(name, self.include_paths, self.defines, self.content)
+                return self._compiled(key, label, name)
             start = time.perf_counter()
             source = forward_source(plan) if mask is None else backward_source(plan, mask)
             name, kernel = self.compile_source(source)
             if entry is not None:
                 self.store.add_kernel(key, label, name, time.perf_counter() - start)
+                self.keep_binary(key, label, kernel)
                 enforce_bound(self.store, size_bound())
-            known[label] = name
             return kernel
+
+    def _compiled(self, key: str, label: str, name: str) -> CompiledKernel:
+        """Compile a stored source, keeping its cubin on CUDA."""
+        kernel = self._compiler.kernel(name, self.include_paths, self.defines, self.content)
+        self.keep_binary(key, label, kernel)
+        return kernel
 
 
 class Function:
@@ -215,6 +258,7 @@ class Function:
         name, kernel = m.compile_source(forward_source(plan))
         meta = {"compile_s": time.perf_counter() - start}
         entry = m.store.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
+        m.keep_binary(key, FORWARD, kernel)
         m.store.record(m.record(self.name, signature))
         enforce_bound(m.store, size_bound())
         return entry, plan, kernel
@@ -260,12 +304,11 @@ class Function:
         if plan is None:
             m.store.touch(key)
             plan = SpecializationPlan.from_json(entry.plan_json)
-        known = dict(entry.kernels)
 
-        def kernels(mask: str | None) -> CompiledKernel:
+        def kernels(mask: str | None) -> CompiledKernel | DriverKernel:
             if mask is None and forward is not None:
                 return forward
-            return m.kernel(key, pre, plan, mask, known)
+            return m.kernel(key, pre, plan, mask, entry)
 
         spec = Specialization(plan, kernels, m._binding, m.device)
         self._specs[signature] = spec
