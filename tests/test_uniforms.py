@@ -1,6 +1,7 @@
 """Kernel parameter blocks as plain data: what a cached CUDA binary is launched with."""
 
 import json
+import struct
 from pathlib import Path
 
 import torch
@@ -22,13 +23,32 @@ def sample(t, seed: int):
     return {name: sample(ft, seed + 10 * k) for k, (name, _, ft) in enumerate(t["struct"])}
 
 
-def test_layouts_survive_json_and_pack_the_same_bytes(cache_dir, tdev):
+def expected(t, off: int, value):
+    """(offset, struct code, value) for every leaf, walked independently of the packer."""
+    if "pointer" in t:
+        return [(off, "<Q", value)]
+    if "scalar" in t:
+        return [(off, "<" + t["scalar"], value)]
+    if "array" in t:
+        out = []
+        for k in range(t["array"]):
+            out += expected(t["element"], off + k * t["stride"], value[k])
+        return out
+    out = []
+    for name, field_off, ft in t["struct"]:
+        out += expected(ft, off + field_off, value[name])
+    return out
+
+
+def test_layouts_survive_json_and_pack_every_value_at_its_offset(cache_dir, tdev):
     m = slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
     x = torch.randn(6, 3, device=tdev, requires_grad=True)
     m.scale3(x, 0.5).sum().backward()
     m.poly(torch.ones(1, device=tdev), torch.ones(4, 2, device=tdev))
+    a, b = (torch.randn(8, device=tdev, requires_grad=True) for _ in range(2))
+    m.mix2(a, b, slangspec.grid((8,))).sum().backward()  # tensor structs: packable on CUDA
     blocks = []
-    for fn in (m.scale3, m.poly):
+    for fn in (m.scale3, m.poly, m.mix2):
         for spec in fn._specs.values():
             kernels = [spec._forward, *spec._backward.values()]
             blocks += [k.block for k in kernels if k.block is not None]
@@ -38,4 +58,12 @@ def test_layouts_survive_json_and_pack_the_same_bytes(cache_dir, tdev):
         values = {name: sample(t, 3 * k) for k, (name, _, t) in enumerate(layout["params"])}
         again = UniformBlock(layout)
         assert again.size == block.size
-        assert bytes(again.pack(values)) == bytes(block.pack(values))
+        packed = bytes(again.pack(values))
+        assert packed == bytes(block.pack(values))
+        leaves = [
+            leaf for name, off, t in layout["params"] for leaf in expected(t, off, values[name])
+        ]
+        assert leaves
+        for off, code, value in leaves:
+            (read,) = struct.unpack_from(code, packed, off)
+            assert read == value, (off, code)

@@ -1,9 +1,9 @@
 """Packing a kernel's entry-point uniforms straight into its parameter block.
 
 Binding each uniform through a shader cursor by name costs tens of microseconds per dispatch;
-packing them with ``struct`` at the offsets the kernel's own reflected layout gives, and writing
-the block once, costs a few. Layouts holding resources (Vulkan's structured buffers) cannot be
-packed as bytes and are bound by name instead.
+packing them with one ``struct`` call at the offsets the kernel's own reflected layout gives, and
+writing the block once, costs under one. Layouts holding resources (Vulkan's structured buffers)
+cannot be packed as bytes and are bound by name instead.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _CODES = {
     _Scalar.uint16: "H",
 }
 
-Writer = Callable[[bytearray, int, Any], None]
+Packer = Callable[[Any, dict[str, Any]], None]
 Layout = dict[str, Any]
 """A parameter block as plain data: ``{"size": bytes, "params": [[name, offset, type], ...]}``
 where a type is ``{"pointer": true}``, ``{"scalar": struct code}``,
@@ -73,30 +73,47 @@ def describe(kernel: spy.ComputeKernel) -> Layout:
     }
 
 
-def _writer(t: dict[str, Any]) -> Writer:
-    if "pointer" in t:
-        return struct.Struct("<Q").pack_into
-    if "scalar" in t:
-        return struct.Struct("<" + t["scalar"]).pack_into
-    if "array" in t:
-        count, stride, element = t["array"], t["stride"], t["element"]
-        if "scalar" in element and stride == struct.calcsize(element["scalar"]):
-            packed = struct.Struct(f"<{count}{element['scalar']}").pack_into
-            return lambda buf, off, values: packed(buf, off, *values)
-        inner = _writer(element)
+def _leaves(layout: Layout) -> list[tuple[int, str, str]]:
+    """(offset, struct code, expression reading it from ``kw``) for every scalar and pointer."""
+    leaves: list[tuple[int, str, str]] = []
 
-        def write_array(buf: bytearray, off: int, values: Any) -> None:
-            for k, v in enumerate(values):
-                inner(buf, off + k * stride, v)
+    def walk(t: dict[str, Any], off: int, expr: str) -> None:
+        if "pointer" in t:
+            leaves.append((off, "Q", expr))
+        elif "scalar" in t:
+            leaves.append((off, t["scalar"], expr))
+        elif "array" in t:
+            for k in range(int(t["array"])):
+                walk(t["element"], off + k * int(t["stride"]), f"{expr}[{k}]")
+        else:
+            for name, field_off, ft in t["struct"]:
+                walk(ft, off + int(field_off), f"{expr}[{str(name)!r}]")
 
-        return write_array
-    fields = [(name, field_off, _writer(ft)) for name, field_off, ft in t["struct"]]
+    for name, off, t in layout["params"]:
+        walk(t, int(off), f"kw[{str(name)!r}]")
+    return sorted(leaves)
 
-    def write_struct(buf: bytearray, off: int, value: dict[str, Any]) -> None:
-        for name, field_off, write in fields:
-            write(buf, off + field_off, value[name])
 
-    return write_struct
+def _packer(layout: Layout) -> Packer:
+    """One function that writes the whole block with a single ``struct`` call.
+
+    Its source holds only quoted names and integer indices taken from the layout, so a layout
+    read from the cache is data, never code.
+    """
+    fmt, pos, exprs = "<", 0, []
+    for off, code, expr in _leaves(layout):
+        if off < pos:
+            raise Unpackable(f"overlapping fields at offset {off}")
+        if off > pos:
+            fmt += f"{off - pos}x"
+        fmt += code
+        pos = off + struct.calcsize("<" + code)
+        exprs.append(expr)
+    if pos > layout["size"]:
+        raise Unpackable(f"fields end at {pos}, past the block's {layout['size']} bytes")
+    namespace = {"_pack_into": struct.Struct(fmt).pack_into}
+    exec(f"def pack(buf, kw):\n    _pack_into(buf, 0, {', '.join(exprs)})\n", namespace)
+    return namespace["pack"]
 
 
 class UniformBlock:
@@ -105,12 +122,9 @@ class UniformBlock:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.size = layout["size"]
-        self._params = [(name, off, _writer(t)) for name, off, t in layout["params"]]
-
-    def pack_into(self, buf: Any, kwargs: dict[str, Any]) -> None:
-        """Write every uniform into ``buf`` (a writable buffer of at least ``size`` bytes)."""
-        for name, off, write in self._params:
-            write(buf, off, kwargs[name])
+        self.pack_into: Packer = _packer(layout)
+        """``pack_into(buf, kwargs)`` writes every uniform into ``buf`` (at least ``size``
+        bytes)."""
 
     def pack(self, kwargs: dict[str, Any]) -> np.ndarray:
         buf = bytearray(self.size)

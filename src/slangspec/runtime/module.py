@@ -25,6 +25,7 @@ from ..compiler import CompiledKernel, Compiler, compile_counts
 from ..devices import select_device, torch_device
 from ..signature import call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
+from ..uniforms import Unpackable
 from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx
 from .launch import CudaBinding, VulkanBinding
 from .specialization import Specialization
@@ -150,8 +151,8 @@ class Module:
                 return DriverKernel.from_binary(
                     CachedBinary(data, binary["layout"], binary["group"])
                 )
-            except CudaDriverError as exc:
-                why = str(exc)
+            except (CudaDriverError, Unpackable, KeyError, TypeError, ValueError) as exc:
+                why = f"unusable ({exc})"
         warnings.warn(
             f"slangspec cached binary {binary['file']} ({label}) is {why}; recompiling",
             CacheWarning,
