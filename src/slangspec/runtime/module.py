@@ -175,19 +175,9 @@ class Module:
         label = mask or FORWARD
         if known is None or label not in known.kernels:
             known = self.store.load(key, pre)
-        if self.device_kind == "cuda" and known is not None and label in known.binaries:
-            loaded = self.load_binary(key, label, known.binaries[label])
-            if loaded is not None:
-                return loaded
-        name = known.kernels.get(label) if known else None
-        if name is not None and self.store.source_ok(name):
-            return self._compiled(key, label, name)
-        if name is not None:
-            warnings.warn(
-                f"slangspec kernel source {name} is missing or damaged; regenerating",
-                CacheWarning,
-                stacklevel=2,
-            )
+        cached = self._from_cache(key, label, known)
+        if cached is not None:
+            return cached
 
         def built() -> bool:
             entry = self.store.load(key, pre)
@@ -195,9 +185,9 @@ class Module:
 
         with self.store.lease(f"{key}:{label}", built):
             entry = self.store.load(key, pre)
-            name = entry.kernels.get(label) if entry else None
-            if name is not None and self.store.source_ok(name):
-                return self._compiled(key, label, name)
+            cached = self._from_cache(key, label, entry, quiet=True)
+            if cached is not None:
+                return cached
             start = time.perf_counter()
             source = forward_source(plan) if mask is None else backward_source(plan, mask)
             name, kernel = self.compile_source(source)
@@ -206,6 +196,30 @@ class Module:
                 self.keep_binary(key, label, kernel)
                 enforce_bound(self.store, size_bound())
             return kernel
+
+    def _from_cache(
+        self, key: str, label: str, entry: Entry | None, quiet: bool = False
+    ) -> CompiledKernel | DriverKernel | None:
+        """The kernel from the entry's cubin (CUDA) or its whole source; None when neither is
+        there, with a warning for a damaged source unless ``quiet``."""
+        if entry is None:
+            return None
+        if self.device_kind == "cuda" and label in entry.binaries:
+            loaded = self.load_binary(key, label, entry.binaries[label])
+            if loaded is not None:
+                return loaded
+        name = entry.kernels.get(label)
+        if name is None:
+            return None
+        if self.store.source_ok(name):
+            return self._compiled(key, label, name)
+        if not quiet:
+            warnings.warn(
+                f"slangspec kernel source {name} is missing or damaged; regenerating",
+                CacheWarning,
+                stacklevel=3,
+            )
+        return None
 
     def _compiled(self, key: str, label: str, name: str) -> CompiledKernel:
         """Compile a stored source, keeping its cubin on CUDA."""
