@@ -33,6 +33,7 @@ class Specialization:
         self._binding = binding(device)
         self._forward = self._binding.prepare(kernels(None))
         self._backward: dict[str, Any] = {}
+        self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
         self._trainable = [(i, args[i].grad) for i in self._tensors]
@@ -133,8 +134,7 @@ class Specialization:
         out = None
         if self._out is not None:
             dtype, tail = self._out
-            device = args[self._tensors[0]].device if self._tensors else bind.torch_device
-            out = bind.empty(call_shape + tail, dtype, device)
+            out = bind.empty(call_shape + tail, dtype, bind.torch_device)
         n = _numel(call_shape)
         if n == 0:
             return out, call_shape
@@ -157,23 +157,26 @@ class Specialization:
         if call_shape is None:
             call_shape = self.call_shape(args)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
-        grad_out = grad_out.contiguous()
-        kw["_dout"], _ = bind.read(grad_out)
+        kw["_dout"] = bind.read(grad_out.contiguous())[0]
         grads: list[torch.Tensor | None] = [None] * len(args)
-        for i, _, width, _, _, grad_name in self._elementwise:
-            if mask[i] == "1":
-                value = args[i]
-                full = bind.empty(
-                    call_shape + ((width,) if width else ()), value.dtype, value.device
-                )
-                kw[grad_name] = bind.write(full)
-                grads[i] = full
+        slots = self._grad_slots.get(mask)
+        if slots is None:
+            slots = self._grad_slots[mask] = [
+                (i, (width,) if width else (), grad_name)
+                for i, _, width, _, _, grad_name in self._elementwise
+                if mask[i] == "1"
+            ]
+        for i, tail, grad_name in slots:
+            full = bind.empty(call_shape + tail, args[i].dtype, bind.torch_device)
+            kw[grad_name] = bind.write(full)
+            grads[i] = full
         n = _numel(call_shape)
         if n:
             bind.dispatch(kernel, n, kw)
-        for i, g in enumerate(grads):
-            if g is not None and g.shape != args[i].shape:
-                grads[i] = g.sum_to_size(args[i].shape)
+        for i, _, _ in slots:
+            shape = args[i].shape
+            if grads[i].shape != shape:
+                grads[i] = grads[i].sum_to_size(shape)
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
