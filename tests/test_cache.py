@@ -349,7 +349,8 @@ def test_damage_is_reported_as_a_warning(tmp_path, tdev):
     m = load(cache)
     a, x = torch.ones(1, device=tdev), torch.ones(5, device=tdev)
     m.poly(a, x)
-    for p in (cache / "kernels").glob("*.slang"):
+    # Damage what a fresh process reads: the sources, and on CUDA the cubins built from them.
+    for p in [*(cache / "kernels").glob("*.slang"), *(cache / "binaries").glob("*.cubin")]:
         p.write_text("garbage")
     fresh = load(cache)
     with warnings.catch_warnings(record=True) as caught:

@@ -133,6 +133,7 @@ class Module:
         """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
         if kernel.ptx is None or kernel.block is None:
             return
+        self.device.set_cuda_context_current()
         try:
             cubin = cubin_from_ptx(kernel.ptx)
         except CudaDriverError as exc:
@@ -147,6 +148,8 @@ class Module:
         data = self.store.read_binary(binary["file"])
         why = "missing or damaged"
         if data is not None:
+            # Backward runs on torch's autograd thread, which may have no current context.
+            self.device.set_cuda_context_current()
             try:
                 return DriverKernel.from_binary(
                     CachedBinary(data, binary["layout"], binary["group"])
