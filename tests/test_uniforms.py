@@ -4,10 +4,11 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
 import torch
 
 import slangspec
-from slangspec.uniforms import UniformBlock
+from slangspec.uniforms import UniformBlock, Unpackable
 
 SHADERS = Path(__file__).parent / "shaders"
 
@@ -67,3 +68,24 @@ def test_layouts_survive_json_and_pack_every_value_at_its_offset(cache_dir, tdev
         for off, code, value in leaves:
             (read,) = struct.unpack_from(code, packed, off)
             assert read == value, (off, code)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        [["x", 0, {"scalar": "s"}]],  # a struct code that is not a scalar's
+        [["x", 0, {"scalar": "f"}], ["y", 2, {"scalar": "f"}]],  # fields overlap
+        [["x", 16, {"scalar": "d"}]],  # past the block's size
+    ],
+)
+def test_tampered_layouts_are_refused(params):
+    with pytest.raises(Unpackable):
+        UniformBlock({"size": 16, "params": params})
+
+
+def test_names_in_a_layout_stay_data():
+    name = "x'] + __import__('os').getpid() + kw['"
+    block = UniformBlock({"size": 4, "params": [[name, 0, {"scalar": "i"}]]})
+    buf = bytearray(4)
+    block.pack_into(buf, {name: 7})
+    assert struct.unpack("<i", buf) == (7,)

@@ -73,6 +73,9 @@ def describe(kernel: spy.ComputeKernel) -> Layout:
     }
 
 
+_KNOWN_CODES = frozenset(_CODES.values())
+
+
 def _leaves(layout: Layout) -> list[tuple[int, str, str]]:
     """(offset, struct code, expression reading it from ``kw``) for every scalar and pointer."""
     leaves: list[tuple[int, str, str]] = []
@@ -81,6 +84,8 @@ def _leaves(layout: Layout) -> list[tuple[int, str, str]]:
         if "pointer" in t:
             leaves.append((off, "Q", expr))
         elif "scalar" in t:
+            if t["scalar"] not in _KNOWN_CODES:
+                raise Unpackable(f"unknown scalar code {t['scalar']!r}")
             leaves.append((off, t["scalar"], expr))
         elif "array" in t:
             for k in range(int(t["array"])):
