@@ -16,7 +16,7 @@ import time
 import uuid
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,14 +53,26 @@ def seal(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def source_name(source: str) -> str:
-    """The module name of a generated source: its content hash, so equal sources share a file."""
-    return "k_" + xxhash.xxh3_64_hexdigest(source.encode())
+def source_name(source: str | bytes) -> str:
+    """The module name of a generated source (text or its UTF-8 bytes): its content hash, so
+    equal sources share a file."""
+    data = source.encode() if isinstance(source, str) else source
+    return "k_" + xxhash.xxh3_64_hexdigest(data)
 
 
 def binary_name(data: bytes) -> str:
     """The file stem of a stored binary: its content hash."""
     return "b_" + xxhash.xxh3_64_hexdigest(data)
+
+
+def _read_named(path: Path, name: str, namer: Callable[[bytes], str]) -> bytes | None:
+    """A content-addressed file's bytes, or None when it is missing or no longer hashes to
+    ``name``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return data if namer(data) == name else None
 
 
 @dataclass
@@ -289,11 +301,7 @@ class Store:
 
     def source_ok(self, name: str) -> bool:
         """The source file exists and its content still hashes to its name."""
-        try:
-            data = self.source_path(name).read_bytes()
-        except FileNotFoundError:
-            return False
-        return "k_" + xxhash.xxh3_64_hexdigest(data) == name
+        return _read_named(self.source_path(name), name, source_name) is not None
 
     # -- CUDA binaries --------------------------------------------------------------------------
 
@@ -309,11 +317,7 @@ class Store:
 
     def read_binary(self, name: str) -> bytes | None:
         """The binary's bytes, or None when it is missing or no longer hashes to its name."""
-        try:
-            data = self.binary_path(name).read_bytes()
-        except FileNotFoundError:
-            return None
-        return data if binary_name(data) == name else None
+        return _read_named(self.binary_path(name), name, binary_name)
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 
