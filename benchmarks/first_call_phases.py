@@ -27,7 +27,6 @@ def child(kind: str, cache: str) -> dict[str, float]:
 
     import slangspec
     from slangspec import devices
-    from slangspec.cache_store import cache_root
     from slangspec.compiler import CompiledKernel
     from slangspec.runtime.launch import CudaBinding, VulkanBinding
 
@@ -47,7 +46,8 @@ def child(kind: str, cache: str) -> dict[str, float]:
         phases[name] = now - t
         t = now
 
-    devices.select_device(kind, cache_root(cache))
+    shaders = slangspec.Cache(cache).shader_cache()
+    devices.select_device(kind, shaders.path, shaders.size)
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
     mark("load module")
@@ -55,15 +55,15 @@ def child(kind: str, cache: str) -> dict[str, float]:
     sig = fn.signature(a, x)
     pre = m.preimage("poly", sig)
     key = fn.cache_key(sig)
-    entry = m.store.load(key, pre)
+    entry = m.cache.lookup(key, pre)
     mark("read entry")
     bind = (CudaBinding if kind == "cuda" else VulkanBinding)(m.device).begin()
     if "forward" in entry.binaries:
         # CUDA with a cached cubin: Slang is never started.
-        launchable = m.load_binary(key, "forward", entry.binaries["forward"])
+        launchable = m.builder.load_binary(key, "forward", entry.binaries["forward"])
         mark("load cached cubin")
     else:
-        session = m._compiler.session(m.include_paths, m.defines, m.content)
+        session = m.compiler.session(m.include_paths, m.defines, m.content)
         mark("slang session")
         program = session.load_program(entry.kernels["forward"], ["slangspec_main"])
         mark("load cached program")

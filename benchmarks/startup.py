@@ -48,9 +48,9 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     if mode == "slangspec":
         import slangspec
         from slangspec import devices
-        from slangspec.cache_store import cache_root
 
-        devices.select_device(kind, cache_root(cache))
+        shaders = slangspec.Cache(cache).shader_cache()
+        devices.select_device(kind, shaders.path, shaders.size)
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()

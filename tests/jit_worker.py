@@ -17,7 +17,7 @@ import torch
 
 import slangspec
 from slangspec import compiler
-from slangspec.runtime import module as runtime_module
+from slangspec.runtime import builder, module
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -29,10 +29,10 @@ def forbid_compile() -> None:
     def refuse(*_a, **_k):
         raise AssertionError("a warm process must not resolve, generate or reflect")
 
-    runtime_module.forward_source = refuse
-    runtime_module.backward_source = refuse
-    runtime_module.plan_from_signature = refuse
-    runtime_module.Module.function_info = refuse
+    builder.kernel_source = refuse
+    builder.plan_from_signature = refuse
+    module.plan_from_signature = refuse
+    module.Module.function_info = refuse
 
 
 def forbid_slang() -> None:
@@ -71,7 +71,7 @@ def main() -> None:
     if args.lease_and_die:
         a, x = torch.ones(7, device=tdev, requires_grad=True), torch.ones(7, device=tdev)
         key = m.poly.cache_key(m.poly.signature(a, x))
-        with m.store.lease(key, lambda: False):
+        with m.cache.lease(key, lambda: False):
             print(json.dumps({"leased": key}), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
     if args.forbid_compile:

@@ -90,9 +90,9 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
     binding = launch.CudaBinding if tdev == "cuda" else launch.VulkanBinding
     real_zeros = binding.zeros
 
-    def counting_zeros(self, shape, dtype, like):
+    def counting_zeros(self, shape, dtype):
         zeros_shapes.append(shape)
-        return real_zeros(self, shape, dtype, like)
+        return real_zeros(self, shape, dtype)
 
     monkeypatch.setattr(binding, "zeros", counting_zeros)
     y = ops.mix2(a, b, slangspec.grid((n,)))

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.cache_store import location, preimage, store
-from slangspec.cache_store.policy import sizes
+from slangspec import preimage
+from slangspec.cache_store import key_of, location
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -69,7 +69,7 @@ def base_preimage(**changes):
     return preimage.preimage(**fields)
 
 
-def test_key_changes_with_every_preimage_component(monkeypatch):
+def test_key_changes_with_every_preimage_component():
     variants = [
         base_preimage(),
         base_preimage(device={"kind": "cuda", "adapter": "H200", "arch": "sm_90"}),
@@ -92,13 +92,9 @@ def test_key_changes_with_every_preimage_component(monkeypatch):
         changed = base_preimage()
         changed["toolchain"] = {**changed["toolchain"], field: "other"}
         variants.append(changed)
-    keys = [preimage.key_of(p) for p in variants]
+    keys = [key_of(p) for p in variants]
     assert len(set(keys)) == len(keys)
     assert all(len(k) == 32 for k in keys)
-
-
-def test_toolchain_identity_is_computed_once_per_process():
-    assert preimage.toolchain() is preimage.toolchain()
 
 
 def test_module_closure_covers_transitive_imports(tmp_path):
@@ -149,15 +145,15 @@ def shutil_copy(src: Path, dst: Path) -> None:
 
 
 def test_stored_preimage_is_compared_on_every_hit(tmp_path):
-    s = store.Store(tmp_path)
+    c = slangspec.Cache(tmp_path)
     pre = base_preimage()
-    key = preimage.key_of(pre)
-    s.insert(key, pre, "{}", {"forward": "k_0"}, {})
-    assert s.load(key, pre) is not None
+    key = key_of(pre)
+    c.insert(key, pre, "{}", {"forward": "k_0"})
+    assert c.lookup(key, pre) is not None
     other = base_preimage(function="twin")
-    with pytest.warns(store.CacheWarning, match="stored preimage differs"):
-        assert s.load(key, other) is None
-    assert s.load(key, pre) is None, "the mismatched entry is dropped"
+    with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
+        assert c.lookup(key, other) is None
+    assert c.lookup(key, pre) is None, "the mismatched entry is dropped"
 
 
 def test_old_format_entry_is_never_served(tmp_path, tdev):
@@ -166,18 +162,18 @@ def test_old_format_entry_is_never_served(tmp_path, tdev):
     a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
     sig = m.poly.signature(a, x)
     pre = m.preimage("poly", sig)
-    key = preimage.key_of(pre)
+    key = key_of(pre)
     # A shimmed entry as an older slangspec would have written it: the previous format number,
     # stored under the key the current format computes (as a truncated key or collision would).
     old = json.loads(json.dumps(pre))
     old["toolchain"]["cache_format"] = preimage.CACHE_FORMAT - 1
-    m.store.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"}, {})
+    m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"})
     before = slangspec.compiler.compile_counts["specialize"]
-    with pytest.warns(store.CacheWarning, match="stored preimage differs"):
+    with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
         y = m.poly(a, x)
     assert slangspec.compiler.compile_counts["specialize"] == before + 1
     torch.testing.assert_close(y, torch.full((4,), 7.0, device=tdev))
-    assert m.store.load(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
+    assert m.cache.lookup(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
         preimage.CACHE_FORMAT
     )
 
@@ -210,7 +206,7 @@ def test_warm_cuda_process_loads_cubins_and_never_starts_slang(tmp_path, kind):
         pytest.skip("binaries are kept for CUDA kernels")
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "3")["ok"]
-    rows = [row for _, row in slangspec.Cache(cache).store.rows()]
+    rows = [row for _, row in slangspec.Cache(cache).rows()]
     assert len(rows) == 3
     assert all(set(row["binaries"]) == set(row["kernels"]) for row in rows)
     warm = run(cache, "--signatures", "3", "--forbid-slang")
@@ -324,7 +320,7 @@ def damage_each(cache: Path):
 
 
 @pytest.mark.parametrize(
-    "kind",
+    "damage",
     [
         "kernel sources truncated",
         "index rows altered",
@@ -335,10 +331,10 @@ def damage_each(cache: Path):
         "kernel sources missing",
     ],
 )
-def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, kind):
+def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, damage):
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "2")["ok"]
-    dict(damage_each(cache))[kind]()
+    dict(damage_each(cache))[damage]()
     again = run(cache, "--signatures", "2")
     assert again["ok"]
     assert run(cache, "--signatures", "2")["ok"]
@@ -356,7 +352,7 @@ def test_damage_is_reported_as_a_warning(tmp_path, tdev):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         y = fresh.poly(a, x)
-    assert any(issubclass(w.category, store.CacheWarning) for w in caught)
+    assert any(issubclass(w.category, slangspec.CacheWarning) for w in caught)
     torch.testing.assert_close(y, torch.full((5,), 4.0, device=tdev))
 
 
@@ -369,7 +365,7 @@ def test_size_bound_holds_after_a_burst_of_inserts(tmp_path):
     r = run(cache, "--signatures", "10", env={"SLANGSPEC_CACHE_SIZE": str(bound)})
     assert r["ok"]
     c = slangspec.Cache(cache)
-    assert sum(sizes(c.store).values()) <= bound
+    assert sum(c.disk.measure().values()) <= bound
     assert 0 < len(c.entries()) < 10
 
 
@@ -383,7 +379,8 @@ def test_cache_api_stats_entries_evict_verify_clear(tmp_path, tdev):
     assert stats["bytes"] == sum(stats["bytes_by_part"].values()) > 0
     entries = c.entries()
     assert {e["function"] for e in entries} == {"poly"}
-    assert all(e["kernels"] == ["10", "forward"] or "forward" in e["kernels"] for e in entries)
+    # Each worker call trains ``a`` only: one backward kernel, for mask "10".
+    assert all(e["kernels"] == ["10", "forward"] for e in entries)
     assert c.verify() == {"checked": 3, "problems": [], "repaired": 0}
     first = entries[0]["key"]
     for p in (cache / "kernels").glob("*.slang"):
@@ -393,10 +390,10 @@ def test_cache_api_stats_entries_evict_verify_clear(tmp_path, tdev):
     repaired = c.verify(repair=True)
     assert repaired["repaired"] >= 3
     assert c.verify()["problems"] == []
-    assert c.evict(key=first[:10]) == [first]
+    assert c.evict(slangspec.EntryFilter(key=first[:10])) == [first]
     assert len(c.entries()) == 2
-    assert c.evict(function="nope") == []
-    assert len(c.evict(unused_since=-1)) == 2
+    assert c.evict(slangspec.EntryFilter(function="nope")) == []
+    assert len(c.evict(slangspec.EntryFilter(unused_since=-1))) == 2
     assert c.entries() == []
     c.clear()
     after = c.stats()
@@ -408,27 +405,27 @@ def test_binaries_are_sized_verified_repaired_and_collected(tmp_path):
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "1")["ok"]
     c = slangspec.Cache(cache)
-    (key,) = c.store.keys()
+    (key,) = c.disk.entry_keys()
     before = c.entries()[0]["size"]
     blob = b"\x7fELF not really a cubin" * 64
-    name = c.store.write_binary(blob)
-    assert c.store.read_binary(name) == blob
-    c.store.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    name = c.write_binary(blob)
+    assert c.read_binary(name) == blob
+    c.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
     assert c.entries()[0]["size"] == before + len(blob)
     assert c.verify()["problems"] == []
-    c.store.binary_path(name).write_bytes(blob[:10])
-    assert c.store.read_binary(name) is None
+    c.disk.blob_path(name).write_bytes(blob[:10])
+    assert c.read_binary(name) is None
     problems = c.verify()["problems"]
     assert [p["problem"] for p in problems] == [f"binary {name} (11) missing or damaged"]
     # One pass drops the reference and then collects the file it orphaned.
     assert c.verify(repair=True)["repaired"] == 2
-    assert "11" not in c.store.load(key, c.store._row(key)["preimage"]).binaries
-    assert not c.store.binary_path(name).exists()
+    assert "11" not in c.lookup(key, c.disk.get(key)["preimage"]).binaries
+    assert not c.disk.blob_path(name).exists()
     assert c.verify()["problems"] == []
-    name = c.store.write_binary(blob)
-    c.store.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
-    assert c.evict(key=key) == [key]
-    assert not c.store.binary_path(name).exists()
+    name = c.write_binary(blob)
+    c.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    assert c.evict(slangspec.EntryFilter(key=key)) == [key]
+    assert not c.disk.blob_path(name).exists()
 
 
 def test_cache_directory_is_private(tmp_path):
@@ -457,3 +454,58 @@ def test_bad_size_bound_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("SLANGSPEC_CACHE_SIZE", "lots")
     with pytest.raises(ValueError, match="SLANGSPEC_CACHE_SIZE='lots': expected a size in bytes"):
         location.size_bound()
+
+
+def test_running_size_matches_a_walk_of_the_tree(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    m = slangspec.load_source(
+        "inline", "[Differentiable] float sq(float x) { return x * x; }", cache_dir=cache
+    )
+    m.sq(torch.ones(3, device=tdev, requires_grad=True)).sum().backward()
+    c = slangspec.Cache(cache)
+    assert c.disk.size() == sum(c.disk.measure().values())
+    c.evict(slangspec.EntryFilter(function="poly", key=c.entries()[-1]["key"]))
+    assert len(c.entries()) == 3
+    assert c.disk.size() == sum(c.disk.measure().values())
+
+
+def test_a_miss_within_the_bound_walks_no_tree(tmp_path, tdev, monkeypatch):
+    m = load(tmp_path / "cache")
+    a, x = torch.ones(1, device=tdev), torch.ones(4, device=tdev)
+    m.poly(a, x)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the cache tree was walked on a miss")
+
+    monkeypatch.setattr(os, "walk", refuse)
+    monkeypatch.setattr(Path, "rglob", refuse)
+    y = m.poly(a, torch.ones(4, 3, device=tdev))
+    torch.testing.assert_close(y, torch.full((4, 3), 4.0, device=tdev))
+
+
+def test_the_miss_path_says_how_each_kernel_was_served(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    first, second = load(cache), load(cache)
+    a = torch.ones(1, device=tdev, requires_grad=True)
+    sig = first.poly.signature(a, torch.ones(4, device=tdev))
+    found = first.builder.specialization("poly", sig)
+    assert (found.outcome, found.forward is not None) == ("built", True)
+    assert first.builder.kernel(found, "10")[1] == "built"
+    again = second.builder.specialization("poly", sig)
+    assert (again.outcome, again.forward) == ("cached", None)
+    assert second.builder.kernel(again, "forward")[1] == "cached"
+    assert second.builder.kernel(again, "10")[1] == "cached"
+
+    # An entry that lands between a process's first look and its lease was built elsewhere.
+    other = first.poly.signature(a, torch.ones(4, 2, device=tdev))
+    assert first.poly.warm(other) == "built"
+    real, looks = second.cache.lookup, []
+
+    def late_lookup(key, pre):
+        looks.append(key)
+        return None if len(looks) == 1 else real(key, pre)
+
+    second.cache.lookup = late_lookup
+    assert second.builder.specialization("poly", other).outcome == "taken"
+    assert second.poly.warm(other) == "cached"

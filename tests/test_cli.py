@@ -126,7 +126,7 @@ def test_import_skips_what_does_not_fit_and_says_why(tmp_path):
             {
                 "format": "slangspec-bundle",
                 "version": 1,
-                "toolchain": {**slangspec.cache_store.preimage.toolchain()},
+                "toolchain": {**slangspec.preimage.toolchain()},
                 "records": [
                     {
                         "module": "gone",

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cache_store import Cache
-from .cache_store.preimage import key_of, toolchain
-from .cache_store.store import source_name
+from .cache_store import Cache, key_of
+from .cache_store.keys import source_name
+from .preimage import toolchain
 from .warm import items_from_records, module_for
 
 BUNDLE_FORMAT = "slangspec-bundle"
@@ -23,16 +23,14 @@ BUNDLE_VERSION = 1
 
 def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
     """Write every record, whole entry and referenced source of ``cache`` to ``file``."""
-    store = cache.store
     entries, sources = [], {}
-    for _, row in store.rows():
+    for _, row in cache.rows():
         if row is None:
             continue
-        names = list(row["kernels"].values())
-        if not all(store.source_ok(n) for n in names):
+        texts = {n: cache.read_source(n) for n in row["kernels"].values()}
+        if None in texts.values():
             continue
-        for n in names:
-            sources[n] = store.source_path(n).read_text()
+        sources.update(texts)
         entries.append(
             {"preimage": row["preimage"], "plan": row["plan"], "kernels": row["kernels"]}
         )
@@ -40,7 +38,7 @@ def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
         "toolchain": toolchain(),
-        "records": store.records(),
+        "records": cache.records(),
         "entries": entries,
         "sources": sources,
     }
@@ -66,7 +64,6 @@ def read_bundle(file: str | Path) -> dict[str, Any]:
 def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
     bundle = read_bundle(file)
-    store = cache.store
     skipped: list[dict[str, str]] = []
     local = toolchain()
     formats = ("cache_format", "signature_format", "plan_format", "codegen_format")
@@ -95,14 +92,14 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
                 }
             )
             continue
-        store.record(record)
+        cache.record(record)
         records += 1
     sources = 0
     for name, text in bundle["sources"].items():
         if source_name(text) != name:
             skipped.append({"what": f"source {name}", "why": "content does not match its name"})
             continue
-        store.write_source(text)
+        cache.write_source(text)
         sources += 1
     entries = 0
     for e in bundle["entries"]:
@@ -139,6 +136,6 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         if here["sources"] != pre["sources"] or here["defines"] != pre["defines"]:
             skipped.append({"what": what, "why": "its Slang sources differ here"})
             continue
-        store.insert(key_of(here), here, e["plan"], e["kernels"], {"imported": True})
+        cache.insert(key_of(here), here, e["plan"], e["kernels"], {"imported": True})
         entries += 1
     return {"records": records, "entries": entries, "sources": sources, "skipped": skipped}

@@ -1,8 +1,9 @@
 """Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set.
 
-Sessions keep slangpy's module cache under the cache root, so a module compiled once is loaded
-as IR by later processes instead of going through the Slang front-end again. On CUDA each kernel
-is also captured as the PTX Slang generated for it, for the cache to keep as a binary.
+Sessions keep slangpy's module cache in the directory they are given, so a module compiled once
+is loaded as IR by later processes instead of going through the Slang front-end again. On CUDA
+each kernel is also captured as the PTX Slang generated for it, for the cache to keep as a
+binary.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import slangpy as spy
 
-from .cache_store.location import SLANG, part
 from .codegen import ENTRY_POINT
 from .uniforms import UniformBlock, uniform_block
 
@@ -38,12 +38,16 @@ class CompiledKernel:
 
 
 class Compiler:
-    """Compiles on one device; one Slang session per (include paths, defines) set."""
+    """Compiles on one device; one Slang session per (include paths, defines) set.
 
-    def __init__(self, device: spy.Device, root: Path) -> None:
+    ``module_cache`` is where slangpy keeps compiled IR; ``scratch`` where a build may leave
+    short-lived files.
+    """
+
+    def __init__(self, device: spy.Device, module_cache: Path, scratch: Path) -> None:
         self.device = device
-        self.root = root
-        self.module_cache = part(root, SLANG)
+        self.module_cache = module_cache
+        self.scratch = scratch
         self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, spy.SlangSession] = {}
         self._lock = threading.Lock()
@@ -85,7 +89,7 @@ class Compiler:
         if not self._capture:
             program = session.load_program(name, [ENTRY_POINT])
             return CompiledKernel(self.device.create_compute_kernel(program))
-        with tempfile.TemporaryDirectory(prefix=".ptx-", dir=self.root) as dump:
+        with tempfile.TemporaryDirectory(prefix=".ptx-", dir=self.scratch) as dump:
             options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
             program = session.load_program(name, [ENTRY_POINT], link_options=options)
             # Building the pipeline generates the target code, and with it the dump.

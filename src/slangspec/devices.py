@@ -1,5 +1,6 @@
 """Which slangpy device a call runs on: the ``device=`` argument, ``SLANGSPEC_DEVICE``, else CUDA
-when torch sees a GPU and slangpy can open it, else Vulkan."""
+when torch sees a GPU and slangpy can open it, else Vulkan; and what identifies that device in a
+cache key."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ from pathlib import Path
 
 import slangpy as spy
 import torch
-
-from .cache_store.artifacts import check_shader_cache
-from .cache_store.location import SHADERS, part, size_bound
 
 DEVICE_KINDS = ("cuda", "vulkan")
 _TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
@@ -27,15 +25,7 @@ cuda_torch_device: torch.device | None = None
 _lock = threading.Lock()
 
 
-def _shader_cache(root: Path) -> dict[str, object]:
-    """slangpy's shader cache (target code, pipelines) in the cache root: a quarter of the size
-    bound, at most slangpy's own default."""
-    shaders = part(root, SHADERS)
-    check_shader_cache(shaders)
-    return {"shader_cache_path": shaders, "shader_cache_size": min(128 << 20, size_bound() // 4)}
-
-
-def _open(kind: str, root: Path) -> spy.Device:
+def _open(kind: str, shader_cache: Path, shader_cache_size: int) -> spy.Device:
     # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
     # session whenever a generated kernel lands on an include path.
     options: dict[str, object] = {"enable_hot_reload": False}
@@ -51,22 +41,27 @@ def _open(kind: str, root: Path) -> spy.Device:
         global cuda_torch_device
         cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
         return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
-    return spy.Device(type=_TYPES[kind], **options, **_shader_cache(root))
+    return spy.Device(
+        type=_TYPES[kind],
+        shader_cache_path=shader_cache,
+        shader_cache_size=shader_cache_size,
+        **options,
+    )
 
 
-def open_device(kind: str, root: Path) -> spy.Device:
-    """The process-wide slangpy device of ``kind`` for the cache at ``root``, opened on first
-    use."""
+def open_device(kind: str, shader_cache: Path, shader_cache_size: int) -> spy.Device:
+    """The process-wide slangpy device of ``kind`` that keeps target code in ``shader_cache``
+    (Vulkan; CUDA keeps none), opened on first use."""
     with _lock:
-        device = _devices.get((kind, str(root)))
+        device = _devices.get((kind, str(shader_cache)))
         if device is None:
             try:
-                device = _open(kind, root)
+                device = _open(kind, shader_cache, shader_cache_size)
             except DeviceUnavailableError:
                 raise
             except Exception as exc:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
-            _devices[(kind, str(root))] = device
+            _devices[(kind, str(shader_cache))] = device
         return device
 
 
@@ -83,8 +78,19 @@ def torch_device(kind: str) -> torch.device:
     return torch.device("cpu")
 
 
-def select_device(requested: str | None, root: Path) -> tuple[str, spy.Device]:
-    """Resolve the device kind by the documented order and open it for the cache at ``root``."""
+def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
+    """The device type and the target it compiles for, as a cache key covers them."""
+    identity = {"kind": kind, "adapter": device.info.adapter_name}
+    if kind == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        identity["arch"] = f"sm_{major}{minor}"
+    return identity
+
+
+def select_device(
+    requested: str | None, shader_cache: Path, shader_cache_size: int
+) -> tuple[str, spy.Device]:
+    """Resolve the device kind by the documented order and open it (see ``open_device``)."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is not None:
         name = name.lower()
@@ -93,11 +99,11 @@ def select_device(requested: str | None, root: Path) -> tuple[str, spy.Device]:
             raise ValueError(
                 f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}"
             )
-        return name, open_device(name, root)
+        return name, open_device(name, shader_cache, shader_cache_size)
     failures = []
     for kind in DEVICE_KINDS:
         try:
-            return kind, open_device(kind, root)
+            return kind, open_device(kind, shader_cache, shader_cache_size)
         except DeviceUnavailableError as exc:
             failures.append(str(exc))
     raise DeviceUnavailableError("no usable device; tried " + "; ".join(failures))

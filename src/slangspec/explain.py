@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache_store.preimage import key_of
+from .cache_store import key_of
 from .signature import TensorForm, parse_call_signature
 
 
@@ -72,7 +72,7 @@ def explain(fn: Any, signature: str, nearest: int = 3) -> dict[str, Any]:
     m = fn.module
     asked = m.preimage(fn.name, signature)
     key = key_of(asked)
-    entry = m.store.load(key, asked)
+    entry = m.cache.lookup(key, asked)
     result: dict[str, Any] = {
         "key": key,
         "signature": signature,
@@ -83,7 +83,7 @@ def explain(fn: Any, signature: str, nearest: int = 3) -> dict[str, Any]:
     if entry is not None:
         return result
     candidates = []
-    for other, row in m.store.rows():
+    for other, row in m.cache.rows():
         if row is None or row["preimage"]["module"] != m.name:
             continue
         diff = differences(row["preimage"], asked)

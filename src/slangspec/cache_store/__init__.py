@@ -1,8 +1,22 @@
-"""The content-addressed disk cache: where (location), what (preimage), how (store) and
-policy (eviction, verification), with ``Cache`` as its public face."""
+"""The content-addressed cache, beside the pipeline: where (location), what (keys, entries), how
+(storage tiers behind one interface) and policy (filters, eviction, verification), with
+``Cache`` as its face. Nothing here knows how kernels are made."""
 
-from .cache import Cache
-from .location import cache_root
-from .store import CacheWarning
+from .cache import Cache, ShaderCache
+from .disk import CacheWarning
+from .entry import FORWARD, Entry
+from .keys import key_of
+from .policy import EntryFilter, Regenerate
+from .tier import Tier
 
-__all__ = ["Cache", "CacheWarning", "cache_root"]
+__all__ = [
+    "FORWARD",
+    "Cache",
+    "CacheWarning",
+    "Entry",
+    "EntryFilter",
+    "Regenerate",
+    "ShaderCache",
+    "Tier",
+    "key_of",
+]

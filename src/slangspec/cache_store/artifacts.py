@@ -3,7 +3,8 @@
 slangpy keeps its shader cache in LMDB, which maps the file into memory: a truncated data file
 kills the process with SIGBUS instead of raising. Before a device opens the cache, the newest
 LMDB meta page is read and the file must hold every page it names; a cache that fails is
-removed (with a warning) and slangpy starts an empty one.
+removed (with a warning) and slangpy starts an empty one. Each directory is checked once per
+process: after that a device may have it open.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import struct
 import warnings
 from pathlib import Path
 
-from .store import CacheWarning
+from .disk import CacheWarning
 
 _MAGIC = 0xBEEFC0DE
 _META = struct.Struct("<II")  # magic, version; at offset 16 of a meta page
 _PAGE_SIZE_AT = 40  # the free-list database's md_pad holds the page size
 _LAST_PAGE_AT = 136  # mm_last_pg, then mm_txnid
+_checked: set[Path] = set()
 
 
 def _lmdb_whole(path: Path) -> bool:
@@ -48,7 +50,11 @@ def _lmdb_whole(path: Path) -> bool:
 
 
 def check_shader_cache(directory: Path) -> bool:
-    """True when every LMDB data file under ``directory`` is whole; else clears it."""
+    """True when every LMDB data file under ``directory`` is whole (or this process checked it
+    before); else clears it."""
+    if directory in _checked:
+        return True
+    _checked.add(directory)
     for data in directory.rglob("data.mdb"):
         try:
             whole = _lmdb_whole(data)

@@ -1,36 +1,221 @@
-"""``slangspec.Cache``: inspect, bound, evict and verify a cache directory."""
+"""``Cache``: the cache beside the pipeline. The runtime reads and fills it; people inspect,
+bound, evict and verify it. It owns its tiers and hands the compiler and the device the paths
+they write to, so neither ever sees the cache root."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from .location import PARTS, cache_root
-from .policy import enforce_bound, evict, select, sizes, verify
-from .store import Store
+from .artifacts import check_shader_cache
+from .disk import HITS, MISSES, CacheWarning, DiskTier
+from .entry import Entry, refusal, seal
+from .keys import blob_name, key_of
+from .location import (
+    PARTS,
+    SCRATCH,
+    SHADERS,
+    SLANG,
+    cache_root,
+    lease_seconds,
+    part,
+    shader_cache_bytes,
+    size_bound,
+)
+from .policy import EntryFilter, Regenerate, enforce_bound, evict, rows, select, verify
+from .tier import Tier
+
+
+@dataclass(frozen=True)
+class ShaderCache:
+    """Where slangpy keeps target code and pipelines for a device, and how large it may grow."""
+
+    path: Path
+    size: int
 
 
 class Cache:
     """A slangspec cache directory (``path``, else ``SLANGSPEC_CACHE_DIR``, else the user cache)."""
 
+    regenerate: Regenerate | None = None
+    """How ``verify(repair=True)`` rebuilds a missing kernel source from its plan; without one,
+    an entry with a missing source is dropped instead."""
+
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.root = cache_root(path)
-        self.store = Store(self.root)
+        self.disk = DiskTier(self.root)
+        self.tiers: tuple[Tier, ...] = (self.disk,)
+        """Nearest first; an entry is served from the first tier that has a servable one."""
 
     def __repr__(self) -> str:
         return f"<slangspec.Cache {self.root}>"
 
-    def entries(self) -> list[dict[str, Any]]:
-        """One dict per entry: key, module, function, signature, device, kernels, metadata."""
+    # -- paths handed to the compiler and the device -------------------------------------------
+
+    @property
+    def kernel_dir(self) -> Path:
+        """Where generated kernel sources lie, for Slang to import them by name."""
+        return self.disk.kernel_dir
+
+    @property
+    def module_cache(self) -> Path:
+        """slangpy's module cache: compiled IR of user and generated modules."""
+        return part(self.root, SLANG)
+
+    @property
+    def scratch(self) -> Path:
+        """A directory for the short-lived files of builds in progress."""
+        return part(self.root, SCRATCH)
+
+    def shader_cache(self) -> ShaderCache:
+        """slangpy's shader cache, checked whole first (a damaged one is replaced by an empty
+        one, with a warning)."""
+        path = part(self.root, SHADERS)
+        check_shader_cache(path)
+        return ShaderCache(path, shader_cache_bytes())
+
+    def write_module(self, name: str, source: str) -> Path:
+        """The file of a module given as a source string."""
+        return self.disk.write_module(name, source)
+
+    # -- what the runtime reads and writes -----------------------------------------------------
+
+    def lookup(self, key: str, preimage: dict[str, Any]) -> Entry | None:
+        """The entry for ``key`` if one is whole and was built from exactly ``preimage``; one that
+        is not is dropped, with a warning."""
+        for tier in self.tiers:
+            row = tier.get(key)
+            if row is None:
+                continue
+            why = refusal(row, preimage)
+            if why is None:
+                return Entry(key, row)
+            warnings.warn(
+                f"slangspec cache entry {key[:12]} dropped: {why}; rebuilding",
+                CacheWarning,
+                stacklevel=2,
+            )
+            tier.delete(key)
+        return None
+
+    def insert(
+        self,
+        key: str,
+        preimage: dict[str, Any],
+        plan_json: str,
+        kernels: dict[str, str],
+        meta: dict[str, Any] | None = None,
+    ) -> Entry:
+        """Store a new entry (its kernel sources already written)."""
+        now = time.time()
+        meta = {"created": now, "last_used": now, "hits": 0, **(meta or {})}
+        row = seal({"preimage": preimage, "plan": plan_json, "kernels": kernels, "meta": meta})
+        self.disk.put(key, row)
+        return Entry(key, row)
+
+    def _update(self, key: str, change: Callable[[dict[str, Any]], None]) -> None:
+        self.disk.update(key, change)
+
+    def add_kernel(self, key: str, label: str, name: str, seconds: float) -> None:
+        """Add a kernel's source name to its entry, with the time it took to build."""
+
+        def change(row: dict[str, Any]) -> None:
+            row["kernels"][label] = name
+            row["meta"]["compile_s"] = row["meta"].get("compile_s", 0.0) + seconds
+
+        self._update(key, change)
+
+    def add_binary(self, key: str, label: str, binary: dict[str, Any]) -> None:
+        """Add a kernel's CUDA binary (file name, parameter layout, group size) to its entry."""
+        self._update(key, lambda row: row.setdefault("binaries", {}).__setitem__(label, binary))
+
+    def drop_binary(self, key: str, label: str) -> None:
+        self._update(key, lambda row: row.get("binaries", {}).pop(label, None))
+
+    def touch(self, key: str) -> None:
+        """Count a hit and mark the entry used now (for LRU eviction)."""
+
+        def change(row: dict[str, Any]) -> None:
+            row["meta"]["hits"] += 1
+            row["meta"]["last_used"] = time.time()
+
+        self._update(key, change)
+        self.disk.count(HITS)
+
+    def count_miss(self) -> None:
+        self.disk.count(MISSES)
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Keep a record of a specialization the JIT built, for replay elsewhere."""
+        self.disk.record(record)
+
+    def records(self) -> list[dict[str, Any]]:
+        return self.disk.records()
+
+    def write_source(self, source: str) -> str:
+        """Store a generated kernel source; returns its module name."""
+        name = blob_name("source", source)
+        self.disk.write_blob(name, source.encode())
+        return name
+
+    def read_source(self, name: str) -> str | None:
+        """A kernel source's text, or None when it is missing or damaged."""
+        data = self.disk.read_blob(name)
+        return None if data is None else data.decode()
+
+    def source_ok(self, name: str) -> bool:
+        return self.disk.read_blob(name) is not None
+
+    def write_binary(self, data: bytes) -> str:
+        """Store a compiled binary; returns its name."""
+        name = blob_name("binary", data)
+        self.disk.write_blob(name, data)
+        return name
+
+    def read_binary(self, name: str) -> bytes | None:
+        return self.disk.read_blob(name)
+
+    def lease(self, name: str, done: Callable[[], bool]) -> contextlib.AbstractContextManager[None]:
+        """The compile lease ``name`` (see ``Tier.lease``), held where every process sharing
+        this cache sees it; a dead holder's lapses after ``SLANGSPEC_CACHE_LEASE`` seconds."""
+        return self.tiers[-1].lease(name, done, lease_seconds())
+
+    def note_compiled(self, modules: Iterable[str]) -> None:
+        """Count what slangpy compiled for these modules into the cache's size."""
+        self.disk.note_compiled(modules)
+
+    def enforce_bound(self) -> list[str]:
+        """Evict least recently used entries until the cache fits ``SLANGSPEC_CACHE_SIZE``."""
+        return enforce_bound(self.disk, size_bound())
+
+    # -- inspection and management -------------------------------------------------------------
+
+    def rows(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Every entry key with its stored row, or None where the row is damaged."""
+        return rows(self.disk)
+
+    def entries(self, where: EntryFilter | None = None) -> list[dict[str, Any]]:
+        """One dict per entry ``where`` matches (every entry by default), most recently used
+        first: key, module, function, signature, device, kernels, size, hits and times."""
+        now = time.time()
         out = []
-        for key, row in self.store.rows():
+        for key, row in self.rows():
+            if where and not where.matches(key, row, now):
+                continue
             if row is None:
                 out.append({"key": key, "damaged": True})
                 continue
             pre, meta = row["preimage"], row["meta"]
-            files = [self.store.source_path(n) for n in row["kernels"].values()]
-            files += [self.store.binary_path(b["file"]) for b in row.get("binaries", {}).values()]
+            files = [self.disk.blob_path(n) for n in row["kernels"].values()]
+            files += [self.disk.blob_path(b["file"]) for b in row.get("binaries", {}).values()]
             size = sum(p.stat().st_size for p in files if p.exists())
             out.append(
                 {
@@ -50,6 +235,45 @@ class Cache:
             )
         return sorted(out, key=lambda e: e.get("last_used", 0.0), reverse=True)
 
+    def show(self, prefix: str) -> dict[str, Any]:
+        """Everything about the one entry whose key starts with ``prefix``: preimage, plan,
+        metadata, and each kernel source and binary with its size and whether it is whole.
+        LookupError when no entry or several match, or the one that does is damaged."""
+        matches = [(k, row) for k, row in self.rows() if k.startswith(prefix)]
+        if not matches:
+            raise LookupError(f"no entry has a key starting with {prefix!r}")
+        if len(matches) > 1:
+            raise LookupError(
+                f"{len(matches)} entries have keys starting with {prefix!r}; give more of the key"
+            )
+        key, row = matches[0]
+        if row is None:
+            raise LookupError(f"entry {key} is damaged; run 'specialize cache verify --repair'")
+
+        def blob(name: str) -> dict[str, Any]:
+            path = self.disk.blob_path(name)
+            data = self.disk.read_blob(name)
+            return {
+                "file": path.name,
+                "bytes": path.stat().st_size if path.exists() else None,
+                "whole": data is not None,
+            }
+
+        kernels = {}
+        for label, name in sorted(row["kernels"].items()):
+            kernels[label] = {"module": name, **blob(name), "text": self.read_source(name)}
+        return {
+            "key": key,
+            "key_matches_preimage": key_of(row["preimage"]) == key,
+            "preimage": row["preimage"],
+            "plan": json.loads(row["plan"]),
+            "meta": row["meta"],
+            "kernels": kernels,
+            "binaries": {
+                label: blob(b["file"]) for label, b in sorted(row.get("binaries", {}).items())
+            },
+        }
+
     def stats(self) -> dict[str, Any]:
         """Entry count, bytes per part, hits and misses, and entries per device."""
         entries = self.entries()
@@ -57,8 +281,8 @@ class Cache:
         for e in entries:
             if "device" in e:
                 per_device[e["device"]] = per_device.get(e["device"], 0) + 1
-        hits, misses = self.store.counters()
-        part_sizes = sizes(self.store)
+        hits, misses = self.disk.counters()
+        part_sizes = self.disk.measure()
         return {
             "path": str(self.root),
             "entries": len(entries),
@@ -69,45 +293,23 @@ class Cache:
             "per_device": per_device,
         }
 
-    def evict(
-        self,
-        *,
-        older_than: float | None = None,
-        unused_since: float | None = None,
-        max_size: int | None = None,
-        module: str | None = None,
-        function: str | None = None,
-        key: str | None = None,
-        device: str | None = None,
-    ) -> list[str]:
-        """Evict matching entries (ages in seconds, ``key`` by prefix), then shrink to
-        ``max_size`` bytes by least-recent use; returns the evicted keys."""
-        filters = (older_than, unused_since, module, function, key, device)
-        gone = []
-        if any(f is not None for f in filters):
-            gone = evict(
-                self.store,
-                select(
-                    self.store,
-                    older_than=older_than,
-                    unused_since=unused_since,
-                    module=module,
-                    function=function,
-                    key=key,
-                    device=device,
-                ),
-            )
+    def evict(self, where: EntryFilter | None = None, *, max_size: int | None = None) -> list[str]:
+        """Evict the entries ``where`` matches, then shrink to ``max_size`` bytes by least
+        recent use; returns the evicted keys."""
+        gone = evict(self.disk, select(self.disk, where)) if where else []
         if max_size is not None:
-            gone += enforce_bound(self.store, max_size)
+            gone += enforce_bound(self.disk, max_size)
         return gone
 
     def clear(self) -> None:
         """Remove every entry, source, compiled artifact and record."""
-        self.store.close()
-        for name in PARTS:
+        self.disk.close()
+        for name in (*PARTS, SCRATCH):
             shutil.rmtree(self.root / name, ignore_errors=True)
-        self.store = Store(self.root)
+        self.disk = DiskTier(self.root)
+        self.tiers = (self.disk,)
 
     def verify(self, repair: bool = False) -> dict[str, Any]:
-        """Check rows, preimages, plans and sources; ``repair`` drops or rebuilds what fails."""
-        return verify(self.store, repair)
+        """Check rows, preimages, plans, sources and binaries; ``repair`` drops or rebuilds what
+        fails."""
+        return verify(self.disk, repair, self.regenerate)

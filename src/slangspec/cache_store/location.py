@@ -8,6 +8,9 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``modules/``  modules given as source strings, by content hash
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
 - ``shaders/``  slangpy's shader cache: target code and pipelines
+- ``scratch/``  short-lived files of builds in progress
+
+Policy values read from the environment (size bound, lease length) live here too, as data.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ BINARIES = "binaries"
 MODULES = "modules"
 SLANG = "slang"
 SHADERS = "shaders"
+SCRATCH = "scratch"
 PARTS = (INDEX, KERNELS, BINARIES, MODULES, SLANG, SHADERS)
+"""The parts that hold data; ``scratch`` holds only what builds in progress leave there."""
+SHADER_CACHE_MAX_BYTES = 128 << 20
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -63,6 +69,11 @@ def size_bound() -> int:
     return value
 
 
+def shader_cache_bytes() -> int:
+    """slangpy's shader cache gets a quarter of the size bound, at most slangpy's own default."""
+    return min(SHADER_CACHE_MAX_BYTES, size_bound() // 4)
+
+
 def lease_seconds() -> float:
     """``SLANGSPEC_CACHE_LEASE``: how long a compile lock holds before others may take it."""
     text = os.environ.get("SLANGSPEC_CACHE_LEASE")
@@ -74,6 +85,21 @@ def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def compiled_modules(root: Path, name: str) -> list[Path]:
+    """slangpy's compiled IR of the module ``name``: one file per session configuration, two
+    levels down in the module cache."""
+    return list((root / SLANG).glob(f"*/*/{name}.slang-module"))
+
+
+def file_bytes(paths: list[Path]) -> int:
+    """Bytes of the files that still exist among ``paths``."""
+    total = 0
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            total += p.stat().st_size
+    return total
 
 
 def tree_size(path: Path) -> int:

@@ -1,180 +1,182 @@
-"""Policy: what to evict when the cache outgrows its bound, and how to verify and repair it."""
+"""Policy: which entries a filter takes, what to evict when the cache outgrows its bound, and how
+to verify and repair it. Functions handed what they need: a tier, a bound, a regenerator."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ..codegen import backward_source, forward_source
-from ..specializer.plan import SpecializationPlan
-from .location import INDEX, PARTS, SHADERS, SLANG, tree_size
-from .preimage import key_of
-from .store import Store, source_name
+from .disk import DiskTier
+from .entry import FORWARD, blobs_of, intact
+from .keys import blob_kind, key_of, source_name
+
+Regenerate = Callable[[str, str], str]
+"""``regenerate(plan_json, label)``: the kernel source a plan generates for a label; raises
+ValueError, TypeError or KeyError when the plan is not one."""
 
 
-def sizes(store: Store) -> dict[str, int]:
-    """Bytes per part of the layout."""
-    return {name: tree_size(store.root / name) for name in PARTS}
+@dataclass(frozen=True)
+class EntryFilter:
+    """Which entries an eviction or a listing takes: those matching every field given (ages in
+    seconds, ``key`` by prefix). Damaged rows match every filter."""
+
+    older_than: float | None = None
+    unused_since: float | None = None
+    module: str | None = None
+    function: str | None = None
+    key: str | None = None
+    device: str | None = None
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def matches(self, key: str, row: dict[str, Any] | None, now: float) -> bool:
+        if row is None:
+            return True
+        meta, pre = row["meta"], row["preimage"]
+        return (
+            (self.older_than is None or now - meta["created"] > self.older_than)
+            and (self.unused_since is None or now - meta["last_used"] > self.unused_since)
+            and (self.module is None or pre["module"] == self.module)
+            and (self.function is None or pre["function"] == self.function)
+            and (self.key is None or key.startswith(self.key))
+            and (self.device is None or pre["device"]["kind"] == self.device)
+        )
 
 
-def _referenced(store: Store) -> set[str]:
-    """Names of every source and binary some entry uses."""
-    names = set()
-    for _, row in store.rows():
+def rows(tier: DiskTier) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """Every entry key with its row, or None where the row is not intact."""
+    for key in tier.entry_keys():
+        row = tier.get(key)
+        yield key, (row if intact(row) else None)
+
+
+def select(tier: DiskTier, where: EntryFilter) -> list[str]:
+    """Keys of the entries ``where`` matches."""
+    now = time.time()
+    return [k for k, row in rows(tier) if where.matches(k, row, now)]
+
+
+def _referenced(tier: DiskTier) -> Counter[str]:
+    """How many entries refer to each blob."""
+    refs: Counter[str] = Counter()
+    for _, row in rows(tier):
         if row:
-            names.update(row["kernels"].values())
-            names.update(b["file"] for b in row.get("binaries", {}).values())
-    return names
+            refs.update(blobs_of(row))
+    return refs
 
 
-def collect_garbage(store: Store) -> int:
-    """Remove kernel sources and binaries no entry references, with the sources' compiled
-    modules; bytes freed."""
-    keep = _referenced(store)
-    freed = 0
-    for path in store.binary_dir.glob("b_*.cubin"):
-        if path.stem not in keep:
-            freed += path.stat().st_size
-            path.unlink(missing_ok=True)
-    for path in store.kernel_dir.glob("k_*.slang"):
-        name = path.stem
-        if name in keep:
-            continue
-        freed += path.stat().st_size
-        path.unlink(missing_ok=True)
-        for compiled in (store.root / SLANG).glob(f"*/*/{name}.slang-module"):
-            freed += compiled.stat().st_size
-            compiled.unlink(missing_ok=True)
-    return freed
+def collect_garbage(tier: DiskTier) -> int:
+    """Remove the blobs no entry refers to (with what was derived from them); bytes freed."""
+    refs = _referenced(tier)
+    return sum(tier.delete_blob(name) for name in list(tier.blob_names()) if name not in refs)
 
 
-def evict(store: Store, keys: Iterable[str]) -> list[str]:
+def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:
     """Delete these entries and whatever only they used. A process still running their
     kernels keeps them in memory and rebuilds any it needs later."""
     gone = []
     for key in keys:
-        store.delete(key)
+        tier.delete(key)
         gone.append(key)
-    collect_garbage(store)
+    collect_garbage(tier)
     return gone
 
 
-def select(
-    store: Store,
-    *,
-    older_than: float | None = None,
-    unused_since: float | None = None,
-    module: str | None = None,
-    function: str | None = None,
-    key: str | None = None,
-    device: str | None = None,
-) -> list[str]:
-    """Keys of entries matching every given filter (ages in seconds, key by prefix)."""
-    now = time.time()
-    chosen = []
-    for k, row in store.rows():
-        if row is None:
-            chosen.append(k)  # damaged rows always go
-            continue
-        meta, pre = row["meta"], row["preimage"]
-        if (
-            (older_than is None or now - meta["created"] > older_than)
-            and (unused_since is None or now - meta["last_used"] > unused_since)
-            and (module is None or pre["module"] == module)
-            and (function is None or pre["function"] == function)
-            and (key is None or k.startswith(key))
-            and (device is None or pre["device"]["kind"] == device)
-        ):
-            chosen.append(k)
-    return chosen
+def enforce_bound(tier: DiskTier, bound: int) -> list[str]:
+    """Evict least-recently-used entries until the root fits in ``bound`` bytes.
 
-
-def enforce_bound(store: Store, bound: int) -> list[str]:
-    """Evict least-recently-used entries until the cache fits in ``bound`` bytes."""
-    total = sum(sizes(store).values())
-    if total <= bound:
+    Reads the running size, so a cache within its bound costs a few ``stat`` calls; only one
+    over it reads every row to choose what goes.
+    """
+    if tier.size() <= bound:
         return []
-    by_age = sorted(
-        ((row["meta"]["last_used"] if row else 0.0, k) for k, row in store.rows()),
-    )
+    listed = list(rows(tier))
+    refs: Counter[str] = Counter()
+    for _, row in listed:
+        if row:
+            refs.update(blobs_of(row))
+    for name in list(tier.blob_names()):
+        if name not in refs:
+            tier.delete_blob(name)
     evicted = []
-    index = tree_size(store.root / INDEX)
-    for _, k in by_age:
-        store.delete(k)
-        evicted.append(k)
-        # Only the index (its log grows on delete) and what collection frees change, so the
-        # total stays exact without walking every part again.
-        grown = tree_size(store.root / INDEX) - index
-        index += grown
-        total += grown - collect_garbage(store)
-        if total <= bound:
+    by_age = sorted(listed, key=lambda kr: (kr[1]["meta"]["last_used"] if kr[1] else 0.0, kr[0]))
+    for key, row in by_age:
+        if tier.size() <= bound:
             return evicted
-    # Every entry is gone and slangpy's own caches still do not fit: they are rebuilt on use.
-    for name in (SLANG, SHADERS):
-        shutil.rmtree(store.root / name, ignore_errors=True)
+        tier.delete(key)
+        evicted.append(key)
+        for name in blobs_of(row) if row else ():
+            refs[name] -= 1
+            if refs[name] <= 0:
+                tier.delete_blob(name)
+    if tier.size() > bound:
+        # Every entry is gone and slangpy's own caches still do not fit.
+        tier.drop_slang_caches()
     return evicted
 
 
-def verify(store: Store, repair: bool = False) -> dict[str, Any]:
+def verify(
+    tier: DiskTier, repair: bool = False, regenerate: Regenerate | None = None
+) -> dict[str, Any]:
     """Check every row, preimage, plan, kernel source and binary; with ``repair``, drop what is
-    damaged (a dropped binary is rebuilt from its source when next compiled) and regenerate
-    missing sources from their plans."""
+    damaged (a dropped binary is rebuilt from its source when next compiled) and, given
+    ``regenerate``, rebuild missing sources from their plans. Ends by walking the tree to set
+    the running size."""
     problems: list[dict[str, str]] = []
     repaired = 0
     checked = 0
-    for k, row in list(store.rows()):
+
+    def problem(key: str, text: str, drop: bool) -> None:
+        nonlocal repaired
+        problems.append({"key": key, "problem": text})
+        if repair and drop:
+            tier.delete(key)
+            repaired += 1
+
+    for k, row in list(rows(tier)):
         checked += 1
         if row is None:
-            problems.append({"key": k, "problem": "row checksum mismatch"})
-            if repair:
-                store.delete(k)
-                repaired += 1
+            problem(k, "row checksum mismatch", True)
             continue
         if key_of(row["preimage"]) != k:
-            problems.append({"key": k, "problem": "key does not match its stored preimage"})
-            if repair:
-                store.delete(k)
-                repaired += 1
+            problem(k, "key does not match its stored preimage", True)
             continue
         try:
-            plan = SpecializationPlan.from_json(row["plan"])
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            problems.append({"key": k, "problem": f"plan does not parse: {exc}"})
-            if repair:
-                store.delete(k)
-                repaired += 1
+            json.loads(row["plan"])
+            if regenerate is not None:
+                regenerate(row["plan"], FORWARD)
+        except (ValueError, TypeError, KeyError) as exc:
+            problem(k, f"plan does not parse: {exc}", True)
             continue
-        for mask, name in row["kernels"].items():
-            if store.source_ok(name):
+        for label, name in row["kernels"].items():
+            if tier.read_blob(name) is not None:
                 continue
-            problems.append(
-                {"key": k, "problem": f"kernel source {name} ({mask}) missing or damaged"}
-            )
+            problem(k, f"kernel source {name} ({label}) missing or damaged", False)
             if repair:
-                source = forward_source(plan) if mask == "forward" else backward_source(plan, mask)
-                if source_name(source) == name:
-                    store.write_source(source)
+                source = regenerate(row["plan"], label) if regenerate else None
+                if source is not None and source_name(source) == name:
+                    tier.write_blob(name, source.encode())
                 else:
-                    store.delete(k)
+                    tier.delete(k)
                 repaired += 1
         for label, binary in row.get("binaries", {}).items():
-            if store.read_binary(binary["file"]) is not None:
+            if tier.read_blob(binary["file"]) is not None:
                 continue
-            problems.append(
-                {"key": k, "problem": f"binary {binary['file']} ({label}) missing or damaged"}
-            )
+            problem(k, f"binary {binary['file']} ({label}) missing or damaged", False)
             if repair:
-                store.drop_binary(k, label)
+                tier.update(k, lambda r, label=label: r.get("binaries", {}).pop(label, None))
                 repaired += 1
-    files = [*store.kernel_dir.glob("k_*.slang"), *store.binary_dir.glob("b_*.cubin")]
-    orphans = {p.stem for p in files} - _referenced(store)
+    orphans = set(tier.blob_names()) - set(_referenced(tier))
     for name in sorted(orphans):
-        what = "kernel source" if name.startswith("k_") else "binary"
+        what = "kernel source" if blob_kind(name) == "source" else "binary"
         problems.append({"key": "", "problem": f"{what} {name} is referenced by no entry"})
     if repair and orphans:
-        collect_garbage(store)
+        collect_garbage(tier)
         repaired += len(orphans)
+    tier.resync()
     return {"checked": checked, "problems": problems, "repaired": repaired}

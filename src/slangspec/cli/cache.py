@@ -7,8 +7,8 @@ import json
 import click
 
 from ..bundle import export_bundle, import_bundle
-from ..cache_store import Cache
-from ..cache_store.preimage import key_of
+from ..cache import Cache
+from ..cache_store import EntryFilter
 from .common import (
     UsageProblem,
     ago,
@@ -43,16 +43,7 @@ def _args(signature: str) -> str:
 @json_option
 def ls(module, function, device, cache_dir, as_json):
     """List entries, most recently used first."""
-    entries = [
-        e
-        for e in Cache(cache_dir).entries()
-        if "damaged" in e
-        or (
-            (module is None or e["module"] == module)
-            and (function is None or e["function"] == function)
-            and (device is None or e["device"] == device)
-        )
-    ]
+    entries = Cache(cache_dir).entries(EntryFilter(module=module, function=function, device=device))
     if as_json:
         print_json(entries)
         return
@@ -76,73 +67,37 @@ def ls(module, function, device, cache_dir, as_json):
     )
 
 
-def _find(c: Cache, prefix: str) -> tuple[str, dict]:
-    matches = [(k, row) for k, row in c.store.rows() if k.startswith(prefix)]
-    if not matches:
-        raise UsageProblem(f"no entry has a key starting with {prefix!r}")
-    if len(matches) > 1:
-        raise UsageProblem(
-            f"{len(matches)} entries have keys starting with {prefix!r}; give more of the key"
-        )
-    key, row = matches[0]
-    if row is None:
-        raise UsageProblem(f"entry {key} is damaged; run 'specialize cache verify --repair'")
-    return key, row
-
-
 @cache.command()
 @click.argument("key")
 @cache_dir_option
 @json_option
 def show(key, cache_dir, as_json):
     """Show one entry (KEY or a unique prefix): preimage, plan, sources, binaries and sizes."""
-    c = Cache(cache_dir)
-    key, row = _find(c, key)
-    sources = {}
-    for mask, name in sorted(row["kernels"].items()):
-        path = c.store.source_path(name)
-        sources[mask] = {
-            "module": name,
-            "bytes": path.stat().st_size if path.exists() else None,
-            "whole": c.store.source_ok(name),
-            "text": path.read_text() if path.exists() else None,
-        }
-    binaries = {}
-    for label, binary in sorted(row.get("binaries", {}).items()):
-        path = c.store.binary_path(binary["file"])
-        binaries[label] = {
-            "file": path.name,
-            "bytes": path.stat().st_size if path.exists() else None,
-            "whole": c.store.read_binary(binary["file"]) is not None,
-        }
-    detail = {
-        "key": key,
-        "key_matches_preimage": key_of(row["preimage"]) == key,
-        "preimage": row["preimage"],
-        "plan": json.loads(row["plan"]),
-        "meta": row["meta"],
-        "kernels": sources,
-        "binaries": binaries,
-    }
+    try:
+        detail = Cache(cache_dir).show(key)
+    except LookupError as exc:
+        raise UsageProblem(str(exc)) from None
     if as_json:
         print_json(detail)
         return
-    click.echo(f"key      {key}" + ("" if detail["key_matches_preimage"] else "  (MISMATCH)"))
+    meta = detail["meta"]
+    mismatch = "" if detail["key_matches_preimage"] else "  (MISMATCH)"
+    click.echo(f"key      {detail['key']}{mismatch}")
     click.echo("preimage")
-    click.echo(json.dumps(row["preimage"], indent=2, sort_keys=True))
+    click.echo(json.dumps(detail["preimage"], indent=2, sort_keys=True))
     click.echo("plan")
     click.echo(json.dumps(detail["plan"], indent=2, sort_keys=True))
     click.echo(
-        f"hits {row['meta']['hits']}, created {ago(row['meta']['created'])}, "
-        f"last used {ago(row['meta']['last_used'])}, "
-        f"compile {row['meta'].get('compile_s', 0.0) * 1e3:.1f} ms"
+        f"hits {meta['hits']}, created {ago(meta['created'])}, "
+        f"last used {ago(meta['last_used'])}, "
+        f"compile {meta.get('compile_s', 0.0) * 1e3:.1f} ms"
     )
-    for mask, s in sources.items():
+    for mask, s in detail["kernels"].items():
         state = "whole" if s["whole"] else "MISSING OR DAMAGED"
-        click.echo(f"--- kernel {mask}: {s['module']}.slang ({s['bytes']} bytes, {state})")
+        click.echo(f"--- kernel {mask}: {s['file']} ({s['bytes']} bytes, {state})")
         if s["text"]:
             click.echo(s["text"].rstrip())
-    for label, b in binaries.items():
+    for label, b in detail["binaries"].items():
         state = "whole" if b["whole"] else "MISSING OR DAMAGED"
         click.echo(f"--- binary {label}: {b['file']} ({b['bytes']} bytes, {state})")
 
@@ -181,18 +136,10 @@ def stats(cache_dir, as_json):
 @json_option
 def evict(older_than, unused_since, max_size, module, function, key, device, cache_dir, as_json):
     """Evict the entries every given filter matches, then shrink to --max-size."""
-    filters = (older_than, unused_since, max_size, module, function, key, device)
-    if all(f is None for f in filters):
+    where = EntryFilter(older_than, unused_since, module, function, key, device)
+    if not where and max_size is None:
         raise click.UsageError("give at least one filter (or use 'specialize cache clear')")
-    gone = Cache(cache_dir).evict(
-        older_than=older_than,
-        unused_since=unused_since,
-        max_size=max_size,
-        module=module,
-        function=function,
-        key=key,
-        device=device,
-    )
+    gone = Cache(cache_dir).evict(where, max_size=max_size)
     if as_json:
         print_json({"evicted": gone})
         return

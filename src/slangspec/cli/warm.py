@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..bundle import BUNDLE_FORMAT, read_bundle
-from ..cache_store import Cache
+from ..cache import Cache
 from ..warm import ManifestError, WarmResult, items_from_records, parse_manifest
 from ..warm import warm as warm_items
 from .common import (
@@ -23,10 +23,10 @@ from .common import (
 
 def _recorded(source: str | None, cache_dir: str | None):
     if source is None:
-        return Cache(cache_dir).store.records()
+        return Cache(cache_dir).records()
     path = Path(source)
     if path.is_dir():
-        return Cache(path).store.records()
+        return Cache(path).records()
     try:
         return read_bundle(path)["records"]
     except ValueError as exc:

@@ -180,3 +180,8 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
             w.params.append(f"uniform {STORAGE[a.scalar]}* g{i}")
             _store_value(w, f"g{i}", a.scalar, a.width, f"p{i}.d")
     return w.source(_GUARD)
+
+
+def kernel_source(plan: SpecializationPlan, label: str) -> str:
+    """The source of the kernel ``label`` names: "forward", or a backward grad mask."""
+    return forward_source(plan) if label == "forward" else backward_source(plan, label)

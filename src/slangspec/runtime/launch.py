@@ -7,7 +7,7 @@ results back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import slangpy as spy
@@ -34,6 +34,52 @@ def _submit(device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str
     compute.dispatch([n, 1, 1])
     compute.end()
     device.submit_command_buffer(encoder.finish())
+
+
+class Binding(Protocol):
+    """How one device kind binds torch tensors to kernel parameters and dispatches.
+
+    ``begin`` returns the binding of one call (a binding that keeps per-call state returns a
+    fresh one); the other methods bind that call's tensors and run its kernel.
+    """
+
+    torch_device: torch.device
+
+    def __init__(self, device: spy.Device) -> None: ...
+
+    def begin(self) -> Binding: ...
+
+    def prepare(self, kernel: CompiledKernel | DriverKernel) -> Any:
+        """What ``dispatch`` runs for ``kernel``, worked out once per kernel."""
+        ...
+
+    def check(self, name: str, t: torch.Tensor) -> None:
+        """ValueError naming ``name`` when ``t`` is not on this binding's device."""
+        ...
+
+    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
+        """Address and element strides of a tensor the kernel reads."""
+        ...
+
+    def write(self, t: torch.Tensor) -> int:
+        """Address of a tensor the kernel writes, row-major contiguous."""
+        ...
+
+    def read_struct(self, t: torch.Tensor) -> dict[str, Any]:
+        """A whole tensor the kernel reads, as slangpy's tensor struct."""
+        ...
+
+    def write_struct(self, t: torch.Tensor) -> dict[str, Any]:
+        """A whole tensor the kernel writes, as slangpy's tensor struct."""
+        ...
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
+
+    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
+
+    def dispatch(self, kernel: Any, n: int, kwargs: dict[str, Any]) -> None:
+        """Run ``n`` threads of a prepared kernel with ``kwargs`` as its parameters."""
+        ...
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
@@ -76,7 +122,7 @@ class CudaBinding:
         """Address of a tensor the kernel writes."""
         return t.data_ptr()
 
-    def struct(self, t: torch.Tensor, writable: bool) -> dict[str, Any]:
+    def read_struct(self, t: torch.Tensor) -> dict[str, Any]:
         return {
             "_data": t.data_ptr(),
             "_shape": list(t.shape),
@@ -84,11 +130,13 @@ class CudaBinding:
             "_offset": 0,
         }
 
-    def empty(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
-        return torch.empty(shape, dtype=dtype, device=like)
+    write_struct = read_struct
 
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
-        return torch.zeros(shape, dtype=dtype, device=like)
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device=self.torch_device)
+
+    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=self.torch_device)
 
     def dispatch(self, kernel: DriverKernel, n: int, kwargs: dict[str, Any]) -> None:
         # A thread that has not used CUDA yet has no current context.
@@ -135,10 +183,7 @@ class VulkanBinding:
         self.results.append((t, buf))
         return buf.device_address
 
-    def struct(self, t: torch.Tensor, writable: bool) -> dict[str, Any]:
-        buf = self._buffer(t)
-        if writable:
-            self.results.append((t, buf))
+    def _struct(self, buf: spy.Buffer, t: torch.Tensor) -> dict[str, Any]:
         return {
             "_data": buf,
             "_shape": list(t.shape),
@@ -146,10 +191,18 @@ class VulkanBinding:
             "_offset": 0,
         }
 
-    def empty(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+    def read_struct(self, t: torch.Tensor) -> dict[str, Any]:
+        return self._struct(self._buffer(t), t)
+
+    def write_struct(self, t: torch.Tensor) -> dict[str, Any]:
+        buf = self._buffer(t)
+        self.results.append((t, buf))
+        return self._struct(buf, t)
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype)
 
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype, like: torch.device):
+    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.zeros(shape, dtype=dtype)
 
     def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
@@ -163,3 +216,6 @@ class VulkanBinding:
                 staged = torch.from_numpy(raw.copy()).view(t.dtype).reshape(t.shape)
                 with torch.no_grad():
                     t.copy_(staged)
+
+
+BINDINGS: dict[str, type[Binding]] = {"cuda": CudaBinding, "vulkan": VulkanBinding}

@@ -10,8 +10,10 @@ import torch
 
 from ..compiler import CompiledKernel
 from ..specializer.plan import SpecializationPlan
+from .cuda_driver import DriverKernel
+from .launch import Binding
 
-KernelFactory = Callable[[str | None], CompiledKernel]
+KernelFactory = Callable[[str | None], CompiledKernel | DriverKernel]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
 _WRITTEN = ("RWTensor", "WTensor")
@@ -24,7 +26,11 @@ class Specialization:
     """
 
     def __init__(
-        self, plan: SpecializationPlan, kernels: KernelFactory, binding: type, device: spy.Device
+        self,
+        plan: SpecializationPlan,
+        kernels: KernelFactory,
+        binding: type[Binding],
+        device: spy.Device,
     ) -> None:
         self.plan = plan
         self.name = f"{plan.module}::{plan.function}"
@@ -68,7 +74,7 @@ class Specialization:
     def label(self, i: int) -> str:
         return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
 
-    def check(self, bind, args: Sequence[Any]) -> None:
+    def check(self, bind: Binding, args: Sequence[Any]) -> None:
         """Every tensor is on the device's torch device; written tensors are not trained."""
         for i, label in self._labels:
             bind.check(label, args[i])
@@ -92,7 +98,9 @@ class Specialization:
             )
             raise ValueError(f"{self.name}: call shapes do not broadcast: {described}") from None
 
-    def _bind(self, bind, args: Sequence[Any], call_shape: tuple[int, ...], mask: str | None):
+    def _bind(
+        self, bind: Binding, args: Sequence[Any], call_shape: tuple[int, ...], mask: str | None
+    ) -> tuple[dict[str, Any], dict[int, torch.Tensor]]:
         """Kernel keyword arguments shared by forward and backward kernels, and the gradient
         tensors of the whole-tensor arguments in ``mask``."""
         kw: dict[str, Any] = {"_n": _numel(call_shape)}
@@ -113,10 +121,10 @@ class Specialization:
         tensor_grads: dict[int, torch.Tensor] = {}
         for i, written, name in self._whole:
             value = args[i]
-            struct = bind.struct(value, written)
+            struct = bind.write_struct(value) if written else bind.read_struct(value)
             if mask is not None and mask[i] == "1":
-                grad = bind.zeros(tuple(value.shape), value.dtype, value.device)
-                struct = {"_primal": struct, "_grad_out": bind.struct(grad, True)}
+                grad = bind.zeros(tuple(value.shape), value.dtype)
+                struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
                 tensor_grads[i] = grad
             kw[name] = struct
         return kw, tensor_grads
@@ -134,7 +142,7 @@ class Specialization:
         out = None
         if self._out is not None:
             dtype, tail = self._out
-            out = bind.empty(call_shape + tail, dtype, bind.torch_device)
+            out = bind.empty(call_shape + tail, dtype)
         n = _numel(call_shape)
         if n == 0:
             return out, call_shape
@@ -167,7 +175,7 @@ class Specialization:
                 if mask[i] == "1"
             ]
         for i, tail, grad_name in slots:
-            full = bind.empty(call_shape + tail, args[i].dtype, bind.torch_device)
+            full = bind.empty(call_shape + tail, args[i].dtype)
             kw[grad_name] = bind.write(full)
             grads[i] = full
         n = _numel(call_shape)

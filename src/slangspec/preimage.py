@@ -1,14 +1,13 @@
 """What a cache key covers: the canonical preimage of everything that can change a kernel.
 
-The key is xxh3-128 of the preimage's canonical JSON. The preimage itself is stored with each
-entry and compared on every hit, so neither a collision nor a damaged key can serve a kernel
-built from anything else.
+The runtime builds it and hands it to the cache, which keys by its hash and stores it with each
+entry to compare on every hit: neither a collision nor a damaged key can serve a kernel built
+from anything else.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,10 +16,10 @@ from typing import Any
 import slangpy as spy
 import xxhash
 
-from .._version import __version__
-from ..codegen import CODEGEN_FORMAT
-from ..signature import SIGNATURE_FORMAT
-from ..specializer.plan import PLAN_FORMAT
+from ._version import __version__
+from .codegen import CODEGEN_FORMAT
+from .signature import SIGNATURE_FORMAT
+from .specializer.plan import PLAN_FORMAT
 
 CACHE_FORMAT = 1
 """Bumped whenever the entry layout or the preimage changes shape."""
@@ -44,17 +43,6 @@ def toolchain() -> dict[str, Any]:
         "slangpy": spy.SGL_VERSION,
         "slang": spy.SLANG_BUILD_TAG,
     }
-
-
-def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
-    """The device type and the target it compiles for."""
-    identity = {"kind": kind, "adapter": device.info.adapter_name}
-    if kind == "cuda":
-        import torch
-
-        major, minor = torch.cuda.get_device_capability()
-        identity["arch"] = f"sm_{major}{minor}"
-    return identity
 
 
 def _resolve(name: str, relative_to: Path, search: Sequence[Path]) -> Path | None:
@@ -125,12 +113,3 @@ def preimage(
         "function": function,
         "signature": signature,
     }
-
-
-def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-
-
-def key_of(pre: dict[str, Any]) -> str:
-    """xxh3-128 of the canonical preimage, as 32 hex digits."""
-    return xxhash.xxh3_128_hexdigest(canonical(pre))

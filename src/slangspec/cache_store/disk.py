@@ -1,0 +1,303 @@
+"""The local disk tier: an index of JSON rows (diskcache over SQLite) plus content-addressed
+kernel sources and CUDA binaries, each checked on read.
+
+Nothing stored is executable by Python: rows go through diskcache's JSONDisk, never pickle;
+sources are plain text and binaries raw GPU code, each named by the hash of its content.
+
+The index also keeps the running size of the root, so the size bound is enforced without walking
+the tree: the bytes of every blob and module source written or removed here, and of slangpy's
+compiled modules as each build reports them (``note_compiled``). ``resync`` walks the tree and
+sets the running size to what it finds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import sqlite3
+import time
+import uuid
+import warnings
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import diskcache
+import xxhash
+
+from .entry import intact, seal
+from .keys import blob_kind, canonical, names
+from .location import (
+    BINARIES,
+    INDEX,
+    KERNELS,
+    MODULES,
+    PARTS,
+    SHADERS,
+    SLANG,
+    compiled_modules,
+    file_bytes,
+    part,
+    tree_size,
+    write_atomic,
+)
+from .tier import GARBLED
+
+ENTRY = "entry:"
+RECORD = "record:"
+LOCK = "lock:"
+COMPILED = "compiled:"
+HITS = "stat:hits"
+MISSES = "stat:misses"
+BYTES = "stat:bytes"
+_COUNTED_PARTS = (KERNELS, BINARIES, MODULES, SLANG)
+"""The parts whose bytes the running size counts; the index and slangpy's shader cache are
+measured directly, by a few ``stat`` calls."""
+
+
+class CacheWarning(UserWarning):
+    """A damaged piece of the cache was dropped and will be rebuilt."""
+
+
+class DiskTier:
+    """The index, blobs and slangpy's caches under one cache root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.kernel_dir = part(root, KERNELS)
+        self.binary_dir = part(root, BINARIES)
+        self._index: diskcache.Cache | None = None
+
+    # -- the index, recovered when SQLite finds it damaged ----------------------------------
+
+    def _open(self) -> diskcache.Cache:
+        return diskcache.Cache(
+            str(part(self.root, INDEX)),
+            disk=diskcache.JSONDisk,
+            disk_compress_level=0,
+            eviction_policy="none",
+            size_limit=1 << 62,
+            statistics=False,
+            # Keep SQLite's write-ahead log small: it counts against the size bound too.
+            sqlite_wal_autocheckpoint=64,
+            sqlite_journal_size_limit=256 << 10,
+        )
+
+    @property
+    def index(self) -> diskcache.Cache:
+        if self._index is None:
+            try:
+                self._index = self._open()
+                self._index.get(HITS)
+            except sqlite3.DatabaseError as exc:
+                self._rebuild_index(exc)
+        return self._index
+
+    def _rebuild_index(self, exc: Exception) -> None:
+        warnings.warn(
+            f"slangspec cache index at {self.root / INDEX} is damaged ({exc}); starting a new one",
+            CacheWarning,
+            stacklevel=4,
+        )
+        if self._index is not None:
+            with contextlib.suppress(Exception):
+                self._index.close()
+        broken = self.root / f".{INDEX}.broken.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self.root / INDEX, broken)
+        shutil.rmtree(broken, ignore_errors=True)
+        self._index = self._open()
+        self.resync()
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.index, method)(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            self._rebuild_index(exc)
+            return getattr(self.index, method)(*args, **kwargs)
+
+    def _transact(self) -> contextlib.AbstractContextManager:
+        return self.index.transact()
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Any:
+        try:
+            return self._call("get", ENTRY + key)
+        except (zlib.error, ValueError, UnicodeDecodeError):
+            return GARBLED
+
+    def put(self, key: str, row: dict[str, Any]) -> None:
+        self._call("set", ENTRY + key, row)
+
+    def update(self, key: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        with self._transact():
+            row = self.get(key)
+            if not intact(row):
+                return None
+            change(row)
+            row = seal(row)
+            self.put(key, row)
+            return row
+
+    def delete(self, key: str) -> None:
+        self._call("delete", ENTRY + key)
+
+    def entry_keys(self) -> list[str]:
+        return [k[len(ENTRY) :] for k in self._call("iterkeys") if k.startswith(ENTRY)]
+
+    # -- blobs ----------------------------------------------------------------------------------
+
+    def blob_path(self, name: str) -> Path:
+        """Where the blob ``name`` lives: sources where Slang imports them, binaries beside."""
+        if blob_kind(name) == "source":
+            return self.kernel_dir / f"{name}.slang"
+        return self.binary_dir / f"{name}.cubin"
+
+    def read_blob(self, name: str) -> bytes | None:
+        try:
+            data = self.blob_path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data if names(name, data) else None
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        if self.read_blob(name) is not None:
+            return
+        path = self.blob_path(name)
+        before = file_bytes([path])
+        write_atomic(path, data)
+        self._add_bytes(len(data) - before)
+
+    def delete_blob(self, name: str) -> int:
+        """Remove the blob, and for a kernel source its compiled modules; bytes freed."""
+        files = [self.blob_path(name)]
+        if blob_kind(name) == "source":
+            files += compiled_modules(self.root, name)
+        freed = 0
+        for path in files:
+            with contextlib.suppress(FileNotFoundError):
+                size = path.stat().st_size
+                path.unlink()
+                freed += size
+        with self._transact():
+            self._call("delete", COMPILED + name)
+            self._add_bytes(-freed)
+        return freed
+
+    def blob_names(self) -> Iterator[str]:
+        for path in [*self.kernel_dir.glob("k_*.slang"), *self.binary_dir.glob("b_*.cubin")]:
+            yield path.stem
+
+    # -- modules given as source strings --------------------------------------------------------
+
+    def write_module(self, name: str, source: str) -> Path:
+        """The file of a module given as a source string, written once per content."""
+        directory = part(self.root, MODULES) / xxhash.xxh3_64_hexdigest(source.encode())
+        directory.mkdir(mode=0o700, exist_ok=True)
+        path = directory / f"{name}.slang"
+        data = source.encode()
+        with contextlib.suppress(FileNotFoundError):
+            if path.read_bytes() == data:
+                return path
+        before = file_bytes([path])
+        write_atomic(path, data)
+        self._add_bytes(len(data) - before)
+        return path
+
+    # -- the running size -------------------------------------------------------------------------
+
+    def _add_bytes(self, delta: int) -> None:
+        if delta:
+            with self._transact():
+                self._call("set", BYTES, int(self._call("get", BYTES, 0)) + delta)
+
+    def note_compiled(self, modules: Iterable[str]) -> None:
+        """Count slangpy's compiled IR of these modules, as it is after a build."""
+        with self._transact():
+            for name in modules:
+                now = file_bytes(compiled_modules(self.root, name))
+                before = int(self._call("get", COMPILED + name, 0))
+                if now != before:
+                    self._call("set", COMPILED + name, now)
+                    self._add_bytes(now - before)
+
+    def size(self) -> int:
+        """Bytes of the whole root, from the running size and a few ``stat`` calls."""
+        direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
+        direct += (self.root / SHADERS).glob("*/*.mdb")
+        return int(self._call("get", BYTES, 0)) + file_bytes(direct)
+
+    def measure(self) -> dict[str, int]:
+        """Bytes per part of the layout, by walking it."""
+        return {name: tree_size(self.root / name) for name in PARTS}
+
+    def resync(self) -> None:
+        """Set the running size to what a walk of the counted parts finds."""
+        walked = sum(tree_size(self.root / name) for name in _COUNTED_PARTS)
+        self._call("set", BYTES, walked)
+
+    def drop_slang_caches(self) -> None:
+        """Remove slangpy's module and shader caches; they are rebuilt on use."""
+        for name in (SLANG, SHADERS):
+            shutil.rmtree(self.root / name, ignore_errors=True)
+        with self._transact():
+            for k in list(self._call("iterkeys")):
+                if k.startswith(COMPILED):
+                    self._call("delete", k)
+            self.resync()
+
+    # -- counters and records -------------------------------------------------------------------
+
+    def count(self, counter: str) -> None:
+        with self._transact():
+            self._call("set", counter, int(self._call("get", counter, 0)) + 1)
+
+    def counters(self) -> tuple[int, int]:
+        """Hits and misses."""
+        return self._call("get", HITS, 0), self._call("get", MISSES, 0)
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Keep a record of a specialization, once however often it is recorded."""
+        self._call("set", RECORD + xxhash.xxh3_64_hexdigest(canonical(record)), record)
+
+    def records(self) -> list[dict[str, Any]]:
+        out = []
+        for k in self._call("iterkeys"):
+            if k.startswith(RECORD):
+                with contextlib.suppress(zlib.error, ValueError, UnicodeDecodeError):
+                    value = self._call("get", k)
+                    if isinstance(value, dict):
+                        out.append(value)
+        return out
+
+    # -- compile leases: one process compiles a key, the others wait ---------------------------
+
+    @contextlib.contextmanager
+    def lease(self, name: str, done: Callable[[], bool], seconds: float) -> Iterator[None]:
+        """Hold the compile lease ``name`` until the block ends, or stop waiting once ``done()``.
+
+        The caller checks again for the result inside the block, since it may have been built
+        while it waited.
+        """
+        token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
+        delay = 0.01
+        while not self._call("add", LOCK + name, token, expire=seconds):
+            if done():
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        try:
+            yield
+        finally:
+            with self._transact():
+                if self._call("get", LOCK + name) == token:
+                    self._call("delete", LOCK + name)

@@ -1,0 +1,70 @@
+"""What one entry is: a row of plain JSON data sealed with a checksum, and the checks a row must
+pass before any tier may serve it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from .keys import canonical
+
+FORWARD = "forward"
+"""The label of a forward kernel; a backward kernel's label is its grad mask."""
+
+
+def _checksum(row: dict[str, Any]) -> str:
+    body = {k: v for k, v in row.items() if k != "checksum"}
+    return xxhash.xxh3_64_hexdigest(canonical(body))
+
+
+def seal(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its checksum set."""
+    row = dict(row)
+    row["checksum"] = _checksum(row)
+    return row
+
+
+def intact(row: Any) -> bool:
+    """The value is a row whose checksum matches its content."""
+    return isinstance(row, dict) and row.get("checksum") == _checksum(row)
+
+
+def refusal(row: Any, preimage: dict[str, Any]) -> str | None:
+    """Why ``row`` must not be served for ``preimage``, or None when it may be."""
+    if not intact(row):
+        return "it is garbled or its checksum does not match"
+    if row.get("preimage") != preimage:
+        # Another format version, a collision or a damaged key: never serve it.
+        return "its stored preimage differs from the requested one"
+    return None
+
+
+def blobs_of(row: dict[str, Any]) -> set[str]:
+    """Names of every blob the row refers to: kernel sources and binaries."""
+    names = set(row["kernels"].values())
+    names.update(b["file"] for b in row.get("binaries", {}).values())
+    return names
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One specialization as stored: its key, and its row (preimage, the plan as JSON, kernel
+    module names by label, CUDA binaries by label, metadata)."""
+
+    key: str
+    row: dict[str, Any]
+
+    @property
+    def plan_json(self) -> str:
+        return self.row["plan"]
+
+    @property
+    def kernels(self) -> dict[str, str]:
+        return self.row["kernels"]
+
+    @property
+    def binaries(self) -> dict[str, dict[str, Any]]:
+        """Per label, a CUDA binary of that kernel: file name, parameter layout, group size."""
+        return self.row.get("binaries", {})

@@ -1,0 +1,51 @@
+"""Keys and content names: how the cache turns what it is handed into names.
+
+A key is xxh3-128 of a preimage's canonical JSON; the caller builds the preimage (everything
+that can change a kernel) and hands it in as data. Blobs are named by the hash of their content,
+with a prefix that says what they hold, so a name checks its own content.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import xxhash
+
+BlobKind = Literal["source", "binary"]
+_PREFIX: dict[BlobKind, str] = {"source": "k_", "binary": "b_"}
+
+
+def canonical(value: Any) -> bytes:
+    """The one JSON encoding that keys and checksums are computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def key_of(preimage: dict[str, Any]) -> str:
+    """xxh3-128 of the canonical preimage, as 32 hex digits."""
+    return xxhash.xxh3_128_hexdigest(canonical(preimage))
+
+
+def blob_name(kind: BlobKind, data: str | bytes) -> str:
+    """The name of a blob: its kind's prefix and the hash of its content (text is hashed as
+    UTF-8). A kernel source's name is also the Slang module name it is imported by."""
+    raw = data.encode() if isinstance(data, str) else data
+    return _PREFIX[kind] + xxhash.xxh3_64_hexdigest(raw)
+
+
+def source_name(source: str | bytes) -> str:
+    """The module name of a generated kernel source."""
+    return blob_name("source", source)
+
+
+def blob_kind(name: str) -> BlobKind:
+    """What a blob of this name holds; ValueError for a name no blob can have."""
+    for kind, prefix in _PREFIX.items():
+        if name.startswith(prefix) and len(name) == len(prefix) + 16:
+            return kind
+    raise ValueError(f"{name!r} is not a blob name")
+
+
+def names(name: str, data: bytes) -> bool:
+    """Whether ``data`` is the content that ``name`` was given for."""
+    return blob_name(blob_kind(name), data) == name

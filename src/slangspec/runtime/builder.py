@@ -1,0 +1,180 @@
+"""The miss path of a module's specializations, as one unit: lookup -> lease -> specialize ->
+codegen -> compile -> keep binary -> record.
+
+Every step says how it was served: "cached" (read from the cache), "built" (built by this
+process) or "taken" (built by another process while this one waited on the lease).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..cache_store import FORWARD, CacheWarning, Entry, key_of
+from ..codegen import kernel_source
+from ..compiler import CompiledKernel, compile_counts
+from ..specializer import SpecializationPlan, plan_from_signature
+from ..uniforms import Unpackable
+from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx
+
+if TYPE_CHECKING:
+    from .module import Module
+
+Outcome = Literal["cached", "built", "taken"]
+Kernel = CompiledKernel | DriverKernel
+
+
+@dataclass(frozen=True)
+class Found:
+    """A specialization as the cache holds it once looked up or built: its key and preimage,
+    its entry as last read, its plan, and the forward kernel when this lookup built it."""
+
+    key: str
+    preimage: dict[str, Any]
+    entry: Entry
+    plan: SpecializationPlan
+    forward: Kernel | None
+    outcome: Outcome
+
+
+class Builder:
+    """Looks up, and on a miss builds, one module's specializations and their kernels."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.cache = module.cache
+
+    def specialization(self, function: str, signature: str) -> Found:
+        """The entry and plan of ``function`` for ``signature``, built here on a miss."""
+        pre = self.module.preimage(function, signature)
+        key = key_of(pre)
+        entry = self.cache.lookup(key, pre)
+        outcome: Outcome = "cached"
+        if entry is None:
+            with self.cache.lease(key, lambda: self.cache.lookup(key, pre) is not None):
+                entry = self.cache.lookup(key, pre)
+                if entry is None:
+                    return self._build(function, signature, key, pre)
+                outcome = "taken"
+        self.cache.touch(key)
+        plan = SpecializationPlan.from_json(entry.plan_json)
+        return Found(key, pre, entry, plan, None, outcome)
+
+    def _build(self, function: str, signature: str, key: str, pre: dict[str, Any]) -> Found:
+        """Resolve, generate and compile the forward kernel of a missed specialization."""
+        m = self.module
+        self.cache.count_miss()
+        start = time.perf_counter()
+        compile_counts["specialize"] += 1
+        plan = plan_from_signature(m.function_info(function), signature)
+        name, kernel = self._compile(kernel_source(plan, FORWARD))
+        meta = {"compile_s": time.perf_counter() - start}
+        entry = self.cache.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
+        self._keep_binary(key, FORWARD, kernel)
+        self.cache.record(m.record(function, signature))
+        self.cache.enforce_bound()
+        return Found(key, pre, entry, plan, kernel, "built")
+
+    def kernel(self, found: Found, label: str) -> tuple[Kernel, Outcome]:
+        """The kernel ``label`` names ("forward" or a grad mask): from the entry's cubin on
+        CUDA, else compiled from the entry's source, else generated, compiled and added to the
+        entry."""
+        key, pre = found.key, found.preimage
+        entry: Entry | None = found.entry
+        if label not in found.entry.kernels:
+            entry = self.cache.lookup(key, pre)
+        cached = self._from_cache(key, label, entry)
+        if cached is not None:
+            return cached, "cached"
+
+        def built() -> bool:
+            latest = self.cache.lookup(key, pre)
+            return latest is not None and label in latest.kernels
+
+        with self.cache.lease(f"{key}:{label}", built):
+            entry = self.cache.lookup(key, pre)
+            cached = self._from_cache(key, label, entry, quiet=True)
+            if cached is not None:
+                return cached, "taken"
+            start = time.perf_counter()
+            name, kernel = self._compile(kernel_source(found.plan, label))
+            if entry is not None:
+                self.cache.add_kernel(key, label, name, time.perf_counter() - start)
+                self._keep_binary(key, label, kernel)
+                self.cache.enforce_bound()
+            return kernel, "built"
+
+    def _compile(self, source: str) -> tuple[str, CompiledKernel]:
+        """Store a generated source and compile it."""
+        compile_counts["codegen"] += 1
+        name = self.cache.write_source(source)
+        return name, self._compiled(name)
+
+    def _compiled(self, name: str) -> CompiledKernel:
+        m = self.module
+        kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+        self.cache.note_compiled([name])
+        return kernel
+
+    def _from_cache(
+        self, key: str, label: str, entry: Entry | None, quiet: bool = False
+    ) -> Kernel | None:
+        """The kernel from the entry's cubin (CUDA) or its whole source; None when neither is
+        there, with a warning for a damaged source unless ``quiet``."""
+        if entry is None:
+            return None
+        if self.module.device_kind == "cuda" and label in entry.binaries:
+            loaded = self.load_binary(key, label, entry.binaries[label])
+            if loaded is not None:
+                return loaded
+        name = entry.kernels.get(label)
+        if name is None:
+            return None
+        if self.cache.source_ok(name):
+            kernel = self._compiled(name)
+            self._keep_binary(key, label, kernel)
+            return kernel
+        if not quiet:
+            warnings.warn(
+                f"slangspec kernel source {name} is missing or damaged; regenerating",
+                CacheWarning,
+                stacklevel=3,
+            )
+        return None
+
+    def _keep_binary(self, key: str, label: str, kernel: CompiledKernel) -> None:
+        """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
+        if kernel.ptx is None or kernel.block is None:
+            return
+        self.module.device.set_cuda_context_current()
+        try:
+            cubin = cubin_from_ptx(kernel.ptx)
+        except CudaDriverError as exc:
+            warnings.warn(f"slangspec could not keep a cubin: {exc}", CacheWarning, stacklevel=3)
+            return
+        binary = {"file": self.cache.write_binary(cubin), "layout": kernel.block.layout}
+        self.cache.add_binary(key, label, {**binary, "group": kernel.group})
+
+    def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
+        """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
+        file is missing or damaged or the driver refuses it."""
+        data = self.cache.read_binary(binary["file"])
+        why = "missing or damaged"
+        if data is not None:
+            # Backward runs on torch's autograd thread, which may have no current context.
+            self.module.device.set_cuda_context_current()
+            try:
+                return DriverKernel.from_binary(
+                    CachedBinary(data, binary["layout"], binary["group"])
+                )
+            except (CudaDriverError, Unpackable, KeyError, TypeError, ValueError) as exc:
+                why = f"unusable ({exc})"
+        warnings.warn(
+            f"slangspec cached binary {binary['file']} ({label}) is {why}; recompiling",
+            CacheWarning,
+            stacklevel=3,
+        )
+        self.cache.drop_binary(key, label)
+        return None
