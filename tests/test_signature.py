@@ -5,13 +5,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import slangspec
+from slangspec.scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 from slangspec.signature import (
-    DTYPES_BY_NUMBER,
-    SCALAR_TYPE_NUMBERS,
     GridForm,
     ScalarForm,
     TensorForm,
+    call_arguments,
     call_signature,
+    compose_call_signature,
+    extent_class,
+    extent_classes,
+    format_arg,
+    has_numpy,
     parse_arg,
     parse_call_signature,
 )
@@ -41,7 +46,7 @@ def test_torch_scalar_type_numbers():
         torch.bfloat16: 15,
     }
     for dtype, number in expected.items():
-        assert SCALAR_TYPE_NUMBERS[dtype] == number
+        assert NUMBER_OF_DTYPE[dtype] == number
         assert slangspec.signature(torch.zeros(9, dtype=dtype)) == f"[D1,S{number},G0,Vx]"
 
 
@@ -123,9 +128,8 @@ def test_parse_round_trip():
     sig = call_signature("poly::f", (torch.zeros(4, 3), 1.0, 2, False, slangspec.grid((2, 2))))
     call = parse_call_signature(sig)
     assert call.function_id == "poly::f"
-    assert call.mode == "call"
     assert call.args[1:] == (ScalarForm("f"), ScalarForm("i"), ScalarForm("b"), GridForm(2))
-    assert set(DTYPES_BY_NUMBER) == set(SCALAR_TYPE_NUMBERS.values())
+    assert set(DTYPE_OF_NUMBER) == set(NUMBER_OF_DTYPE.values())
 
 
 @pytest.mark.parametrize(
@@ -142,3 +146,45 @@ def test_malformed_call_signatures():
         parse_call_signature("f call f")
     with pytest.raises(ValueError, match="unknown call mode"):
         parse_call_signature("m::f jump f")
+
+
+def test_extent_rule():
+    assert "".join(extent_class(d) for d in (0, 1, 2, 3, 4, 5, 1000)) == "x1234xx"
+    assert extent_classes((0, 1, 2, 3, 4, 5)) == "x1234x"
+    assert extent_classes(()) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[D0,S6,G0,V]", "[D3,S5,G1,Vx2x]", "np[D2,S11,G0,V4x]", "grid[D3]", "f", "i", "b"],
+)
+def test_format_arg_is_the_inverse_of_parse_arg(text):
+    assert format_arg(parse_arg(text)) == text
+
+
+def test_parse_arg_is_the_inverse_of_format_arg():
+    forms = [
+        TensorForm(2, torch.bfloat16, True, "1x"),
+        TensorForm(1, torch.int64, False, "3", numpy=True),
+        GridForm(1),
+        ScalarForm("i"),
+    ]
+    for form in forms:
+        assert parse_arg(format_arg(form)) == form
+
+
+def test_composed_call_signatures_split_back():
+    args = ("[D1,S6,G1,Vx]", "f", "grid[D2]")
+    text = compose_call_signature("m::f", args)
+    assert text == "m::f call [D1,S6,G1,Vx] f grid[D2]"
+    call = parse_call_signature(text)
+    assert (call.function_id, tuple(map(format_arg, call.args))) == ("m::f", args)
+    assert call_arguments(text) == "[D1,S6,G1,Vx] f grid[D2]"
+    assert call_arguments(compose_call_signature("m::g", ())) == ""
+    assert parse_call_signature(compose_call_signature("m::g", ())).args == ()
+
+
+def test_has_numpy():
+    t = torch.zeros(3)
+    assert has_numpy(call_signature("m::f", (t, np.zeros(3, np.float32))))
+    assert not has_numpy(call_signature("np::inp", (t, 1.0, slangspec.grid(3))))

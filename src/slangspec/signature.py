@@ -21,35 +21,19 @@ signature per argument. No form contains a space, so the string splits back unam
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
+
 SIGNATURE_FORMAT = 1
 """Bumped whenever any form above changes, so old cache entries are never served."""
 
-CALL_MODE = "call"
-
-SCALAR_TYPE_NUMBERS: dict[torch.dtype, int] = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.complex64: 9,
-    torch.complex128: 10,
-    torch.bool: 11,
-    torch.bfloat16: 15,
-}
-DTYPES_BY_NUMBER: dict[int, torch.dtype] = {v: k for k, v in SCALAR_TYPE_NUMBERS.items()}
-
-_EXTENT_CHARS = ("x", "1", "2", "3", "4")
+_CALL_MODE = "call"
 
 
 @dataclass(frozen=True)
@@ -65,8 +49,14 @@ class grid:
         object.__setattr__(self, "shape", dims)
 
 
-def _v_run(shape: Sequence[int]) -> str:
-    return "".join(_EXTENT_CHARS[d] if d <= 4 else "x" for d in shape)
+def extent_class(extent: int) -> str:
+    """One character of a tensor form's ``V`` run: the extent when it is 1-4, else ``x``."""
+    return str(extent) if 1 <= extent <= 4 else "x"
+
+
+def extent_classes(shape: Sequence[int]) -> str:
+    """The ``V`` run of a shape."""
+    return "".join(map(extent_class, shape))
 
 
 _tensor_cache: dict[tuple[torch.Size, torch.dtype, bool], str] = {}
@@ -78,10 +68,9 @@ def tensor_signature(t: torch.Tensor) -> str:
     key = (t.shape, t.dtype, grad)
     sig = _tensor_cache.get(key)
     if sig is None:
-        number = SCALAR_TYPE_NUMBERS.get(t.dtype)
-        if number is None:
+        if t.dtype not in NUMBER_OF_DTYPE:
             raise TypeError(f"unsupported tensor dtype {t.dtype}")
-        sig = f"[D{t.dim()},S{number},G{int(grad)},V{_v_run(t.shape)}]"
+        sig = format_arg(TensorForm(t.dim(), t.dtype, grad, extent_classes(t.shape)))
         if len(_tensor_cache) < 4096:
             _tensor_cache[key] = sig
     return sig
@@ -98,7 +87,7 @@ def signature(value: Any) -> str:
     if isinstance(value, float):
         return "f"
     if isinstance(value, grid):
-        return f"grid[D{len(value.shape)}]"
+        return format_arg(GridForm(len(value.shape)))
     if isinstance(value, np.ndarray):
         with torch.no_grad():
             return "np" + tensor_signature(torch.from_numpy(value))
@@ -108,9 +97,24 @@ def signature(value: Any) -> str:
     )
 
 
-def call_signature(function_id: str, args: Sequence[Any], mode: str = CALL_MODE) -> str:
-    """The call signature: function identity, call mode, then one signature per argument."""
-    return " ".join((function_id, mode, *map(signature, args)))
+def call_signature(function_id: str, args: Sequence[Any]) -> str:
+    """The call signature of calling ``function_id`` with ``args``."""
+    return compose_call_signature(function_id, map(signature, args))
+
+
+def compose_call_signature(function_id: str, arg_signatures: Iterable[str]) -> str:
+    """The call signature of ``function_id`` and one argument signature per argument."""
+    return " ".join((function_id, _CALL_MODE, *arg_signatures))
+
+
+def call_arguments(call_signature: str) -> str:
+    """The argument signatures of a call signature, as it writes them; "" when there are none."""
+    return "".join(call_signature.split(" ", 2)[2:])
+
+
+def has_numpy(call_signature: str) -> bool:
+    """Whether any argument of the call is a numpy array."""
+    return "np[" in call_signature
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,17 @@ _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
 _GRID_RE = re.compile(r"grid\[D(\d+)\]")
 
 
+def format_arg(form: ArgForm) -> str:
+    """The argument signature of a form: the inverse of ``parse_arg``."""
+    if isinstance(form, ScalarForm):
+        return form.kind
+    if isinstance(form, GridForm):
+        return f"grid[D{form.rank}]"
+    number = NUMBER_OF_DTYPE[form.dtype]
+    prefix = "np" if form.numpy else ""
+    return f"{prefix}[D{form.rank},S{number},G{int(form.grad)},V{form.extents}]"
+
+
 def parse_arg(text: str) -> ArgForm:
     """Parse one argument signature; raises ValueError naming what is malformed."""
     if text in ("f", "i", "b"):
@@ -157,7 +172,7 @@ def parse_arg(text: str) -> ArgForm:
     rank, number, extents = int(m.group(2)), int(m.group(3)), m.group(5)
     if len(extents) != rank:
         raise ValueError(f"argument signature {text!r}: rank {rank} but {len(extents)} extents")
-    dtype = DTYPES_BY_NUMBER.get(number)
+    dtype = DTYPE_OF_NUMBER.get(number)
     if dtype is None:
         raise ValueError(f"argument signature {text!r}: unknown scalar type number {number}")
     return TensorForm(rank, dtype, m.group(4) == "1", extents, numpy=bool(m.group(1)))
@@ -168,7 +183,6 @@ class CallSignature:
     """A parsed call signature."""
 
     function_id: str
-    mode: str
     args: tuple[ArgForm, ...]
     text: str
 
@@ -180,6 +194,6 @@ def parse_call_signature(text: str) -> CallSignature:
         raise ValueError(
             f"malformed call signature {text!r}; expected '<module>::<function> <mode> <arg>...'"
         )
-    if parts[1] != CALL_MODE:
+    if parts[1] != _CALL_MODE:
         raise ValueError(f"call signature {text!r}: unknown call mode {parts[1]!r}")
-    return CallSignature(parts[0], parts[1], tuple(parse_arg(p) for p in parts[2:]), text)
+    return CallSignature(parts[0], tuple(parse_arg(p) for p in parts[2:]), text)

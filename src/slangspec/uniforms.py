@@ -15,22 +15,11 @@ from typing import Any
 import numpy as np
 import slangpy as spy
 
+from .scalars import STRUCT_CODE_OF_REFLECTED
+
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType
-_CODES = {
-    _Scalar.bool: "?",
-    _Scalar.int32: "i",
-    _Scalar.uint32: "I",
-    _Scalar.int64: "q",
-    _Scalar.uint64: "Q",
-    _Scalar.float16: "e",
-    _Scalar.float32: "f",
-    _Scalar.float64: "d",
-    _Scalar.int8: "b",
-    _Scalar.uint8: "B",
-    _Scalar.int16: "h",
-    _Scalar.uint16: "H",
-}
+_CODES = {getattr(_Scalar, name): code for name, code in STRUCT_CODE_OF_REFLECTED.items()}
 
 Packer = Callable[[Any, dict[str, Any]], None]
 Layout = dict[str, Any]
@@ -73,7 +62,7 @@ def describe(kernel: spy.ComputeKernel) -> Layout:
     }
 
 
-_KNOWN_CODES = frozenset(_CODES.values())
+_KNOWN_CODES = frozenset(STRUCT_CODE_OF_REFLECTED.values())
 
 
 def _leaves(layout: Layout) -> list[tuple[int, str, str]]:

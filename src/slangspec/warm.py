@@ -33,24 +33,26 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import torch
+from .scalars import MANIFEST_DTYPES
+from .signature import (
+    GridForm,
+    ScalarForm,
+    TensorForm,
+    call_arguments,
+    compose_call_signature,
+    extent_classes,
+    format_arg,
+    parse_arg,
+    parse_call_signature,
+)
 
-from .signature import CALL_MODE, SCALAR_TYPE_NUMBERS, parse_arg, parse_call_signature
-
-DTYPES = {
-    "f16": torch.float16,
-    "f32": torch.float32,
-    "f64": torch.float64,
-    "bf16": torch.bfloat16,
-    "i32": torch.int32,
-    "i64": torch.int64,
-    "bool": torch.bool,
-}
+WarmStatus = Literal["built", "cached", "missing", "present", "failed"]
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
 _DIM = re.compile(r"\d+|[A-Za-z_]\w*")
 _SCALARS = {"float": "f", "int": "i", "bool": "b"}
+_NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 
 class ManifestError(ValueError):
@@ -73,13 +75,13 @@ class WarmItem:
 
     @property
     def label(self) -> str:
-        return f"{self.name}::{self.function} {self.signature.split(' ', 2)[-1]}"
+        return f"{self.name}::{self.function} {call_arguments(self.signature)}".rstrip()
 
 
 @dataclass(frozen=True)
 class WarmResult:
     item: WarmItem
-    status: str  # "built", "cached", "missing", "present" or "failed"
+    status: WarmStatus
     detail: str = ""
 
 
@@ -87,28 +89,26 @@ def arg_signature(spec: str) -> str:
     """One argument spec of the manifest grammar -> its argument signature."""
     text = spec.strip()
     if text in _SCALARS:
-        return _SCALARS[text]
+        return format_arg(ScalarForm(_SCALARS[text]))
     m = re.fullmatch(r"grid\[(\d+)\]", text)
     if m:
-        return f"grid[D{int(m.group(1))}]"
+        return format_arg(GridForm(int(m.group(1))))
     if text.startswith(("[", "np[")):
         parse_arg(text)
         return text
     m = _TENSOR_SPEC.fullmatch(text)
-    if not m or m.group(1) not in DTYPES:
+    if not m or m.group(1) not in MANIFEST_DTYPES:
         raise ValueError(
             f"argument spec {spec!r}: expected dtype[dims] [grad|nograd] (dtype one of "
-            f"{', '.join(DTYPES)}), grid[n], float, int, bool or an argument signature"
+            f"{', '.join(MANIFEST_DTYPES)}), grid[n], float, int, bool or an argument signature"
         )
     dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
-    extents = ""
     for d in dims:
         if not _DIM.fullmatch(d):
             raise ValueError(f"argument spec {spec!r}: dimension {d!r} is not an int or a name")
-        extents += d if d.isdigit() and 1 <= int(d) <= 4 else "x"
-    grad = int(m.group(3) == "grad")
-    number = SCALAR_TYPE_NUMBERS[DTYPES[m.group(1)]]
-    return f"[D{len(dims)},S{number},G{grad},V{extents}]"
+    shape = [int(d) if d.isdigit() else _NAMED_EXTENT for d in dims]
+    dtype = MANIFEST_DTYPES[m.group(1)]
+    return format_arg(TensorForm(len(shape), dtype, m.group(3) == "grad", extent_classes(shape)))
 
 
 def _position(text: str, needle: str) -> str:
@@ -214,7 +214,7 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError]):
                 spec[0] if spec else "",
             )
             raise fail(str(exc), needle) from None
-        return " ".join((function_id, CALL_MODE, *args)), spec[0] if spec else function_id
+        return compose_call_signature(function_id, args), spec[0] if spec else function_id
     raise fail(f"specialization {spec!r}: expected a list of argument specs or a call signature")
 
 

@@ -9,6 +9,7 @@ import click
 from ..bundle import export_bundle, import_bundle
 from ..cache import Cache
 from ..cache_store import EntryFilter
+from ..signature import call_arguments
 from .common import (
     UsageProblem,
     ago,
@@ -27,10 +28,6 @@ from .common import (
 @click.group()
 def cache() -> None:
     """Inspect and manage the kernel cache."""
-
-
-def _args(signature: str) -> str:
-    return signature.split(" ", 2)[2] if signature.count(" ") >= 2 else ""
 
 
 @cache.command("ls")
@@ -56,7 +53,7 @@ def ls(module, function, device, cache_dir, as_json):
                 e["key"][:12],
                 e["module"],
                 e["function"],
-                _args(e["signature"]),
+                call_arguments(e["signature"]),
                 e["device"],
                 human_bytes(e["size"]),
                 e["hits"],

@@ -6,7 +6,7 @@ import click
 
 from .. import load
 from ..explain import explain as explain_call
-from ..signature import CALL_MODE, parse_call_signature
+from ..signature import compose_call_signature, parse_call_signature
 from ..warm import arg_signature
 from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
 
@@ -21,7 +21,7 @@ def _signature(module: str, function: str, text: str) -> str:
                 raise ValueError(f"the signature is for {call.function_id}, not {function_id}")
             return text
         args = [arg_signature(a) for a in text.split(";") if a.strip()]
-        return " ".join((function_id, CALL_MODE, *args))
+        return compose_call_signature(function_id, args)
     except ValueError as exc:
         raise UsageProblem(f"SIGNATURE: {exc}") from None
 

@@ -9,6 +9,7 @@ over the full call shape, and dispatch sums it back to the input's shape.
 
 from __future__ import annotations
 
+from ..scalars import SLANG
 from ..specializer.plan import ArgPlan, SpecializationPlan
 
 CODEGEN_FORMAT = 1
@@ -16,31 +17,6 @@ CODEGEN_FORMAT = 1
 
 ENTRY_POINT = "slangspec_main"
 THREADS_PER_GROUP = 128
-
-STORAGE = {
-    "float": "float",
-    "half": "half",
-    "double": "double",
-    "int": "int",
-    "uint": "int",
-    "bool": "uint8_t",
-}
-
-
-def _load(scalar: str, expr: str) -> str:
-    if scalar == "bool":
-        return f"({expr} != 0)"
-    if scalar == "uint":
-        return f"uint({expr})"
-    return expr
-
-
-def _store(scalar: str, expr: str) -> str:
-    if scalar == "bool":
-        return f"uint8_t({expr} ? 1 : 0)"
-    if scalar == "uint":
-        return f"int({expr})"
-    return expr
 
 
 def _components(width: int) -> list[str]:
@@ -88,19 +64,20 @@ class _Writer:
             self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{i}")
             return f"a{i}"
         strides = a.call_dims + (1 if a.width else 0)
-        self.params.append(f"uniform {STORAGE[a.scalar]}* a{i}")
+        scalar = SLANG[a.scalar]
+        self.params.append(f"uniform {scalar.storage}* a{i}")
         if strides:
             self.params.append(f"uniform int a{i}_st[{strides}]")
         terms = [f"_idx[{rank - a.call_dims + d}] * a{i}_st[{d}]" for d in range(a.call_dims)]
         self.line(f"int o{i} = {' + '.join(terms) if terms else '0'};")
         if a.width:
             loads = [
-                _load(a.scalar, f"a{i}[o{i} + {k} * a{i}_st[{a.call_dims}]]")
+                scalar.load.format(f"a{i}[o{i} + {k} * a{i}_st[{a.call_dims}]]")
                 for k in range(a.width)
             ]
             self.line(f"{a.slang_type} v{i} = {a.slang_type}({', '.join(loads)});")
         else:
-            self.line(f"{a.slang_type} v{i} = {_load(a.scalar, f'a{i}[o{i}]')};")
+            self.line(f"{a.slang_type} v{i} = {scalar.load.format(f'a{i}[o{i}]')};")
         return f"v{i}"
 
     def source(self, body_start: list[str]) -> str:
@@ -128,9 +105,10 @@ class _Writer:
 
 
 def _store_value(w: _Writer, target: str, scalar: str, width: int, expr: str) -> None:
+    store = SLANG[scalar].store
     for k, c in enumerate(_components(width)):
         idx = f"_tid.x * {width} + {k}" if width else "_tid.x"
-        w.line(f"{target}[{idx}] = {_store(scalar, f'{expr}.{c}' if c else expr)};")
+        w.line(f"{target}[{idx}] = {store.format(f'{expr}.{c}' if c else expr)};")
 
 
 _GUARD = ["    if (_tid.x >= _n)", "        return;"]
@@ -146,7 +124,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     if r is None:
         w.line(f"{call};")
     else:
-        w.params.append(f"uniform {STORAGE[r.scalar]}* _out")
+        w.params.append(f"uniform {SLANG[r.scalar].storage}* _out")
         w.line(f"{r.slang_type} _r = {call};")
         _store_value(w, "_out", r.scalar, r.width, "_r")
     return w.source(_GUARD)
@@ -171,13 +149,13 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
             w.line(f"var p{i} = diffPair({value});")
             value = f"p{i}"
         passed.append(value)
-    w.params.append(f"uniform {STORAGE[r.scalar]}* _dout")
+    w.params.append(f"uniform {SLANG[r.scalar].storage}* _dout")
     loads = [f"_dout[_tid.x * {r.width} + {k}]" for k in range(r.width)] or ["_dout[_tid.x]"]
     w.line(f"{r.slang_type} _d = {r.slang_type}({', '.join(loads)});")
     w.line(f"bwd_diff({plan.function})({', '.join([*passed, '_d'])});")
     for i, a in enumerate(plan.args):
         if a.kind == "elementwise" and w.in_mask(i):
-            w.params.append(f"uniform {STORAGE[a.scalar]}* g{i}")
+            w.params.append(f"uniform {SLANG[a.scalar].storage}* g{i}")
             _store_value(w, f"g{i}", a.scalar, a.width, f"p{i}.d")
     return w.source(_GUARD)
 

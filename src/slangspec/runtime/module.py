@@ -19,7 +19,7 @@ from ..cache_store import FORWARD, key_of
 from ..compiler import Compiler
 from ..devices import device_identity, select_device, torch_device
 from ..preimage import module_closure, preimage
-from ..signature import call_signature
+from ..signature import call_signature, has_numpy
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
 from .builder import Builder, Kernel
 from .launch import BINDINGS
@@ -202,7 +202,7 @@ class Function:
     def __call__(self, *args: Any) -> torch.Tensor | None:
         signature = call_signature(self.id, args)
         spec = self._specs.get(signature) or self._specialize(signature)
-        if "np[" in signature:
+        if has_numpy(signature):
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
             device = device or self.module.torch_device
             args = tuple(

@@ -9,6 +9,7 @@ import slangpy as spy
 import torch
 
 from ..compiler import CompiledKernel
+from ..scalars import SLANG
 from ..specializer.plan import SpecializationPlan
 from .cuda_driver import DriverKernel
 from .launch import Binding
@@ -46,7 +47,7 @@ class Specialization:
         self._labels = [(i, self.label(i)) for i in self._tensors]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
-            (f"a{i}", i, _PY_TYPE[a.scalar]) for i, a in enumerate(args) if a.kind == "uniform"
+            (f"a{i}", i, SLANG[a.scalar].py_type) for i, a in enumerate(args) if a.kind == "uniform"
         ]
         self._elementwise = [
             (i, a.call_dims, a.width, f"a{i}", f"a{i}_st", f"g{i}")
@@ -188,9 +189,6 @@ class Specialization:
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
-
-
-_PY_TYPE = {"float": float, "half": float, "double": float, "int": int, "uint": int, "bool": bool}
 
 
 def _numel(shape: tuple[int, ...]) -> int:

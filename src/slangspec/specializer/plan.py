@@ -7,11 +7,13 @@ signature string alone.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import product
+from typing import Any, Literal
 
 import torch
 
+from ..scalars import SLANG, SLANG_FLOATS
 from ..signature import (
     SIGNATURE_FORMAT,
     ArgForm,
@@ -25,36 +27,36 @@ from .reflect import FunctionInfo, ParamInfo, TypeInfo
 
 PLAN_FORMAT = 1
 
-DTYPE_OF_SCALAR = {
-    "float": torch.float32,
-    "half": torch.float16,
-    "double": torch.float64,
-    "int": torch.int32,
-    "uint": torch.int32,
-    "bool": torch.bool,
-}
-FLOAT_SCALARS = ("float", "half", "double")
-_PY_SCALARS_FOR = {"f": FLOAT_SCALARS, "i": (*FLOAT_SCALARS, "int", "uint"), "b": ("bool",)}
+ArgKind = Literal["elementwise", "uniform", "tensor", "grid"]
+Binding = Literal["pointer", "value", "index", "Tensor", "RWTensor", "WTensor", "PrimalTensor"]
+"""How an argument is bound: a pointer, a uniform value, the call index, or the Slang tensor
+struct bound in forward kernels."""
+
+_PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
-_BINDINGS = {"ITensor": "Tensor", "IRWTensor": "RWTensor", "IWTensor": "WTensor"}
+_BINDINGS: dict[str, Binding] = {
+    "ITensor": "Tensor",
+    "IRWTensor": "RWTensor",
+    "IWTensor": "WTensor",
+}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ArgPlan:
     """How one argument binds to its parameter."""
 
     param: str
-    kind: str  # "elementwise" | "uniform" | "tensor" | "grid"
+    kind: ArgKind
     slang_type: str
     scalar: str  # Slang element scalar type
-    dtype: str  # torch dtype name, "" for uniforms and grids
-    width: int  # vector components consumed from the last dimension; 0 for scalars
-    rank: int  # rank of the tensor, or grid dimensions
-    call_dims: int  # dimensions contributed to the call shape
-    broadcast: bool  # may be broadcast across the call: its gradient is a sum
-    differentiable: bool  # a differentiable parameter: a DifferentialPair in backward kernels
-    grad: bool  # receives a gradient in this call (differentiable and requires grad)
-    binding: str  # "pointer", "value", "index" or the Slang tensor struct bound in forward
+    dtype: str = ""  # torch dtype name, "" for uniforms and grids
+    width: int = 0  # vector components consumed from the last dimension; 0 for scalars
+    rank: int = 0  # rank of the tensor, or grid dimensions
+    call_dims: int = 0  # dimensions contributed to the call shape
+    broadcast: bool = False  # may be broadcast across the call: its gradient is a sum
+    differentiable: bool = False  # differentiable: a DifferentialPair in backward kernels
+    grad: bool = False  # receives a gradient in this call (differentiable and requires grad)
+    binding: Binding
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,12 @@ class _Resolver:
         )
 
     def value_arg(self, index: int, param: ParamInfo, t: TypeInfo, form: ArgForm) -> ArgPlan:
-        diff = self.info.differentiable and not param.no_diff and t.scalar in FLOAT_SCALARS
-        want = DTYPE_OF_SCALAR[t.scalar]
+        diff = self.info.differentiable and not param.no_diff and t.scalar in SLANG_FLOATS
+        want = SLANG[t.scalar].dtype
         if isinstance(form, ScalarForm):
             if t.kind == "vector" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, param, _expected_value(t), _PY_NAMES[form.kind])
-            return ArgPlan(
-                param.name, "uniform", t.name, t.scalar, "", 0, 0, 0, False, diff, False, "value"
-            )
+            return _arg_plan(param, kind="uniform", binding="value", differentiable=diff)
         if isinstance(form, GridForm):
             if t.scalar not in ("int", "uint") or (t.width or 1) != form.rank:
                 raise self.fail(
@@ -135,19 +135,8 @@ class _Resolver:
                     _expected_value(t),
                     f"a {form.rank}-D grid (an int{form.rank} index)",
                 )
-            return ArgPlan(
-                param.name,
-                "grid",
-                t.name,
-                t.scalar,
-                "",
-                0,
-                form.rank,
-                form.rank,
-                False,
-                False,
-                False,
-                "index",
+            return _arg_plan(
+                param, kind="grid", binding="index", rank=form.rank, call_dims=form.rank
             )
         if form.dtype != want:
             raise self.fail(
@@ -165,23 +154,21 @@ class _Resolver:
             )
         call_dims = form.rank - (1 if width else 0)
         broadcast = "1" in form.extents[:call_dims]
-        return ArgPlan(
-            param.name,
-            "elementwise",
-            t.name,
-            t.scalar,
-            _dtype_name(form.dtype),
-            width,
-            form.rank,
-            call_dims,
-            broadcast,
-            diff,
-            diff and form.grad,
-            "pointer",
+        return _arg_plan(
+            param,
+            kind="elementwise",
+            binding="pointer",
+            dtype=_dtype_name(form.dtype),
+            width=width,
+            rank=form.rank,
+            call_dims=call_dims,
+            broadcast=broadcast,
+            differentiable=diff,
+            grad=diff and form.grad,
         )
 
     def tensor_arg(self, index: int, param: ParamInfo, t: TypeInfo, form: ArgForm) -> ArgPlan:
-        want = DTYPE_OF_SCALAR[t.scalar]
+        want = SLANG[t.scalar].dtype
         expected = f"a {_dtype_name(want)} tensor of rank {t.dims} for {t.name}"
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, param, expected, _describe(form))
@@ -191,20 +178,23 @@ class _Resolver:
         if t.interface == "IDiffTensor" and t.scalar != "float":
             raise self.fail(TypeError, index, param, "IDiffTensor<float, D>", t.name)
         binding = "PrimalTensor" if t.interface == "IDiffTensor" else _BINDINGS[t.interface]
-        return ArgPlan(
-            param.name,
-            "tensor",
-            t.name,
-            t.scalar,
-            _dtype_name(form.dtype),
-            0,
-            form.rank,
-            0,
-            False,
-            diff,
-            diff and form.grad,
-            binding,
+        return _arg_plan(
+            param,
+            kind="tensor",
+            binding=binding,
+            dtype=_dtype_name(form.dtype),
+            rank=form.rank,
+            differentiable=diff,
+            grad=diff and form.grad,
         )
+
+
+def _arg_plan(param: ParamInfo, *, kind: ArgKind, binding: Binding, **fields: Any) -> ArgPlan:
+    """The plan of an argument for ``param``; the fields not given are absent (0, False, "")."""
+    t = param.type
+    return ArgPlan(
+        param=param.name, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields
+    )
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -212,7 +202,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def _expected_value(t: TypeInfo) -> str:
-    dtype = _dtype_name(DTYPE_OF_SCALAR[t.scalar])
+    dtype = _dtype_name(SLANG[t.scalar].dtype)
     if t.kind == "vector":
         return f"a {dtype} tensor whose last dimension is {t.width} for {t.name}"
     if t.scalar in ("int", "uint"):
@@ -237,8 +227,8 @@ def _returns(info: FunctionInfo) -> ReturnPlan | None:
             f"{info.module}::{info.name}: unsupported return type {r.name}; "
             "expected void, a scalar or a vector"
         )
-    diff = info.differentiable and r.scalar in FLOAT_SCALARS
-    return ReturnPlan(r.name, r.scalar, _dtype_name(DTYPE_OF_SCALAR[r.scalar]), r.width, diff)
+    diff = info.differentiable and r.scalar in SLANG_FLOATS
+    return ReturnPlan(r.name, r.scalar, _dtype_name(SLANG[r.scalar].dtype), r.width, diff)
 
 
 def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
@@ -256,7 +246,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     args = tuple(resolver.arg(i, p, f) for i, (p, f) in pairs)
     call_rank = max((a.call_dims for a in args), default=0)
     args = tuple(
-        a if a.kind != "elementwise" or a.call_dims == call_rank else _replace(a, broadcast=True)
+        a if a.kind != "elementwise" or a.call_dims == call_rank else replace(a, broadcast=True)
         for a in args
     )
     returns = _returns(info)
@@ -279,10 +269,6 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         returns,
         tuple(masks),
     )
-
-
-def _replace(a: ArgPlan, **changes) -> ArgPlan:
-    return ArgPlan(**{**asdict(a), **changes})
 
 
 def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import slangpy as spy
 
+from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
+
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType
+_SLANG_NAMES = {getattr(_Scalar, name): slang for name, slang in SLANG_NAME_OF_REFLECTED.items()}
 
-SCALAR_NAMES = {
-    _Scalar.float16: "half",
-    _Scalar.float32: "float",
-    _Scalar.float64: "double",
-    _Scalar.int32: "int",
-    _Scalar.uint32: "uint",
-    _Scalar.bool: "bool",
-}
+TypeKind = Literal["scalar", "vector", "tensor", "void", "other"]
+Direction = Literal["in", "out", "inout"]
 TENSOR_INTERFACES = ("ITensor", "IRWTensor", "IWTensor", "IDiffTensor")
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
 
 
 @dataclass(frozen=True)
 class TypeInfo:
-    """A parameter or return type: ``kind`` is scalar, vector, tensor, void or other."""
+    """A parameter or return type."""
 
-    kind: str
+    kind: TypeKind
     name: str
     scalar: str = ""
     width: int = 0
@@ -39,7 +37,7 @@ class ParamInfo:
     name: str
     type: TypeInfo
     no_diff: bool
-    direction: str  # "in", "out" or "inout"
+    direction: Direction
 
 
 @dataclass(frozen=True)
@@ -57,10 +55,10 @@ def type_info(t: spy.TypeReflection) -> TypeInfo:
     if t.kind == _Kind.scalar:
         if t.scalar_type == _Scalar.void:
             return TypeInfo("void", full)
-        scalar = SCALAR_NAMES.get(t.scalar_type)
+        scalar = _SLANG_NAMES.get(t.scalar_type)
         return TypeInfo("scalar", full, scalar) if scalar else TypeInfo("other", full)
     if t.kind == _Kind.vector:
-        scalar = SCALAR_NAMES.get(t.scalar_type)
+        scalar = _SLANG_NAMES.get(t.scalar_type)
         if scalar and 2 <= t.col_count <= 4:
             return TypeInfo("vector", full, scalar, t.col_count)
         return TypeInfo("other", full)
@@ -68,7 +66,7 @@ def type_info(t: spy.TypeReflection) -> TypeInfo:
         m = _GENERIC_RE.fullmatch(full)
         if m and m.group(1) in TENSOR_INTERFACES:
             element = m.group(2)
-            scalar = element if element in SCALAR_NAMES.values() else ""
+            scalar = element if element in SLANG else ""
             if scalar:
                 return TypeInfo("tensor", full, scalar, 0, m.group(1), int(m.group(3)))
     if t.kind == _Kind.none and full == "void":
@@ -76,7 +74,7 @@ def type_info(t: spy.TypeReflection) -> TypeInfo:
     return TypeInfo("other", full)
 
 
-def _direction(p: spy.VariableReflection) -> str:
+def _direction(p: spy.VariableReflection) -> Direction:
     if p.has_modifier(spy.ModifierID.inout):
         return "inout"
     if p.has_modifier(spy.ModifierID.out):
