@@ -5,7 +5,6 @@ they write to, so neither ever sees the cache root."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -15,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import report
 from .artifacts import check_shader_cache
 from .disk import HITS, MISSES, CacheWarning, DiskTier
 from .entry import Entry, refusal, seal
-from .keys import blob_name, key_of
+from .keys import blob_name
 from .location import (
     PARTS,
     SCRATCH,
@@ -205,93 +205,17 @@ class Cache:
     def entries(self, where: EntryFilter | None = None) -> list[dict[str, Any]]:
         """One dict per entry ``where`` matches (every entry by default), most recently used
         first: key, module, function, signature, device, kernels, size, hits and times."""
-        now = time.time()
-        out = []
-        for key, row in self.rows():
-            if where and not where.matches(key, row, now):
-                continue
-            if row is None:
-                out.append({"key": key, "damaged": True})
-                continue
-            pre, meta = row["preimage"], row["meta"]
-            files = [self.disk.blob_path(n) for n in row["kernels"].values()]
-            files += [self.disk.blob_path(b["file"]) for b in row.get("binaries", {}).values()]
-            size = sum(p.stat().st_size for p in files if p.exists())
-            out.append(
-                {
-                    "key": key,
-                    "module": pre["module"],
-                    "function": pre["function"],
-                    "signature": pre["signature"],
-                    "device": pre["device"]["kind"],
-                    "adapter": pre["device"]["adapter"],
-                    "kernels": sorted(row["kernels"]),
-                    "size": size + len(row["plan"]),
-                    "hits": meta["hits"],
-                    "created": meta["created"],
-                    "last_used": meta["last_used"],
-                    "compile_s": meta.get("compile_s", 0.0),
-                }
-            )
-        return sorted(out, key=lambda e: e.get("last_used", 0.0), reverse=True)
+        return report.entries(self.disk, where)
 
     def show(self, prefix: str) -> dict[str, Any]:
         """Everything about the one entry whose key starts with ``prefix``: preimage, plan,
         metadata, and each kernel source and binary with its size and whether it is whole.
         LookupError when no entry or several match, or the one that does is damaged."""
-        matches = [(k, row) for k, row in self.rows() if k.startswith(prefix)]
-        if not matches:
-            raise LookupError(f"no entry has a key starting with {prefix!r}")
-        if len(matches) > 1:
-            raise LookupError(
-                f"{len(matches)} entries have keys starting with {prefix!r}; give more of the key"
-            )
-        key, row = matches[0]
-        if row is None:
-            raise LookupError(f"entry {key} is damaged; run 'specialize cache verify --repair'")
-
-        def blob(name: str) -> dict[str, Any]:
-            path = self.disk.blob_path(name)
-            data = self.disk.read_blob(name)
-            return {
-                "file": path.name,
-                "bytes": path.stat().st_size if path.exists() else None,
-                "whole": data is not None,
-            }
-
-        kernels = {}
-        for label, name in sorted(row["kernels"].items()):
-            kernels[label] = {"module": name, **blob(name), "text": self.read_source(name)}
-        return {
-            "key": key,
-            "key_matches_preimage": key_of(row["preimage"]) == key,
-            "preimage": row["preimage"],
-            "plan": json.loads(row["plan"]),
-            "meta": row["meta"],
-            "kernels": kernels,
-            "binaries": {
-                label: blob(b["file"]) for label, b in sorted(row.get("binaries", {}).items())
-            },
-        }
+        return report.show(self.disk, prefix)
 
     def stats(self) -> dict[str, Any]:
         """Entry count, bytes per part, hits and misses, and entries per device."""
-        entries = self.entries()
-        per_device: dict[str, int] = {}
-        for e in entries:
-            if "device" in e:
-                per_device[e["device"]] = per_device.get(e["device"], 0) + 1
-        hits, misses = self.disk.counters()
-        part_sizes = self.disk.measure()
-        return {
-            "path": str(self.root),
-            "entries": len(entries),
-            "bytes": sum(part_sizes.values()),
-            "bytes_by_part": part_sizes,
-            "hits": hits,
-            "misses": misses,
-            "per_device": per_device,
-        }
+        return report.stats(self.disk)
 
     def evict(self, where: EntryFilter | None = None, *, max_size: int | None = None) -> list[str]:
         """Evict the entries ``where`` matches, then shrink to ``max_size`` bytes by least
