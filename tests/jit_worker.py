@@ -69,7 +69,10 @@ def main() -> None:
         SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=args.cache_dir
     )
     if args.lease_and_die:
-        a, x = torch.ones(7, device=tdev, requires_grad=True), torch.ones(7, device=tdev)
+        # The lease of the first case below, as a compile of it would hold it.
+        shape, grad_x = next(cases(1))
+        a = torch.ones(1, device=tdev, requires_grad=True)
+        x = torch.ones(*shape, device=tdev, requires_grad=grad_x)
         key = m.poly.cache_key(m.poly.signature(a, x))
         with m.cache.lease(key, lambda: False):
             print(json.dumps({"leased": key}), flush=True)

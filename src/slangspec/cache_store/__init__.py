@@ -3,9 +3,9 @@
 ``Cache`` as its face. Nothing here knows how kernels are made."""
 
 from .cache import Cache, ShaderCache
-from .disk import CacheWarning
 from .entry import FORWARD, Entry
 from .keys import key_of
+from .location import CacheWarning
 from .policy import EntryFilter, Regenerate
 from .tier import Tier
 

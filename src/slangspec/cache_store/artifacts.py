@@ -14,7 +14,7 @@ import struct
 import warnings
 from pathlib import Path
 
-from .disk import CacheWarning
+from .location import CacheWarning
 
 _MAGIC = 0xBEEFC0DE
 _META = struct.Struct("<II")  # magic, version; at offset 16 of a meta page

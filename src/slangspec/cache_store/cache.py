@@ -16,7 +16,7 @@ from typing import Any
 
 from . import report
 from .artifacts import check_shader_cache
-from .disk import HITS, MISSES, CacheWarning, DiskTier
+from .disk import HITS, MISSES, DiskTier
 from .entry import Entry, refusal, seal
 from .keys import blob_name
 from .location import (
@@ -24,9 +24,12 @@ from .location import (
     SCRATCH,
     SHADERS,
     SLANG,
+    CacheWarning,
     cache_root,
     lease_seconds,
     part,
+    private_root,
+    root_problem,
     shader_cache_bytes,
     size_bound,
 )
@@ -54,6 +57,22 @@ class Cache:
         self.disk = DiskTier(self.root)
         self.tiers: tuple[Tier, ...] = (self.disk,)
         """Nearest first; an entry is served from the first tier that has a servable one."""
+
+    @classmethod
+    def for_running(cls, path: str | os.PathLike[str] | None = None) -> Cache:
+        """The cache a process runs kernels from: the one at ``path`` when it is safe to (a
+        directory of this user that no one else can write), else, with a warning, a private
+        cache of this process alone."""
+        root = cache_root(path)
+        problem = root_problem(root)
+        if problem is None:
+            return cls(root)
+        warnings.warn(
+            f"slangspec cache {root} is not used: {problem}; this process keeps a private cache",
+            CacheWarning,
+            stacklevel=3,
+        )
+        return cls(private_root())
 
     def __repr__(self) -> str:
         return f"<slangspec.Cache {self.root}>"

@@ -29,6 +29,7 @@ import diskcache
 import xxhash
 
 from .entry import intact, seal
+from .jsondisk import JSONOnlyDisk
 from .keys import blob_kind, canonical, names
 from .location import (
     BINARIES,
@@ -38,6 +39,7 @@ from .location import (
     PARTS,
     SHADERS,
     SLANG,
+    CacheWarning,
     compiled_modules,
     file_bytes,
     part,
@@ -53,13 +55,13 @@ COMPILED = "compiled:"
 HITS = "stat:hits"
 MISSES = "stat:misses"
 BYTES = "stat:bytes"
+INDEX_WAIT_SECONDS = 10.0
+"""How long a call waits for another process's lock on the index before setting it aside."""
+_TROUBLE = (sqlite3.OperationalError, diskcache.Timeout)
+"""What a locked, read-only or full index raises; damage raises plain ``DatabaseError``."""
 _COUNTED_PARTS = (KERNELS, BINARIES, MODULES, SLANG)
 """The parts whose bytes the running size counts; the index and slangpy's shader cache are
 measured directly, by a few ``stat`` calls."""
-
-
-class CacheWarning(UserWarning):
-    """A damaged piece of the cache was dropped and will be rebuilt."""
 
 
 class DiskTier:
@@ -70,14 +72,17 @@ class DiskTier:
         self.kernel_dir = part(root, KERNELS)
         self.binary_dir = part(root, BINARIES)
         self._index: diskcache.Cache | None = None
+        self._trouble: str | None = None
 
-    # -- the index, recovered when SQLite finds it damaged ----------------------------------
+    # -- the index: rebuilt when SQLite finds it damaged, set aside when it is only in trouble --
 
     def _open(self) -> diskcache.Cache:
-        return diskcache.Cache(
+        index = diskcache.Cache(
             str(part(self.root, INDEX)),
-            disk=diskcache.JSONDisk,
+            timeout=INDEX_WAIT_SECONDS,
+            disk=JSONOnlyDisk,
             disk_compress_level=0,
+            disk_min_file_size=1 << 30,
             eviction_policy="none",
             size_limit=1 << 62,
             statistics=False,
@@ -85,6 +90,10 @@ class DiskTier:
             sqlite_wal_autocheckpoint=64,
             sqlite_journal_size_limit=256 << 10,
         )
+        for path in (self.root / INDEX).glob("cache.db*"):
+            with contextlib.suppress(OSError):
+                path.chmod(0o600)
+        return index
 
     @property
     def index(self) -> diskcache.Cache:
@@ -92,15 +101,21 @@ class DiskTier:
             try:
                 self._index = self._open()
                 self._index.get(HITS)
+            except _TROUBLE:
+                raise
             except sqlite3.DatabaseError as exc:
                 self._rebuild_index(exc)
+            except ValueError:
+                pass  # a refused row reads as garbled where it is used
         return self._index
 
     def _rebuild_index(self, exc: Exception) -> None:
+        if type(exc) is not sqlite3.DatabaseError:
+            raise exc  # not damage: a bug to see, not an index to throw away
         warnings.warn(
             f"slangspec cache index at {self.root / INDEX} is damaged ({exc}); starting a new one",
             CacheWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         if self._index is not None:
             with contextlib.suppress(Exception):
@@ -112,15 +127,71 @@ class DiskTier:
         self._index = self._open()
         self.resync()
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return getattr(self.index, method)(*args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            self._rebuild_index(exc)
-            return getattr(self.index, method)(*args, **kwargs)
+    def _set_aside(self, exc: Exception) -> None:
+        """Stop using an index that is locked, read-only or on a full disk: this process goes on
+        computing without caching, and the index keeps everything it held."""
+        if self._trouble is None:
+            self._trouble = f"{type(exc).__name__}: {exc}"
+            warnings.warn(
+                f"slangspec cache index at {self.root / INDEX} cannot be used now "
+                f"({self._trouble}); this process computes without caching from here on",
+                CacheWarning,
+                stacklevel=4,
+            )
 
-    def _transact(self) -> contextlib.AbstractContextManager:
-        return self.index.transact()
+    def _call(
+        self,
+        method: str | Callable[[diskcache.Cache], Any],
+        *args: Any,
+        fallback: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``method`` of the index (a name, or a function given the index); ``fallback`` once
+        the index is in trouble."""
+        for attempt in (1, 2):
+            if self._trouble is not None:
+                return fallback
+            try:
+                if callable(method):
+                    return method(self.index)
+                return getattr(self.index, method)(*args, **kwargs)
+            except _TROUBLE as exc:
+                self._set_aside(exc)
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2:
+                    raise
+                self._rebuild_index(exc)
+        return fallback
+
+    @contextlib.contextmanager
+    def _transact(self) -> Iterator[None]:
+        """One transaction over the block, or none once the index is in trouble (the block's
+        calls then fall back)."""
+        try:
+            with contextlib.ExitStack() as stack:
+                if self._trouble is None:
+                    with contextlib.suppress(*_TROUBLE):
+                        stack.enter_context(self.index.transact())
+                yield
+        except _TROUBLE as exc:
+            self._set_aside(exc)
+
+    def _keys(self, prefix: str) -> list[str]:
+        """Every key with ``prefix``, read whole so that trouble shows here."""
+        keys = self._call(lambda index: list(index.iterkeys()), fallback=[])
+        return [k for k in keys if isinstance(k, str) and k.startswith(prefix)]
+
+    def _read(self, key: str, default: Any = None) -> Any:
+        """The value under ``key``, ``default`` when there is none, ``GARBLED`` when it does
+        not decode or is refused."""
+        try:
+            return self._call("get", key, default, fallback=default)
+        except (zlib.error, ValueError, UnicodeDecodeError):
+            return GARBLED
+
+    def _number(self, key: str) -> int:
+        value = self._read(key, 0)
+        return value if isinstance(value, int) else 0
 
     def close(self) -> None:
         if self._index is not None:
@@ -130,10 +201,7 @@ class DiskTier:
     # -- rows ---------------------------------------------------------------------------------
 
     def get(self, key: str) -> Any:
-        try:
-            return self._call("get", ENTRY + key)
-        except (zlib.error, ValueError, UnicodeDecodeError):
-            return GARBLED
+        return self._read(ENTRY + key)
 
     def put(self, key: str, row: dict[str, Any]) -> None:
         self._call("set", ENTRY + key, row)
@@ -152,7 +220,7 @@ class DiskTier:
         self._call("delete", ENTRY + key)
 
     def entry_keys(self) -> list[str]:
-        return [k[len(ENTRY) :] for k in self._call("iterkeys") if k.startswith(ENTRY)]
+        return [k[len(ENTRY) :] for k in self._keys(ENTRY)]
 
     # -- blobs ----------------------------------------------------------------------------------
 
@@ -213,19 +281,34 @@ class DiskTier:
         self._add_bytes(len(data) - before)
         return path
 
+    def damaged_modules(self) -> list[Path]:
+        """Module files whose content no longer hashes to the directory they were written to."""
+        damaged = []
+        for path in (self.root / MODULES).glob("*/*.slang"):
+            with contextlib.suppress(OSError):
+                if xxhash.xxh3_64_hexdigest(path.read_bytes()) != path.parent.name:
+                    damaged.append(path)
+        return damaged
+
+    def delete_module(self, path: Path) -> None:
+        """Remove a module file; ``load_source`` writes it again."""
+        freed = file_bytes([path])
+        path.unlink(missing_ok=True)
+        self._add_bytes(-freed)
+
     # -- the running size -------------------------------------------------------------------------
 
     def _add_bytes(self, delta: int) -> None:
         if delta:
             with self._transact():
-                self._call("set", BYTES, int(self._call("get", BYTES, 0)) + delta)
+                self._call("set", BYTES, self._number(BYTES) + delta)
 
     def note_compiled(self, modules: Iterable[str]) -> None:
         """Count slangpy's compiled IR of these modules, as it is after a build."""
         with self._transact():
             for name in modules:
                 now = file_bytes(compiled_modules(self.root, name))
-                before = int(self._call("get", COMPILED + name, 0))
+                before = self._number(COMPILED + name)
                 if now != before:
                     self._call("set", COMPILED + name, now)
                     self._add_bytes(now - before)
@@ -234,7 +317,7 @@ class DiskTier:
         """Bytes of the whole root, from the running size and a few ``stat`` calls."""
         direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
         direct += (self.root / SHADERS).glob("*/*.mdb")
-        return int(self._call("get", BYTES, 0)) + file_bytes(direct)
+        return self._number(BYTES) + file_bytes(direct)
 
     def measure(self) -> dict[str, int]:
         """Bytes per part of the layout, by walking it."""
@@ -250,34 +333,27 @@ class DiskTier:
         for name in (SLANG, SHADERS):
             shutil.rmtree(self.root / name, ignore_errors=True)
         with self._transact():
-            for k in list(self._call("iterkeys")):
-                if k.startswith(COMPILED):
-                    self._call("delete", k)
+            for k in self._keys(COMPILED):
+                self._call("delete", k)
             self.resync()
 
     # -- counters and records -------------------------------------------------------------------
 
     def count(self, counter: str) -> None:
         with self._transact():
-            self._call("set", counter, int(self._call("get", counter, 0)) + 1)
+            self._call("set", counter, self._number(counter) + 1)
 
     def counters(self) -> tuple[int, int]:
         """Hits and misses."""
-        return self._call("get", HITS, 0), self._call("get", MISSES, 0)
+        return self._number(HITS), self._number(MISSES)
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep a record of a specialization, once however often it is recorded."""
         self._call("set", RECORD + xxhash.xxh3_64_hexdigest(canonical(record)), record)
 
     def records(self) -> list[dict[str, Any]]:
-        out = []
-        for k in self._call("iterkeys"):
-            if k.startswith(RECORD):
-                with contextlib.suppress(zlib.error, ValueError, UnicodeDecodeError):
-                    value = self._call("get", k)
-                    if isinstance(value, dict):
-                        out.append(value)
-        return out
+        values = (self._read(k) for k in self._keys(RECORD))
+        return [v for v in values if isinstance(v, dict)]
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 
@@ -290,14 +366,40 @@ class DiskTier:
         """
         token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
         delay = 0.01
-        while not self._call("add", LOCK + name, token, expire=seconds):
+        while not self._call("add", LOCK + name, token, expire=seconds, fallback=True):
             if done():
                 break
+            holder = self._read(LOCK + name)
+            if _dead(holder):
+                with self._transact():
+                    if self._read(LOCK + name) == holder:
+                        self._call("delete", LOCK + name)
+                continue
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
         try:
             yield
         finally:
             with self._transact():
-                if self._call("get", LOCK + name) == token:
+                if self._read(LOCK + name) == token:
                     self._call("delete", LOCK + name)
+
+
+def _dead(holder: Any) -> bool:
+    """Whether a lease's holder is a process of this host that no longer runs (or a zombie)."""
+    if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"

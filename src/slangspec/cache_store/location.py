@@ -15,8 +15,14 @@ Policy values read from the environment (size bound, lease length) live here too
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import math
 import os
+import shutil
+import stat
+import tempfile
+import warnings
 from pathlib import Path
 
 import platformdirs
@@ -34,24 +40,74 @@ SCRATCH = "scratch"
 PARTS = (INDEX, KERNELS, BINARIES, MODULES, SLANG, SHADERS)
 """The parts that hold data; ``scratch`` holds only what builds in progress leave there."""
 SHADER_CACHE_MAX_BYTES = 128 << 20
+SHADER_CACHE_MIN_BYTES = 4 << 20
+"""slangpy cannot open a shader cache much smaller than this, whatever the size bound."""
+
+
+class CacheWarning(UserWarning):
+    """A damaged or unusable piece of the cache was set aside; the process goes on without it."""
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The cache root, created private to the user (mode 0700) when missing."""
-    chosen = (
-        cache_dir
-        or os.environ.get("SLANGSPEC_CACHE_DIR")
-        or platformdirs.user_cache_dir("slangspec")
-    )
+    """The cache root, created private to the user (mode 0700) when missing; ValueError naming
+    where it came from when it cannot be a directory."""
+    source = "cache_dir" if cache_dir else "SLANGSPEC_CACHE_DIR"
+    chosen = cache_dir or os.environ.get("SLANGSPEC_CACHE_DIR")
+    if not chosen:
+        source, chosen = "the user cache directory", platformdirs.user_cache_dir("slangspec")
     root = Path(chosen).expanduser().resolve()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"{source} {str(root)!r} is a file, not a directory") from None
+    except OSError as exc:
+        raise ValueError(f"{source} {str(root)!r} cannot be created: {exc.strerror}") from None
     return root
 
 
+def root_problem(root: Path) -> str | None:
+    """Why processes must not run kernels from ``root``, or None: it must be a directory this
+    user owns and can write, that no one else can write (kernels from it run on the GPU)."""
+    try:
+        info = root.stat()
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    if info.st_uid != os.getuid():
+        return f"it belongs to user {info.st_uid}, not to this user ({os.getuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others can write to it (mode {stat.S_IMODE(info.st_mode):o}; run chmod 700)"
+    if not os.access(root, os.W_OK | os.X_OK):
+        return "this user cannot write to it"
+    return None
+
+
+_private: list[Path] = []
+
+
+def private_root() -> Path:
+    """A cache root of this process alone, removed when it exits."""
+    if not _private:
+        _private.append(Path(tempfile.mkdtemp(prefix="slangspec-")))
+        atexit.register(shutil.rmtree, _private[0], True)
+    return _private[0]
+
+
 def part(root: Path, name: str) -> Path:
-    """One part of the layout, created private when missing."""
+    """One part of the layout, created private when missing; a file standing where the part
+    belongs is removed, with a warning."""
     path = root / name
-    path.mkdir(mode=0o700, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+    except FileExistsError:
+        warnings.warn(
+            f"slangspec cache part {path} is not a directory; replacing it",
+            CacheWarning,
+            stacklevel=2,
+        )
+        path.unlink(missing_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
     return path
 
 
@@ -70,20 +126,32 @@ def size_bound() -> int:
 
 
 def shader_cache_bytes() -> int:
-    """slangpy's shader cache gets a quarter of the size bound, at most slangpy's own default."""
-    return min(SHADER_CACHE_MAX_BYTES, size_bound() // 4)
+    """slangpy's shader cache gets a quarter of the size bound, at least 4 MiB and at most
+    slangpy's own default."""
+    return min(SHADER_CACHE_MAX_BYTES, max(SHADER_CACHE_MIN_BYTES, size_bound() // 4))
 
 
 def lease_seconds() -> float:
-    """``SLANGSPEC_CACHE_LEASE``: how long a compile lock holds before others may take it."""
+    """``SLANGSPEC_CACHE_LEASE``: how long a compile lease holds, unless renewed, before others
+    may take it; a lease whose holder is seen dead is taken at once."""
     text = os.environ.get("SLANGSPEC_CACHE_LEASE")
-    return float(text) if text else DEFAULT_LEASE_SECONDS
+    if not text:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"SLANGSPEC_CACHE_LEASE={text!r}: expected a number of seconds > 0")
+    return value
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see either nothing or the whole file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 

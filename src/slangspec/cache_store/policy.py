@@ -171,6 +171,11 @@ def verify(
             if repair:
                 tier.update(k, lambda r, label=label: r.get("binaries", {}).pop(label, None))
                 repaired += 1
+    for path in tier.damaged_modules():
+        problems.append({"key": "", "problem": f"module copy {path} is damaged"})
+        if repair:
+            tier.delete_module(path)
+            repaired += 1
     orphans = set(tier.blob_names()) - set(_referenced(tier))
     for name in sorted(orphans):
         what = "kernel source" if blob_kind(name) == "source" else "binary"

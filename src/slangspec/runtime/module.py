@@ -226,7 +226,9 @@ def load(
     if p.suffix != ".slang" or not _IDENT.fullmatch(p.stem):
         raise ValueError(f"{p}: expected a '<identifier>.slang' file name")
     includes = [Path(i).resolve() for i in include_paths]
-    return Module(p.stem, p.resolve().parent, includes, defines or {}, device, Cache(cache_dir))
+    return Module(
+        p.stem, p.resolve().parent, includes, defines or {}, device, Cache.for_running(cache_dir)
+    )
 
 
 def load_source(
@@ -241,7 +243,7 @@ def load_source(
     """Load a Slang module from a source string, named ``name`` for imports and errors."""
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
-    cache = Cache(cache_dir)
+    cache = Cache.for_running(cache_dir)
     path = cache.write_module(name, source)
     includes = [Path(i).resolve() for i in include_paths]
     return Module(name, path.parent, includes, defines or {}, device, cache, source)

@@ -1,0 +1,181 @@
+"""A cache that was tampered with, damaged, locked or left open to others never runs code from
+its rows, never touches files outside itself, and never stops a computation."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+from slangspec.cache_store import disk, location
+from workers import load, run, worker
+
+NEW_ROW = (
+    "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+    " mode, filename, value) VALUES (?, ?, 0, NULL, 0, 0, NULL, 0, ?, ?, ?)"
+)
+
+
+def opens(path: Path) -> bytes:
+    """A pickle that, when loaded, creates ``path``: what a crafted row would run."""
+    return b"cbuiltins\nopen\n(V" + str(path).encode() + b"\nVw\ntR."
+
+
+def index(cache: Path) -> sqlite3.Connection:
+    return sqlite3.connect(cache / "index" / "cache.db")
+
+
+def entry_rowids(db: sqlite3.Connection) -> list[int]:
+    rowids = []
+    for rowid, key in db.execute("SELECT rowid, key FROM Cache WHERE raw = 1").fetchall():
+        if json.loads(zlib.decompress(key)).startswith("entry:"):
+            rowids.append(rowid)
+    return rowids
+
+
+def test_pickled_values_are_refused_never_loaded(tmp_path):
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    assert run(cache, "--signatures", "1")["ok"]
+    with index(cache) as db:
+        db.execute("UPDATE Cache SET mode = 4, value = ?", (opens(marker),))
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    c.stats()
+    c.verify(repair=True)
+    assert not marker.exists(), "a row in the cache ran code"
+
+
+def test_pickled_keys_are_refused_never_loaded(tmp_path):
+    cache, marker = tmp_path / "cache", tmp_path / "ran"
+    assert run(cache, "--signatures", "1")["ok"]
+    with index(cache) as db:
+        db.execute(NEW_ROW, (opens(marker), 0, 1, None, b"{}"))
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    assert len(c.entries()) == 1 and c.records()
+    c.verify(repair=True)
+    assert not marker.exists(), "a key in the cache ran code"
+
+
+def test_a_row_naming_a_file_outside_the_index_touches_nothing(tmp_path):
+    cache, victim = tmp_path / "cache", tmp_path / "victim"
+    victim.write_text("not the cache's")
+    assert run(cache, "--signatures", "2")["ok"]
+    with index(cache) as db:
+        for rowid in entry_rowids(db):
+            db.execute(
+                "UPDATE Cache SET mode = 2, filename = '../../victim', value = NULL "
+                "WHERE rowid = ?",
+                (rowid,),
+            )
+    assert run(cache, "--signatures", "2")["ok"]
+    slangspec.Cache(cache).verify(repair=True)
+    assert victim.read_text() == "not the cache's"
+
+
+def test_a_cache_others_can_write_is_never_run_from(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    with pytest.warns(slangspec.CacheWarning, match="others can write to it"):
+        m = load(cache)
+    a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
+    torch.testing.assert_close(m.poly(a, x), torch.full((4,), 7.0, device=tdev))
+    assert list(cache.iterdir()) == [], "kernels were kept where others could change them"
+
+
+def test_files_the_cache_writes_are_private(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    files = [p for part in ("index", "kernels", "binaries") for p in (cache / part).rglob("*")]
+    files = [p for p in files if p.is_file()]
+    assert files
+    for p in files:
+        assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, f"{p} is readable by others"
+
+
+def test_a_locked_index_is_set_aside_not_rebuilt(tmp_path, tdev, monkeypatch):
+    cache = tmp_path / "cache"
+    a = torch.ones(1, device=tdev)
+    load(cache).poly(a, torch.ones(4, device=tdev))
+    monkeypatch.setattr(disk, "INDEX_WAIT_SECONDS", 0.2)
+    fresh = load(cache)
+    db = index(cache)
+    db.execute("BEGIN EXCLUSIVE")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = fresh.poly(a, torch.ones(4, 3, device=tdev))
+            fresh.poly(a, torch.ones(4, 2, device=tdev))
+    finally:
+        db.rollback()
+        db.close()
+    torch.testing.assert_close(y, torch.full((4, 3), 4.0, device=tdev))
+    set_aside = [w for w in caught if "cannot be used now" in str(w.message)]
+    assert len(set_aside) == 1, [str(w.message) for w in caught]
+    assert len(slangspec.Cache(cache).entries()) == 1, "the index lost what it held"
+
+
+def test_a_damaged_module_copy_is_rewritten_and_reported(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    source = "[Differentiable] float twice(float x) { return 2.0 * x; }"
+    slangspec.load_source("copied", source, cache_dir=cache)
+    (copy,) = (cache / "modules").glob("*/copied.slang")
+    copy.write_bytes(b"\xff\xfe not utf-8")
+    assert slangspec.Cache(cache).verify()["problems"] == [
+        {"key": "", "problem": f"module copy {copy} is damaged"}
+    ]
+    m = slangspec.load_source("copied", source, cache_dir=cache)
+    x = torch.ones(3, device=tdev)
+    torch.testing.assert_close(m.twice(x), 2 * x)
+    assert slangspec.Cache(cache).verify()["problems"] == []
+
+
+def test_a_dead_lease_holder_is_taken_over_at_once(tmp_path):
+    cache = tmp_path / "cache"
+    long_lease = {"SLANGSPEC_CACHE_LEASE": "600"}
+    holder = worker(cache, "--lease-and-die", env=long_lease)
+    holder.communicate(timeout=300)
+    assert holder.returncode == -9
+    start = time.monotonic()
+    r = run(cache, "--signatures", "1", env=long_lease)
+    assert r["ok"] and r["counts"]["specialize"] == 1
+    # One process's start-up and compile, not the dead holder's ten-minute lease.
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-3", "soon"])
+def test_lease_settings_are_checked(monkeypatch, value):
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", value)
+    with pytest.raises(ValueError, match=rf"SLANGSPEC_CACHE_LEASE='{value}': expected a number"):
+        location.lease_seconds()
+
+
+def test_a_tiny_size_bound_still_computes(tmp_path):
+    r = run(tmp_path / "cache", "--signatures", "2", env={"SLANGSPEC_CACHE_SIZE": "4096"})
+    assert r["ok"]
+
+
+def test_a_part_replaced_by_a_file_is_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    for part in ("kernels", "binaries"):
+        location.shutil.rmtree(cache / part)
+        (cache / part).write_text("not a directory")
+    assert run(cache, "--signatures", "1")["ok"]
+    assert (cache / "kernels").is_dir()
+
+
+def test_a_cache_dir_that_is_a_file_is_a_clear_error(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    with pytest.raises(ValueError, match=r"cache_dir '.*file' is a file, not a directory"):
+        slangspec.Cache(not_a_dir)
