@@ -2,6 +2,7 @@
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,46 @@ def test_layouts_survive_json_and_pack_every_value_at_its_offset(cache_dir, tdev
 def test_tampered_layouts_are_refused(params):
     with pytest.raises(Unpackable):
         UniformBlock({"size": 16, "params": params})
+
+
+def _floats(count: int, stride: int = 4) -> dict:
+    return {"array": count, "stride": stride, "element": {"scalar": "f"}}
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"size": 4 << 17, "params": [["x", 0, _floats(1 << 17)]]},  # far too many leaves
+        {"size": 64 * 260, "params": [["x", 0, _floats(64, 260) | {"element": _floats(65)}]]},
+        {"size": 16, "params": [["x", 0, _floats(-1)]]},  # a negative count
+        {"size": 16, "params": [["x", 0, _floats("2")]]},  # counts, offsets, sizes are ints
+        {"size": 16, "params": [["x", 0, _floats(2.0)]]},
+        {"size": 16, "params": [["x", 0, _floats(True)]]},
+        {"size": 16, "params": [["x", 0, _floats(2, "4")]]},
+        {"size": 16, "params": [["x", "0", {"scalar": "f"}]]},
+        {"size": 16, "params": [["x", 0, {"struct": [["y", 4.0, {"scalar": "f"}]]}]]},
+        {"size": "16", "params": [["x", 0, {"scalar": "f"}]]},
+        {"size": 16, "params": [["x", 0, {"scalar": ["f"]}]]},
+        {"size": 16, "params": [[0, 0, {"scalar": "f"}]]},  # names are strings
+        {"size": 16, "params": [["x", 0, {"bits": 3}]]},  # no such type
+        {"size": 16, "params": "x"},
+        {"size": 16, "params": [["x", 0]]},
+        {"size": None, "params": [["x", 0, {"scalar": "f"}]]},
+    ],
+)
+def test_oversized_or_malformed_layouts_are_refused_before_packing(layout):
+    start = time.perf_counter()
+    with pytest.raises(Unpackable):
+        UniformBlock(layout)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_deeply_nested_layouts_are_refused():
+    t = {"scalar": "f"}
+    for _ in range(100):
+        t = {"struct": [["f", 0, t]]}
+    with pytest.raises(Unpackable):
+        UniformBlock({"size": 4, "params": [["x", 0, t]]})
 
 
 def test_names_in_a_layout_stay_data():

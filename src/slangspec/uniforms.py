@@ -63,28 +63,84 @@ def describe(kernel: spy.ComputeKernel) -> Layout:
 
 
 _KNOWN_CODES = frozenset(STRUCT_CODE_OF_REFLECTED.values())
+MAX_LEAVES = 4096
+"""Most scalars and pointers a block may hold: a kernel's uniforms are a few dozen, and a
+cached layout past this is refused before its packer is generated."""
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and structs a block may hold."""
+
+
+def _count(value: Any, what: str) -> int:
+    """``value`` when it is a non-negative int (not a bool); else Unpackable naming ``what``."""
+    if type(value) is not int or value < 0:
+        raise Unpackable(f"{what} {value!r}: expected a non-negative int")
+    return value
+
+
+def _fields(value: Any, what: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """``[[name, offset, type], ...]`` checked for shape: names are strings, offsets counts."""
+    if not isinstance(value, list):
+        raise Unpackable(f"{what}: expected a list of [name, offset, type]")
+    fields = []
+    for field in value:
+        if not (isinstance(field, list) and len(field) == 3 and isinstance(field[0], str)):
+            raise Unpackable(f"{what}: {field!r} is not a [name, offset, type]")
+        fields.append((field[0], _count(field[1], f"offset of {field[0]!r}"), field[2]))
+    return fields
+
+
+def _leaf_count(t: Any, depth: int = 0) -> int:
+    """Leaves of one layout type, checking its shape as it goes; never walks an array."""
+    if not isinstance(t, dict) or depth > MAX_DEPTH:
+        raise Unpackable(f"a layout type nested past {MAX_DEPTH} levels or not an object")
+    if "pointer" in t:
+        return 1
+    if "scalar" in t:
+        if not isinstance(t["scalar"], str) or t["scalar"] not in _KNOWN_CODES:
+            raise Unpackable(f"unknown scalar code {t['scalar']!r}")
+        return 1
+    if "array" in t:
+        count = _count(t["array"], "array count")
+        _count(t.get("stride"), "array stride")
+        return count * _leaf_count(t.get("element"), depth + 1)
+    if "struct" in t:
+        return sum(_leaf_count(ft, depth + 1) for _, _, ft in _fields(t["struct"], "struct"))
+    raise Unpackable(f"unknown layout type {t!r}")
+
+
+def _check(layout: Any) -> None:
+    """Unpackable unless ``layout`` has the shape ``Layout`` describes, with counts, offsets,
+    strides and sizes non-negative ints and at most ``MAX_LEAVES`` leaves in all. Cheap: it
+    multiplies array counts instead of walking them."""
+    if not isinstance(layout, dict):
+        raise Unpackable("a layout is an object")
+    _count(layout.get("size"), "block size")
+    leaves = 0
+    for name, _, t in _fields(layout.get("params"), "params"):
+        leaves += _leaf_count(t)
+        if leaves > MAX_LEAVES:
+            raise Unpackable(f"more than {MAX_LEAVES} leaves by parameter {name!r}")
 
 
 def _leaves(layout: Layout) -> list[tuple[int, str, str]]:
-    """(offset, struct code, expression reading it from ``kw``) for every scalar and pointer."""
+    """(offset, struct code, expression reading it from ``kw``) for every scalar and pointer of
+    a layout ``_check`` accepted."""
     leaves: list[tuple[int, str, str]] = []
 
     def walk(t: dict[str, Any], off: int, expr: str) -> None:
         if "pointer" in t:
             leaves.append((off, "Q", expr))
         elif "scalar" in t:
-            if t["scalar"] not in _KNOWN_CODES:
-                raise Unpackable(f"unknown scalar code {t['scalar']!r}")
             leaves.append((off, t["scalar"], expr))
         elif "array" in t:
-            for k in range(int(t["array"])):
-                walk(t["element"], off + k * int(t["stride"]), f"{expr}[{k}]")
+            for k in range(t["array"]):
+                walk(t["element"], off + k * t["stride"], f"{expr}[{k}]")
         else:
             for name, field_off, ft in t["struct"]:
-                walk(ft, off + int(field_off), f"{expr}[{str(name)!r}]")
+                walk(ft, off + field_off, f"{expr}[{name!r}]")
 
     for name, off, t in layout["params"]:
-        walk(t, int(off), f"kw[{str(name)!r}]")
+        walk(t, off, f"kw[{name!r}]")
     return sorted(leaves)
 
 
@@ -92,8 +148,9 @@ def _packer(layout: Layout) -> Packer:
     """One function that writes the whole block with a single ``struct`` call.
 
     Its source holds only quoted names and integer indices taken from the layout, so a layout
-    read from the cache is data, never code.
+    read from the cache is data, never code; ``_check`` bounds it first.
     """
+    _check(layout)
     fmt, pos, exprs = "<", 0, []
     for off, code, expr in _leaves(layout):
         if off < pos:
