@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+
+from ..cache_store import units
 
 
 class UsageProblem(click.ClickException):
@@ -32,32 +33,24 @@ cache_dir_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
-
-def _scaled(
-    value: str, units: dict[str, int], suffix: str, example: str, param: click.Parameter
-) -> float:
-    """A number with an optional unit letter (and ``suffix`` letters after it), scaled."""
-    m = re.fullmatch(rf"(\d+(?:\.\d+)?)\s*([{''.join(units)}]?){suffix}", value.strip().lower())
-    if not m:
-        raise click.BadParameter(f"{value!r}: expected {example}", param=param)
-    return float(m.group(1)) * units[m.group(2)]
+def _parsed(parse: Callable[[str], Any], param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
 
 
 def parse_duration(_ctx: Any, param: click.Parameter, value: str | None) -> float | None:
     """'90', '90s', '15m', '12h', '7d' or '2w' -> seconds."""
-    if value is None:
-        return None
-    return _scaled(value, _DURATION_UNITS, "", "a duration like 90s, 15m, 12h or 7d", param)
+    return _parsed(units.parse_duration, param, value)
 
 
 def parse_size(_ctx: Any, param: click.Parameter, value: str | None) -> int | None:
     """'1048576', '512K', '500M', '2G' (or 500MiB, 2GB) -> bytes."""
-    if value is None:
-        return None
-    return int(_scaled(value, _SIZE_UNITS, "i?b?", "a size like 1048576, 500M or 2G", param))
+    return _parsed(units.parse_size, param, value)
 
 
 def human_bytes(n: int) -> str:
