@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import click
+import numpy as np
 import pytest
 import torch
 
@@ -143,6 +144,125 @@ def test_unsupported_parameter_direction(cache_dir, tdev):
         r"parameter, got 'inout'",
     ):
         m.g(torch.ones(3, device=tdev))
+
+
+def test_junk_arguments_name_the_function_and_argument(ops, tdev, valid):
+    x = torch.ones(4, device=tdev)
+    for junk, kind in (
+        (None, "NoneType"),
+        ("a", "str"),
+        ([1.0], "list"),
+        ({}, "dict"),
+        (1j, "complex"),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=rf"^ops::poly: argument 0 \('a'\): cannot pass a value of type {kind}; "
+            r"expected a torch tensor, numpy array, Python float/int/bool or slangspec\.grid$",
+        ):
+            ops.poly(junk, x)
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 1 \('x'\): cannot pass .* NoneType"):
+        ops.poly(x, None)
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 1 \('x'\): cannot pass .* NoneType"):
+        ops.poly.signature(x, None)
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 1: cannot pass .* NoneType"):
+        slangspec.call_signature("ops::poly", (x, None))
+    with pytest.raises(TypeError, match=r"^ops::nope: argument 0: cannot pass .* NoneType"):
+        ops.nope(None)
+    for dtype in (torch.complex64, torch.bfloat16):
+        name = str(dtype).removeprefix("torch.")
+        with pytest.raises(
+            TypeError,
+            match=rf"^ops::poly: argument 1 \('x'\): expected a float32 tensor, got a {name} "
+            r"tensor$",
+        ):
+            ops.poly(x, torch.ones(4, dtype=dtype, device=tdev))
+    with pytest.raises(
+        TypeError,
+        match=r"^ops::poly: argument 1 \('x'\): cannot pass a uint16 tensor; expected a float16, "
+        r"float32, float64, int32 or bool tensor$",
+    ):
+        ops.poly(x, torch.ones(4, dtype=torch.uint16, device=tdev))
+    with pytest.raises(ValueError, match=r"^ops::poly: argument 1 \('x'\): .*negative"):
+        ops.poly(x, np.arange(4.0, dtype=np.float32)[::-1])
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: t.to_sparse(),
+        lambda t: t.to_sparse_csr(),
+        lambda t: t.to_sparse_csc(),
+        lambda t: t.to_mkldnn(),
+    ],
+    ids=["sparse_coo", "sparse_csr", "sparse_csc", "mkldnn"],
+)
+def test_non_strided_tensors_are_refused(ops, tdev, valid, make):
+    a = torch.ones(1, 1, device=tdev)
+    dense = torch.ones(2, 2, device=tdev)
+    ops.poly(a, dense)  # the dense signature is memoized; the other layout must not hit it
+    try:
+        other = make(dense)
+    except (RuntimeError, NotImplementedError):
+        pytest.skip("this layout is not available here")
+    layout = str(other.layout).removeprefix("torch.").strip("_")
+    with pytest.raises(
+        TypeError,
+        match=rf"^ops::poly: argument 1 \('x'\): cannot pass a {layout} tensor; "
+        r"expected a strided \(dense\) tensor$",
+    ):
+        ops.poly(a, other)
+
+
+def test_python_ints_must_fit_32_bits(ops, tdev, valid):
+    t = torch.ones(3, dtype=torch.int32, device=tdev)
+    for b in (2**70, 2**31, -(2**31) - 1):
+        with pytest.raises(
+            ValueError,
+            match=r"^ops::add_int: argument 1 \('b'\): expected an int from -2147483648 to "
+            rf"2147483647 for int, got {b}$",
+        ):
+            ops.add_int(t, b)
+    for a in (-1, 2**32, 2**70):
+        with pytest.raises(
+            ValueError,
+            match=r"^ops::twice: argument 0 \('a'\): expected an int from 0 to 4294967295 for "
+            rf"uint, got {a}$",
+        ):
+            ops.twice(a)
+    v = torch.ones(3, device=tdev)
+    with pytest.raises(ValueError, match=r"^ops::mix2: argument 2 \('i'\): expected an int from"):
+        ops.mix2(v, v, 2**40)  # whole tensors: bound by name on Vulkan, packed on CUDA
+    with pytest.raises(ValueError, match=r"^ops::poly: argument 0 \('a'\): expected a number "):
+        ops.poly(10**400, v)
+    with pytest.raises(ValueError, match=r"^ops::hpoly: argument 0 \('a'\): expected a number "):
+        ops.hpoly(1e6, v.half())
+    # The ends of each range still pass.
+    assert ops.add_int(t, 2**31 - 1).tolist() == [-(2**31)] * 3
+    assert ops.add_int(t, -(2**31)).tolist() == [-(2**31) + 1] * 3
+    assert ops.twice(2**32 - 1).item() == -2
+    assert ops.poly(1e30, torch.zeros(1, device=tdev)).item() == pytest.approx(3e30)
+
+
+def test_call_shapes_past_a_32_bit_thread_index_are_refused(ops, cache_dir, tdev, valid):
+    out = torch.zeros(4, device=tdev)
+    with pytest.raises(
+        ValueError,
+        match=r"^ops::fill: call shape \(1099511627776,\) has 1099511627776 points; a kernel "
+        r"runs at most 4294967295 threads: argument 1 \('i'\) \(1099511627776,\)$",
+    ):
+        ops.fill(out, slangspec.grid((2**40,)), 1.0)
+    with pytest.raises(
+        ValueError,
+        match=r"^ops::fill: call shape \(2147483653,\) has an extent of 2147483653; a kernel "
+        r"indexes extents of at most 2147483647: argument 1 \('i'\) \(2147483653,\)$",
+    ):
+        ops.fill(out, slangspec.grid((2**31 + 5,)), 1.0)
+    m = slangspec.load_source("touch2", "void touch(int2 p, float v) {}", cache_dir=cache_dir)
+    with pytest.raises(ValueError, match=r"^touch2::touch: call shape \(65536, 65537\) has "):
+        m.touch(slangspec.grid((2**16, 2**16 + 1)), 1.0)
+    m.touch(slangspec.grid((3, 2)), 1.0)
 
 
 def test_size_and_duration_settings_parse_alike():

@@ -70,8 +70,10 @@ def test_other_argument_forms():
 def test_junk_is_a_type_error():
     with pytest.raises(TypeError, match="cannot pass a value of type str"):
         slangspec.signature("nope")
-    with pytest.raises(TypeError, match="unsupported tensor dtype"):
+    with pytest.raises(TypeError, match="cannot pass a uint16 tensor; expected a float16, "):
         slangspec.signature(torch.zeros(2, dtype=torch.uint16))
+    with pytest.raises(TypeError, match="cannot pass a sparse_coo tensor; expected a strided"):
+        slangspec.signature(torch.zeros(2).to_sparse())
     with pytest.raises(ValueError, match="grid shape"):
         slangspec.grid(())
 

@@ -8,6 +8,7 @@ nothing that cannot. Forms, by argument kind:
   tensor requires grad *and* grad mode is enabled; the ``V`` run has one character per
   dimension: the extent when it is 1-4, else ``x`` (0 and above 4). Every fixed-width field
   precedes the variable-length ``V`` run, which is always last. Rank 0 is ``[D0,S6,G0,V]``.
+  Only strided (dense) tensors have a form: sparse, mkldnn and nested tensors have none.
 - numpy array: ``np[Dn,Sm,G0,V...]``, the tensor form of ``torch.from_numpy(array)``.
 - Python scalars: ``f`` (float), ``i`` (int), ``b`` (bool). Values never enter signatures.
 - ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions.
@@ -16,6 +17,8 @@ A call signature is ``"<function> <mode> <arg> <arg> ..."``, space separated: th
 identity (``module::function``), the call mode (``call``: a kernel call whose forward kernel
 and per-grad-mask backward kernels are specialized from the argument signatures) and one
 signature per argument. No form contains a space, so the string splits back unambiguously.
+
+A value with no form is a TypeError (or ValueError) naming the function and the argument.
 """
 
 from __future__ import annotations
@@ -28,12 +31,43 @@ from typing import Any
 import numpy as np
 import torch
 
-from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
+from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE, SLANG
 
 SIGNATURE_FORMAT = 1
 """Bumped whenever any form above changes, so old cache entries are never served."""
 
 _CALL_MODE = "call"
+_PASSED = list(dict.fromkeys(str(s.dtype).removeprefix("torch.") for s in SLANG.values()))
+_PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
+"""The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
+
+
+class ArgumentError(Exception):
+    """An argument of a call that has no signature form, naming the function and argument
+    (and its parameter, where the caller knows it)."""
+
+    def __init__(self, function_id: str, index: int, problem: str, param: str | None = None):
+        where = f"argument {index}" if param is None else f"argument {index} ('{param}')"
+        super().__init__(f"{function_id}: {where}: {problem}")
+        self.function_id = function_id
+        self.index = index
+        self.problem = problem
+        self.param = param
+
+    def naming(self, param: str) -> ArgumentError:
+        """The same error, naming the argument's parameter too."""
+        return type(self)(self.function_id, self.index, self.problem, param)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.function_id, self.index, self.problem, self.param)
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of a kind slangspec does not pass."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of a passed kind that this value of it cannot be."""
 
 
 @dataclass(frozen=True)
@@ -59,17 +93,22 @@ def extent_classes(shape: Sequence[int]) -> str:
     return "".join(map(extent_class, shape))
 
 
-_tensor_cache: dict[tuple[torch.Size, torch.dtype, bool], str] = {}
+_tensor_cache: dict[tuple[torch.Size, torch.dtype, bool, torch.layout], str] = {}
 
 
 def tensor_signature(t: torch.Tensor) -> str:
-    """``[Dn,Sm,Gk,V...]`` of a torch tensor; memoized because it sits on the hot path."""
+    """``[Dn,Sm,Gk,V...]`` of a torch tensor; memoized because it sits on the hot path. The
+    layout is in the key so that only strided tensors, checked on a miss, ever hit."""
     grad = t.requires_grad and torch.is_grad_enabled()
-    key = (t.shape, t.dtype, grad)
+    key = (t.shape, t.dtype, grad, t.layout)
     sig = _tensor_cache.get(key)
     if sig is None:
+        if t.layout != torch.strided:
+            layout = str(t.layout).removeprefix("torch.").strip("_")
+            raise TypeError(f"cannot pass a {layout} tensor; expected a strided (dense) tensor")
         if t.dtype not in NUMBER_OF_DTYPE:
-            raise TypeError(f"unsupported tensor dtype {t.dtype}")
+            dtype = str(t.dtype).removeprefix("torch.")
+            raise TypeError(f"cannot pass a {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
         sig = format_arg(TensorForm(t.dim(), t.dtype, grad, extent_classes(t.shape)))
         if len(_tensor_cache) < 4096:
             _tensor_cache[key] = sig
@@ -98,8 +137,31 @@ def signature(value: Any) -> str:
 
 
 def call_signature(function_id: str, args: Sequence[Any]) -> str:
-    """The call signature of calling ``function_id`` with ``args``."""
-    return compose_call_signature(function_id, map(signature, args))
+    """The call signature of calling ``function_id`` with ``args``; an ArgumentError naming
+    the first argument that has no form."""
+    try:
+        return compose_call_signature(function_id, map(signature, args))
+    except Exception:
+        # Off the hot path: only a failed call looks for the argument to blame.
+        for index, value in enumerate(args):
+            problem = _problem(value)
+            if problem is not None:
+                kind = ArgumentTypeError if isinstance(problem, TypeError) else ArgumentValueError
+                raise kind(function_id, index, str(problem)) from None
+        raise
+
+
+def _problem(value: Any) -> Exception | None:
+    """Why ``value`` has no signature form, as the error ``signature`` raises; None if it has."""
+    if isinstance(value, torch.Tensor) and value.is_nested:
+        return TypeError("cannot pass a nested tensor; expected a strided (dense) tensor")
+    try:
+        signature(value)
+    except (TypeError, ValueError) as exc:
+        return exc
+    except RuntimeError as exc:  # torch cannot describe the tensor
+        return TypeError(f"cannot pass this tensor ({exc}); expected a strided (dense) tensor")
+    return None
 
 
 def compose_call_signature(function_id: str, arg_signatures: Iterable[str]) -> str:

@@ -19,7 +19,7 @@ from ..cache_store import FORWARD, key_of
 from ..compiler import Compiler
 from ..devices import device_identity, select_device, torch_device
 from ..preimage import module_closure, preimage
-from ..signature import call_signature, has_numpy
+from ..signature import ArgumentError, call_signature, has_numpy
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
 from .builder import Builder, Kernel
 from .launch import BINDINGS
@@ -142,7 +142,18 @@ class Function:
 
     def signature(self, *args: Any) -> str:
         """The call signature of calling this function with ``args``."""
-        return call_signature(self.id, args)
+        try:
+            return call_signature(self.id, args)
+        except ArgumentError as exc:
+            raise self._naming(exc) from None
+
+    def _naming(self, exc: ArgumentError) -> ArgumentError:
+        """``exc`` naming the argument's parameter too, when this function can be reflected."""
+        try:
+            params = self.info.params
+        except Exception:  # e.g. no such function: the error names the argument by index only
+            return exc
+        return exc.naming(params[exc.index].name) if exc.index < len(params) else exc
 
     def plan(self, *args: Any) -> SpecializationPlan:
         """The specialization plan for ``args``, without compiling anything."""
@@ -200,7 +211,10 @@ class Function:
         return spec
 
     def __call__(self, *args: Any) -> torch.Tensor | None:
-        signature = call_signature(self.id, args)
+        try:
+            signature = call_signature(self.id, args)
+        except ArgumentError as exc:
+            raise self._naming(exc) from None
         spec = self._specs.get(signature) or self._specialize(signature)
         if has_numpy(signature):
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)

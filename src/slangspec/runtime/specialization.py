@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,11 @@ KernelFactory = Callable[[str | None], CompiledKernel | DriverKernel]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
 _WRITTEN = ("RWTensor", "WTensor")
+_MAX_EXTENT = 2**31 - 1
+"""The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
+_MAX_THREADS = 2**32 - 1
+"""The most threads one kernel runs: it numbers them with a 32-bit ``uint``."""
+_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "uint": (0, 2**32 - 1)}
 
 
 class Specialization:
@@ -92,12 +98,53 @@ class Specialization:
         try:
             return _broadcast(shapes)
         except ValueError:
-            indices = [e[0] for e in self._elementwise] + self._grids
-            described = ", ".join(
-                f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}"
-                for i, s in zip(indices, shapes, strict=True)
-            )
+            described = self._call_shapes(args)
             raise ValueError(f"{self.name}: call shapes do not broadcast: {described}") from None
+
+    def _call_shapes(self, args: Sequence[Any]) -> str:
+        """Each argument's part of the call shape, for messages."""
+        parts = [(i, args[i].shape[:dims]) for i, dims, *_ in self._elementwise]
+        parts += [(i, args[i].shape) for i in self._grids]
+        return ", ".join(f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}" for i, s in parts)
+
+    def check_size(self, args: Sequence[Any], call_shape: tuple[int, ...]) -> None:
+        """ValueError when a kernel's 32-bit index cannot reach every point of ``call_shape``.
+        Only a call of more than ``_MAX_EXTENT`` points needs it, so the hot path asks for it
+        only then."""
+        n = _numel(call_shape)
+        extent = max(call_shape, default=0)
+        if n > _MAX_THREADS:
+            why = f"{n} points; a kernel runs at most {_MAX_THREADS} threads"
+        elif extent > _MAX_EXTENT:
+            why = f"an extent of {extent}; a kernel indexes extents of at most {_MAX_EXTENT}"
+        else:
+            return
+        shape = tuple(call_shape)
+        raise ValueError(f"{self.name}: call shape {shape} has {why}: {self._call_shapes(args)}")
+
+    def blame(self, args: Sequence[Any]) -> None:
+        """After binding or dispatch failed: ValueError naming the argument whose value a
+        kernel parameter cannot hold (a uniform out of its type's range, a stride past 32
+        bits); returns when there is none to blame."""
+        for _, i, py_type in self._uniforms:
+            a = self.plan.args[i]
+            try:
+                struct.pack("<" + SLANG[a.scalar].struct_code, py_type(args[i]))
+            except (struct.error, OverflowError, TypeError, ValueError):
+                if a.scalar in _INT_RANGES:
+                    low, high = _INT_RANGES[a.scalar]
+                    expected = f"an int from {low} to {high} for {a.slang_type}"
+                else:
+                    expected = f"a number {a.slang_type} can hold"
+                raise ValueError(f"{self.label(i)}: expected {expected}, got {args[i]!r}") from None
+        for i, *_ in self._elementwise:
+            t = args[i]
+            strides = [s for s, extent in zip(t.stride(), t.shape, strict=True) if extent != 1]
+            if max(strides, default=0) > _MAX_EXTENT:
+                raise ValueError(
+                    f"{self.label(i)}: expected a tensor whose element strides are at most "
+                    f"{_MAX_EXTENT}, got strides {tuple(t.stride())}"
+                )
 
     def _bind(
         self, bind: Binding, args: Sequence[Any], call_shape: tuple[int, ...], mask: str | None
@@ -140,17 +187,23 @@ class Specialization:
         bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
+        n = _numel(call_shape)
+        if n > _MAX_EXTENT:
+            self.check_size(args, call_shape)
         out = None
         if self._out is not None:
             dtype, tail = self._out
             out = bind.empty(call_shape + tail, dtype)
-        n = _numel(call_shape)
         if n == 0:
             return out, call_shape
-        kw, _ = self._bind(bind, args, call_shape, None)
-        if out is not None:
-            kw["_out"] = bind.write(out)
-        bind.dispatch(self._forward, n, kw)
+        try:
+            kw, _ = self._bind(bind, args, call_shape, None)
+            if out is not None:
+                kw["_out"] = bind.write(out)
+            bind.dispatch(self._forward, n, kw)
+        except Exception:
+            self.blame(args)
+            raise
         return out, call_shape
 
     def backward(
@@ -165,6 +218,7 @@ class Specialization:
         bind = self._binding.begin()
         if call_shape is None:
             call_shape = self.call_shape(args)
+            self.check_size(args, call_shape)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
         kw["_dout"] = bind.read(grad_out.contiguous())[0]
         grads: list[torch.Tensor | None] = [None] * len(args)
