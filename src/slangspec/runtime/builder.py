@@ -115,7 +115,8 @@ class Builder:
     def _compiled(self, name: str) -> CompiledKernel:
         m = self.module
         kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
-        self.cache.note_compiled([name])
+        # slangpy may write a module's own compiled IR after loading it returns: count it again.
+        self.cache.note_compiled([name, *m.module_names])
         return kernel
 
     def _from_cache(

@@ -68,6 +68,8 @@ class Module:
         # Hashed once per module object: a running module keeps the code it loaded.
         self.sources = module_closure(self.path, self.user_include_paths)
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
+        self.module_names = [Path(file).stem for file in self.sources]
+        """The Slang modules this module is compiled from: its own and its imports."""
         self.builder = Builder(self)
         self._functions: dict[str, Function] = {}
 
@@ -88,7 +90,7 @@ class Module:
             self._slang_module = self.compiler.load_module(
                 self.name, self.include_paths, self.defines, self.content
             )
-            self.cache.note_compiled(Path(file).stem for file in self.sources)
+            self.cache.note_compiled(self.module_names)
         info = function_info(self._slang_module, self.name, name)
         if info is None:
             raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
