@@ -291,7 +291,6 @@ def test_size_and_duration_settings_parse_alike():
         common.parse_size(None, None, "big")
 
 
-@pytest.mark.xfail(strict=True, reason="location.size_bound/lease_seconds do not parse units yet")
 def test_size_and_lease_settings_take_units(monkeypatch):
     from slangspec.cache_store import location
 
@@ -306,7 +305,6 @@ def test_size_and_lease_settings_take_units(monkeypatch):
         location.lease_seconds()
 
 
-@pytest.mark.xfail(strict=True, reason="location.cache_root does not name cache_dir yet")
 def test_cache_dir_that_is_a_file(tmp_path):
     path = tmp_path / "not-a-dir"
     path.write_text("")

@@ -172,10 +172,3 @@ def test_a_part_replaced_by_a_file_is_rebuilt(tmp_path):
         (cache / part).write_text("not a directory")
     assert run(cache, "--signatures", "1")["ok"]
     assert (cache / "kernels").is_dir()
-
-
-def test_a_cache_dir_that_is_a_file_is_a_clear_error(tmp_path):
-    not_a_dir = tmp_path / "file"
-    not_a_dir.write_text("")
-    with pytest.raises(ValueError, match=r"cache_dir '.*file' is a file, not a directory"):
-        slangspec.Cache(not_a_dir)

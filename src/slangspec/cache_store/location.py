@@ -27,6 +27,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .units import parse_duration, parse_size
+
 DEFAULT_SIZE_BYTES = 1 << 30
 DEFAULT_LEASE_SECONDS = 120.0
 
@@ -112,16 +114,19 @@ def part(root: Path, name: str) -> Path:
 
 
 def size_bound() -> int:
-    """``SLANGSPEC_CACHE_SIZE`` in bytes, else 1 GiB."""
+    """``SLANGSPEC_CACHE_SIZE`` in bytes ('1073741824', '500M', '2G', as ``--max-size`` takes
+    it), else 1 GiB."""
     text = os.environ.get("SLANGSPEC_CACHE_SIZE")
     if not text:
         return DEFAULT_SIZE_BYTES
     try:
-        value = int(text)
+        value = parse_size(text)
     except ValueError:
-        raise ValueError(f"SLANGSPEC_CACHE_SIZE={text!r}: expected a size in bytes") from None
+        value = 0
     if value <= 0:
-        raise ValueError(f"SLANGSPEC_CACHE_SIZE={text!r}: expected a positive size in bytes")
+        raise ValueError(
+            f"SLANGSPEC_CACHE_SIZE={text!r}: expected a size in bytes > 0, like 1048576, 500M or 2G"
+        )
     return value
 
 
@@ -133,16 +138,20 @@ def shader_cache_bytes() -> int:
 
 def lease_seconds() -> float:
     """``SLANGSPEC_CACHE_LEASE``: how long a compile lease holds, unless renewed, before others
-    may take it; a lease whose holder is seen dead is taken at once."""
+    may take it, in seconds ('120') or as a duration ('90s', '2m'), else 120 seconds; a lease
+    whose holder is seen dead is taken at once."""
     text = os.environ.get("SLANGSPEC_CACHE_LEASE")
     if not text:
         return DEFAULT_LEASE_SECONDS
     try:
-        value = float(text)
+        value = parse_duration(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"SLANGSPEC_CACHE_LEASE={text!r}: expected a number of seconds > 0")
+        raise ValueError(
+            f"SLANGSPEC_CACHE_LEASE={text!r}: expected a number of seconds > 0, or a duration "
+            "like 90s, 15m or 12h"
+        )
     return value
 
 
