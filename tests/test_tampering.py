@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import slangspec
+from slangspec.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, location
 from workers import load, run, worker
 
@@ -172,3 +173,53 @@ def test_a_part_replaced_by_a_file_is_rebuilt(tmp_path):
         (cache / part).write_text("not a directory")
     assert run(cache, "--signatures", "1")["ok"]
     assert (cache / "kernels").is_dir()
+
+
+def test_an_entry_pointing_at_another_kernel_is_caught_and_dropped(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "2")["ok"]
+    c = slangspec.Cache(cache)
+    (first, row), (_, other) = c.rows()
+    first_forward, elsewhere = row["kernels"]["forward"], other["kernels"]["forward"]
+    c.disk.update(first, lambda row: row["kernels"].__setitem__("forward", elsewhere))
+    problems = [p["problem"] for p in c.verify()["problems"]]
+    assert problems[0] == f"kernel sources {elsewhere} (forward) are not what its plan generates"
+    assert problems[1:] == [f"kernel source {first_forward} is referenced by no entry"]
+    c.verify(repair=True)
+    assert [k for k, _ in c.rows()] != [first] and len(c.entries()) == 1
+    assert run(cache, "--signatures", "2")["ok"]
+
+
+def crafted(tmp_path: Path, change) -> Path:
+    """A bundle exported from a real cache, then changed by ``change(bundle)``."""
+    source = tmp_path / "source"
+    if not source.exists():
+        assert run(source, "--signatures", "2")["ok"]
+    path = tmp_path / "bundle.json"
+    export_bundle(slangspec.Cache(source), path)
+    bundle = json.loads(path.read_text())
+    change(bundle)
+    path.write_text(json.dumps(bundle))
+    return path
+
+
+def swap_forward(bundle: dict) -> None:
+    first, second = bundle["entries"]
+    first["kernels"]["forward"] = second["kernels"]["forward"]
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (swap_forward, r"entries\[0\]\.kernels\.forward: k_\w+ is not the source its plan"),
+        (lambda b: b["entries"][0].update(plan="{not json"), r"entries\[0\]\.plan: not a plan"),
+        (lambda b: b["entries"][0].update(kernels=None), r"entries\[0\]\.kernels: expected"),
+        (lambda b: b["records"][0].update(defines=[]), r"records\[0\]\.defines: expected"),
+        (lambda b: b.update(sources=None), r"sources: expected an object of strings"),
+    ],
+)
+def test_a_crafted_or_malformed_bundle_is_refused_whole(tmp_path, change, field):
+    target = tmp_path / "target"
+    with pytest.raises(ValueError, match=field):
+        import_bundle(slangspec.Cache(target), crafted(tmp_path, change))
+    assert slangspec.Cache(target).entries() == [] and slangspec.Cache(target).records() == []

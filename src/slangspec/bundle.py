@@ -1,6 +1,11 @@
 """Portable cache bundles: export the records, plans and sources of a cache; import them into
 another, re-keyed for the local machine and cache path.
 
+A bundle is data from elsewhere: it is refused whole, naming the field, unless every part has
+its expected shape, every plan is one for its entry's call and every kernel an entry names is
+the source its plan generates. Imported entries get sources regenerated here, never the text a
+bundle carries.
+
 Compiled artifacts do not travel (they belong to one toolchain and device); ``specialize warm
 --recorded`` compiles the imported entries from their plans and sources without type
 resolution or code generation.
@@ -12,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .cache import regenerate_source
 from .cache_store import Cache, key_of
 from .cache_store.keys import source_name
 from .preimage import toolchain
@@ -58,7 +64,79 @@ def read_bundle(file: str | Path) -> dict[str, Any]:
             f"{file}: bundle version {bundle.get('version')} is not "
             f"{BUNDLE_VERSION}, the one this slangspec reads"
         )
+    try:
+        _check_shape(bundle)
+    except ValueError as exc:
+        raise ValueError(f"{file}: {exc}") from None
     return bundle
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _expect(ok: bool, field: str, what: str) -> None:
+    if not ok:
+        raise ValueError(f"{field}: expected {what}")
+
+
+def _check_shape(bundle: dict[str, Any]) -> None:
+    """ValueError naming the first field that does not have the shape an export writes."""
+    _expect(isinstance(bundle.get("toolchain"), dict), "toolchain", "an object")
+    _expect(_strings(bundle.get("sources")), "sources", "an object of strings")
+    records, entries = bundle.get("records"), bundle.get("entries")
+    _expect(isinstance(records, list), "records", "a list")
+    _expect(isinstance(entries, list), "entries", "a list")
+    for i, r in enumerate(records):
+        at = f"records[{i}]"
+        _expect(isinstance(r, dict), at, "an object")
+        for name in ("module", "function", "signature", "device"):
+            _expect(isinstance(r.get(name), str), f"{at}.{name}", "a string")
+        for name in ("path", "source"):
+            _expect(r.get(name) is None or isinstance(r[name], str), f"{at}.{name}", "a string")
+        paths = r.get("include_paths")
+        _expect(
+            isinstance(paths, list) and all(isinstance(p, str) for p in paths),
+            f"{at}.include_paths",
+            "a list of strings",
+        )
+        _expect(_strings(r.get("defines")), f"{at}.defines", "an object of strings")
+    for i, e in enumerate(entries):
+        at = f"entries[{i}]"
+        _expect(isinstance(e, dict), at, "an object")
+        pre = e.get("preimage")
+        _expect(isinstance(pre, dict), f"{at}.preimage", "an object")
+        for name in ("toolchain", "device", "sources", "defines"):
+            _expect(isinstance(pre.get(name), dict), f"{at}.preimage.{name}", "an object")
+        for name in ("module", "function", "signature"):
+            _expect(isinstance(pre.get(name), str), f"{at}.preimage.{name}", "a string")
+        _expect(isinstance(e.get("plan"), str), f"{at}.plan", "a plan as a JSON string")
+        kernels = e.get("kernels")
+        _expect(
+            _strings(kernels) and "forward" in kernels,
+            f"{at}.kernels",
+            'an object of kernel names with "forward"',
+        )
+
+
+def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
+    """The kernel sources entry ``i``'s plan generates, by label; ValueError naming the field
+    when the plan is not one for the entry's call, or a kernel is not what the plan makes."""
+    try:
+        sources = {
+            label: regenerate_source(entry["plan"], entry["preimage"], label)
+            for label in entry["kernels"]
+        }
+    except ValueError as exc:
+        raise ValueError(f"entries[{i}].plan: {exc}") from None
+    for label, name in entry["kernels"].items():
+        if source_name(sources[label]) != name:
+            raise ValueError(
+                f"entries[{i}].kernels.{label}: {name} is not the source its plan generates"
+            )
+    return sources
 
 
 def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
@@ -82,6 +160,11 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
                 }
             ],
         }
+    # Every entry that could be imported is checked before anything is written.
+    generated = [
+        None if mismatch or e["preimage"]["toolchain"] != local else _entry_sources(i, e)
+        for i, e in enumerate(bundle["entries"])
+    ]
     records = 0
     for item, record in zip(items_from_records(bundle["records"]), bundle["records"], strict=False):
         if item.source is None and not Path(item.path).is_file():
@@ -102,7 +185,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         cache.write_source(text)
         sources += 1
     entries = 0
-    for e in bundle["entries"]:
+    for e, kernel_sources in zip(bundle["entries"], generated, strict=True):
         pre = e["preimage"]
         what = f"entry {pre['module']}::{pre['function']} {pre['signature']}"
         if mismatch:
@@ -136,6 +219,8 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         if here["sources"] != pre["sources"] or here["defines"] != pre["defines"]:
             skipped.append({"what": what, "why": "its Slang sources differ here"})
             continue
+        for text in kernel_sources.values():
+            cache.write_source(text)
         cache.insert(key_of(here), here, e["plan"], e["kernels"], {"imported": True})
         entries += 1
     return {"records": records, "entries": entries, "sources": sources, "skipped": skipped}

@@ -1,16 +1,27 @@
 """``slangspec.Cache``: the cache store joined to the code generator, so that verification can
-rebuild a missing kernel source from the plan stored beside it."""
+check every stored kernel source against the plan beside it, and rebuild a missing one."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from . import cache_store
 from .codegen import kernel_source
 from .specializer import SpecializationPlan
 
 
-def regenerate_source(plan_json: str, label: str) -> str:
-    """The kernel source a stored plan generates for ``label``."""
-    return kernel_source(SpecializationPlan.from_json(plan_json), label)
+def regenerate_source(plan_json: str, preimage: dict[str, Any], label: str) -> str:
+    """The kernel source a stored plan generates for ``label``; ValueError when the plan is not
+    a plan, or not one for the call ``preimage`` keys."""
+    try:
+        plan = SpecializationPlan.from_json(plan_json)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"not a plan ({type(exc).__name__}: {exc})") from None
+    made_for = (plan.module, plan.function, plan.signature)
+    keyed = (preimage.get("module"), preimage.get("function"), preimage.get("signature"))
+    if made_for != keyed:
+        raise ValueError(f"a plan for {plan.signature!r}, not for {keyed[2]!r}")
+    return kernel_source(plan, label)
 
 
 class Cache(cache_store.Cache):

@@ -11,12 +11,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .disk import DiskTier
-from .entry import FORWARD, blobs_of, intact
+from .entry import blobs_of, intact
 from .keys import blob_kind, key_of, source_name
 
-Regenerate = Callable[[str, str], str]
-"""``regenerate(plan_json, label)``: the kernel source a plan generates for a label; raises
-ValueError, TypeError or KeyError when the plan is not one."""
+Regenerate = Callable[[str, dict[str, Any], str], str]
+"""``regenerate(plan_json, preimage, label)``: the kernel source a stored plan generates for a
+label; ValueError when the plan is not a plan for the call the preimage keys."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,10 @@ def verify(
     tier: DiskTier, repair: bool = False, regenerate: Regenerate | None = None
 ) -> dict[str, Any]:
     """Check every row, preimage, plan, kernel source and binary; with ``repair``, drop what is
-    damaged (a dropped binary is rebuilt from its source when next compiled) and, given
-    ``regenerate``, rebuild missing sources from their plans. Ends by walking the tree to set
-    the running size."""
+    damaged (a dropped binary is rebuilt from its source when next compiled). Given
+    ``regenerate``, every kernel source must be what its plan generates (else the entry is
+    dropped) and missing ones are rebuilt from the plan. Ends by walking the tree to set the
+    running size."""
     problems: list[dict[str, str]] = []
     repaired = 0
     checked = 0
@@ -148,19 +149,28 @@ def verify(
             continue
         try:
             json.loads(row["plan"])
-            if regenerate is not None:
-                regenerate(row["plan"], FORWARD)
-        except (ValueError, TypeError, KeyError) as exc:
-            problem(k, f"plan does not parse: {exc}", True)
+            sources = {
+                label: regenerate(row["plan"], row["preimage"], label) if regenerate else None
+                for label in row["kernels"]
+            }
+        except (ValueError, TypeError) as exc:
+            problem(k, f"plan does not fit its entry: {exc}", True)
+            continue
+        changed = [
+            f"{name} ({label})"
+            for label, name in row["kernels"].items()
+            if sources[label] is not None and source_name(sources[label]) != name
+        ]
+        if changed:
+            problem(k, f"kernel sources {', '.join(changed)} are not what its plan generates", True)
             continue
         for label, name in row["kernels"].items():
             if tier.read_blob(name) is not None:
                 continue
             problem(k, f"kernel source {name} ({label}) missing or damaged", False)
             if repair:
-                source = regenerate(row["plan"], label) if regenerate else None
-                if source is not None and source_name(source) == name:
-                    tier.write_blob(name, source.encode())
+                if sources[label] is not None:
+                    tier.write_blob(name, sources[label].encode())
                 else:
                     tier.delete(k)
                 repaired += 1
