@@ -9,6 +9,7 @@ import stat
 import time
 import warnings
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import torch
 
 import slangspec
 from slangspec.bundle import export_bundle, import_bundle
-from slangspec.cache_store import disk, location
+from slangspec.cache_store import disk, key_of, location
 from workers import load, run, worker
 
 NEW_ROW = (
@@ -223,3 +224,22 @@ def test_a_crafted_or_malformed_bundle_is_refused_whole(tmp_path, change, field)
     with pytest.raises(ValueError, match=field):
         import_bundle(slangspec.Cache(target), crafted(tmp_path, change))
     assert slangspec.Cache(target).entries() == [] and slangspec.Cache(target).records() == []
+
+
+def test_shrinking_a_cache_reads_each_row_once(tmp_path, monkeypatch):
+    c = slangspec.Cache(tmp_path / "cache")
+    for i in range(60):
+        pre = {"module": "m", "function": "f", "signature": f"m::f call s{i}"}
+        pre["device"] = {"kind": "vulkan", "adapter": "none"}
+        forward = c.write_source(f"// forward {i}\n" + "x" * 4000)
+        c.insert(key_of(pre), pre, "{}", {"forward": forward})
+    reads: Counter[str] = Counter()
+    real = disk.DiskTier.get
+
+    def counted(self, key):
+        reads[key] += 1
+        return real(self, key)
+
+    monkeypatch.setattr(disk.DiskTier, "get", counted)
+    assert len(c.evict(max_size=c.disk.size() // 2)) >= 25
+    assert max(reads.values()) == 1, "rows were read again for every eviction"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -33,8 +34,20 @@ from .location import (
     shader_cache_bytes,
     size_bound,
 )
-from .policy import EntryFilter, Regenerate, enforce_bound, evict, rows, select, verify
+from .policy import (
+    LOW_WATER,
+    EntryFilter,
+    Regenerate,
+    enforce_bound,
+    evict,
+    rows,
+    select,
+    verify,
+)
 from .tier import Tier
+
+_shrinking: dict[Path, threading.Thread] = {}
+_shrinking_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -211,9 +224,30 @@ class Cache:
         """Count what slangpy compiled for these modules into the cache's size."""
         self.disk.note_compiled(modules)
 
-    def enforce_bound(self) -> list[str]:
-        """Evict least recently used entries until the cache fits ``SLANGSPEC_CACHE_SIZE``."""
-        return enforce_bound(self.disk, size_bound())
+    def enforce_bound(self) -> threading.Thread | None:
+        """Keep the cache within ``SLANGSPEC_CACHE_SIZE``. Within it, this costs a few ``stat``
+        calls; over it, least recently used entries are evicted (down to ``LOW_WATER`` of the
+        bound) on a thread of their own, which the process finishes before it exits; returns
+        that thread."""
+        bound = size_bound()
+        if self.disk.size() <= bound:
+            return None
+        with _shrinking_lock:
+            running = _shrinking.get(self.root)
+            if running is not None and running.is_alive():
+                return running
+            thread = threading.Thread(
+                target=self._shrink, args=(bound,), name="slangspec-evict", daemon=False
+            )
+            _shrinking[self.root] = thread
+            thread.start()
+            return thread
+
+    def _shrink(self, bound: int) -> None:
+        try:
+            enforce_bound(self.disk, bound, LOW_WATER)
+        except Exception as exc:  # the cache stays over its bound until the next build
+            warnings.warn(f"slangspec could not shrink {self.root}: {exc}", CacheWarning, 2)
 
     # -- inspection and management -------------------------------------------------------------
 

@@ -247,19 +247,31 @@ class DiskTier:
 
     def delete_blob(self, name: str) -> int:
         """Remove the blob, and for a kernel source its compiled modules; bytes freed."""
-        files = [self.blob_path(name)]
-        if blob_kind(name) == "source":
-            files += compiled_modules(self.root, name)
+        return self.delete_many([], [name])
+
+    def delete_many(self, keys: Iterable[str], blobs: Iterable[str]) -> int:
+        """Remove these entries and these blobs (with a source's compiled modules) in one
+        transaction; bytes of blob files freed."""
         freed = 0
-        for path in files:
-            with contextlib.suppress(FileNotFoundError):
-                size = path.stat().st_size
-                path.unlink()
-                freed += size
         with self._transact():
-            self._call("delete", COMPILED + name)
+            for key in keys:
+                self._call("delete", ENTRY + key)
+            for name in blobs:
+                files = [self.blob_path(name)]
+                if blob_kind(name) == "source":
+                    files += compiled_modules(self.root, name)
+                for path in files:
+                    with contextlib.suppress(FileNotFoundError):
+                        size = path.stat().st_size
+                        path.unlink()
+                        freed += size
+                self._call("delete", COMPILED + name)
             self._add_bytes(-freed)
         return freed
+
+    def blob_bytes(self, name: str) -> int:
+        """Bytes a blob holds here: its file and, for a source, its counted compiled modules."""
+        return file_bytes([self.blob_path(name)]) + self._number(COMPILED + name)
 
     def blob_names(self) -> Iterator[str]:
         for path in [*self.kernel_dir.glob("k_*.slang"), *self.binary_dir.glob("b_*.cubin")]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
@@ -73,47 +73,56 @@ def _referenced(tier: DiskTier) -> Counter[str]:
 def collect_garbage(tier: DiskTier) -> int:
     """Remove the blobs no entry refers to (with what was derived from them); bytes freed."""
     refs = _referenced(tier)
-    return sum(tier.delete_blob(name) for name in list(tier.blob_names()) if name not in refs)
+    return tier.delete_many([], [name for name in tier.blob_names() if name not in refs])
 
 
 def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:
     """Delete these entries and whatever only they used. A process still running their
     kernels keeps them in memory and rebuilds any it needs later."""
-    gone = []
-    for key in keys:
-        tier.delete(key)
-        gone.append(key)
+    gone = list(keys)
+    tier.delete_many(gone, [])
     collect_garbage(tier)
     return gone
 
 
-def enforce_bound(tier: DiskTier, bound: int) -> list[str]:
-    """Evict least-recently-used entries until the root fits in ``bound`` bytes.
+LOW_WATER = 0.9
+"""A cache over its bound is shrunk to this fraction of it, so the next builds fit without
+evicting again."""
 
-    Reads the running size, so a cache within its bound costs a few ``stat`` calls; only one
-    over it reads every row to choose what goes.
+
+def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[str]:
+    """Evict least-recently-used entries until the root fits in ``bound`` bytes, down to
+    ``low_water`` of it.
+
+    Reads the running size, so a cache within its bound costs a few ``stat`` calls; one over it
+    reads every row once to choose what goes, and deletes in batches.
     """
     if tier.size() <= bound:
         return []
+    target = int(bound * low_water)
     listed = list(rows(tier))
     refs: Counter[str] = Counter()
     for _, row in listed:
         if row:
             refs.update(blobs_of(row))
-    for name in list(tier.blob_names()):
-        if name not in refs:
-            tier.delete_blob(name)
-    evicted = []
-    by_age = sorted(listed, key=lambda kr: (kr[1]["meta"]["last_used"] if kr[1] else 0.0, kr[0]))
-    for key, row in by_age:
-        if tier.size() <= bound:
-            return evicted
-        tier.delete(key)
-        evicted.append(key)
-        for name in blobs_of(row) if row else ():
-            refs[name] -= 1
-            if refs[name] <= 0:
-                tier.delete_blob(name)
+    pending = deque(
+        sorted(listed, key=lambda kr: (kr[1]["meta"]["last_used"] if kr[1] else 0.0, kr[0]))
+    )
+    evicted: list[str] = []
+    while pending and (excess := tier.size() - target) > 0:
+        keys: list[str] = []
+        blobs: list[str] = []
+        expected = 0
+        while pending and expected < excess:
+            key, row = pending.popleft()
+            keys.append(key)
+            for name in blobs_of(row) if row else ():
+                refs[name] -= 1
+                if refs[name] <= 0:
+                    blobs.append(name)
+                    expected += tier.blob_bytes(name)
+        tier.delete_many(keys, blobs)
+        evicted += keys
     if tier.size() > bound:
         # Every entry is gone and slangpy's own caches still do not fit.
         tier.drop_slang_caches()
