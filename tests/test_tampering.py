@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import stat
+import threading
 import time
 import warnings
 import zlib
@@ -18,7 +19,7 @@ import torch
 import slangspec
 from slangspec.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, key_of, location
-from workers import load, run, worker
+from workers import load, report, run, worker
 
 NEW_ROW = (
     "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size,"
@@ -243,3 +244,21 @@ def test_shrinking_a_cache_reads_each_row_once(tmp_path, monkeypatch):
     monkeypatch.setattr(disk.DiskTier, "get", counted)
     assert len(c.evict(max_size=c.disk.size() // 2)) >= 25
     assert max(reads.values()) == 1, "rows were read again for every eviction"
+
+
+def test_a_concurrent_clear_never_breaks_a_running_process(tmp_path):
+    cache = tmp_path / "cache"
+    stop = threading.Event()
+
+    def clearing() -> None:
+        while not stop.wait(0.25):
+            slangspec.Cache(cache).clear()
+
+    clearer = threading.Thread(target=clearing)
+    clearer.start()
+    try:
+        reports = [report(p) for p in [worker(cache, "--signatures", "8") for _ in range(4)]]
+    finally:
+        stop.set()
+        clearer.join()
+    assert all(r["ok"] for r in reports)

@@ -65,11 +65,22 @@ class Compiler:
             session = self._sessions.get(key)
             if session is None:
                 options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
+                # The directory may have been removed since (a cache clear in another process).
+                self.module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
                 session = self.device.create_slang_session(
                     compiler_options=options, cache_path=self.module_cache
                 )
                 self._sessions[key] = session
             return session
+
+    def forget_session(
+        self, include_paths: Sequence[Path], defines: dict[str, str], content: str = ""
+    ) -> None:
+        """Drop a session, so the next build loads every module afresh: a session keeps what it
+        loaded, also a module whose files were removed while it read them."""
+        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())), content)
+        with self._lock:
+            self._sessions.pop(key, None)
 
     def load_module(
         self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str

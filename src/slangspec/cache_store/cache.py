@@ -114,6 +114,17 @@ class Cache:
         check_shader_cache(path)
         return ShaderCache(path, shader_cache_bytes())
 
+    def layout_id(self) -> tuple[int, ...]:
+        """Identifies the directories builds read from; it changes when a ``clear`` (in any
+        process) removes them, so a build that failed meanwhile knows to try again."""
+        ids = []
+        for path in (self.disk.kernel_dir, self.root / SLANG):
+            try:
+                ids.append(path.stat().st_ino)
+            except FileNotFoundError:
+                ids.append(0)
+        return tuple(ids)
+
     def write_module(self, name: str, source: str) -> Path:
         """The file of a module given as a source string."""
         return self.disk.write_module(name, source)

@@ -327,7 +327,10 @@ class DiskTier:
 
     def size(self) -> int:
         """Bytes of the whole root, from the running size and a few ``stat`` calls."""
-        direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
+        try:
+            direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
+        except FileNotFoundError:  # removed meanwhile by a clear
+            direct = []
         direct += (self.root / SHADERS).glob("*/*.mdb")
         return self._number(BYTES) + file_bytes(direct)
 

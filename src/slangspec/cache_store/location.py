@@ -158,10 +158,18 @@ def lease_seconds() -> float:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see either nothing or the whole file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    for attempt in range(3):
+        try:
+            # A concurrent ``cache clear`` may have removed the directory.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            return
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
 
 
 def compiled_modules(root: Path, name: str) -> list[Path]:

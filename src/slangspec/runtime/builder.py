@@ -107,10 +107,27 @@ class Builder:
             return kernel, "built"
 
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
-        """Store a generated source and compile it."""
+        """Store a generated source and compile it. A failed build is done once more in a fresh
+        Slang session (another process may have been writing a compiled module it read), and
+        up to four times while a concurrent ``cache clear`` keeps removing its files."""
         compile_counts["codegen"] += 1
-        name = self.cache.write_source(source)
-        return name, self._compiled(name)
+        for attempt in range(4):
+            layout = self.cache.layout_id()
+            name = self.cache.write_source(source)
+            try:
+                return name, self._compiled(name)
+            except Exception:
+                cleared = self._cleared(name, layout)
+                if attempt == 3 or (attempt > 0 and not cleared):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _cleared(self, name: str, layout: tuple[int, ...]) -> bool:
+        """After a failed build of source ``name``: drop the session it ran in, and say whether
+        the cache lost files the build read while it ran."""
+        m = self.module
+        m.compiler.forget_session(m.include_paths, m.defines, m.content)
+        return not self.cache.source_ok(name) or self.cache.layout_id() != layout
 
     def _compiled(self, name: str) -> CompiledKernel:
         m = self.module
@@ -134,7 +151,12 @@ class Builder:
         if name is None:
             return None
         if self.cache.source_ok(name):
-            kernel = self._compiled(name)
+            layout = self.cache.layout_id()
+            try:
+                kernel = self._compiled(name)
+            except Exception:
+                self._cleared(name, layout)
+                return None  # built again from the plan, where a failure that stays is raised
             self._keep_binary(key, label, kernel)
             return kernel
         if not quiet:
