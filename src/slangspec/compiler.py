@@ -100,7 +100,11 @@ class Compiler:
         if not self._capture:
             program = session.load_program(name, [ENTRY_POINT])
             return CompiledKernel(self.device.create_compute_kernel(program))
-        with tempfile.TemporaryDirectory(prefix=".ptx-", dir=self.scratch) as dump:
+        # A clear in another process may have removed it, as the module cache.
+        self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(
+            prefix=".ptx-", dir=self.scratch, ignore_cleanup_errors=True
+        ) as dump:
             options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
             program = session.load_program(name, [ENTRY_POINT], link_options=options)
             # Building the pipeline generates the target code, and with it the dump.
