@@ -16,3 +16,4 @@ run breakdown python3 benchmarks/dispatch_breakdown.py --device cuda
 run phases python3 benchmarks/first_call_phases.py --device cuda
 run warm-jobs python3 benchmarks/warm_jobs.py --device cuda --jobs 1 4 8 16
 run seed-bugs python3 benchmarks/seed_bugs.py
+run torture python3 benchmarks/torture.py --device cuda --processes 16 --markdown "$out/torture.md"

@@ -262,3 +262,14 @@ def test_a_concurrent_clear_never_breaks_a_running_process(tmp_path):
         stop.set()
         clearer.join()
     assert all(r["ok"] for r in reports)
+
+
+def test_a_directory_where_a_kernel_source_belongs_is_replaced(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "2")["ok"]
+    for source in (cache / "kernels").glob("*.slang"):
+        source.unlink()
+        source.mkdir()
+    assert run(cache, "--signatures", "2")["ok"]
+    assert all(p.is_file() for p in (cache / "kernels").glob("*.slang"))
+    assert slangspec.Cache(cache).verify()["problems"] == []

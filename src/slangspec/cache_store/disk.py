@@ -233,7 +233,7 @@ class DiskTier:
     def read_blob(self, name: str) -> bytes | None:
         try:
             data = self.blob_path(name).read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         return data if names(name, data) else None
 
@@ -241,6 +241,8 @@ class DiskTier:
         if self.read_blob(name) is not None:
             return
         path = self.blob_path(name)
+        if path.is_dir():  # damage: a directory where the blob belongs
+            shutil.rmtree(path, ignore_errors=True)
         before = file_bytes([path])
         write_atomic(path, data)
         self._add_bytes(len(data) - before)
@@ -263,7 +265,10 @@ class DiskTier:
                 for path in files:
                     with contextlib.suppress(FileNotFoundError):
                         size = path.stat().st_size
-                        path.unlink()
+                        if path.is_dir():
+                            shutil.rmtree(path, ignore_errors=True)
+                        else:
+                            path.unlink()
                         freed += size
                 self._call("delete", COMPILED + name)
             self._add_bytes(-freed)

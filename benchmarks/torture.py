@@ -1,0 +1,363 @@
+"""Torture: everything that can go wrong around a cache, counted. Every trial ends as one of
+ok, wrong (a result that differs from torch's), crashed (killed by a signal), hung (past the
+time limit), unexpected (an exception that is not the clear TypeError/ValueError the input
+deserved) or ran code (a row or bundle made slangspec run what it carried).
+
+    python benchmarks/torture.py [--device vulkan|cuda] [--quick] [--markdown FILE]
+
+Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
+
+- concurrent: cold processes sharing one cache, alone, under repeated ``cache clear`` and under
+  repeated ``cache evict --max-size``;
+- killed: a process SIGKILLed at a random moment while it builds, then a fresh one must compute
+  right (and not wait out the dead one's lease);
+- damaged: every kind of file the cache keeps (index, kernel sources, binaries, compiled modules,
+  shader cache, part directories) flipped, truncated, deleted, overwritten or replaced by a
+  directory, then a process must compute right;
+- fuzzed: calls with random arguments: right results, or a TypeError/ValueError naming the
+  function, never anything else;
+- tampered: index rows that would unpickle or touch files outside the index, and bundles whose
+  kernels are not what their plans generate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).parent
+TESTS = HERE.parent / "tests"
+WORKER = TESTS / "jit_worker.py"
+OUTCOMES = ("ok", "wrong", "crashed", "hung", "unexpected", "ran code")
+LIMIT_S = 180.0
+TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered")
+
+
+def worker(cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(cache), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+FAILURES: list[str] = []
+"""The last error line of every trial that did not end ok, with what the trial did."""
+
+
+def outcome(proc: subprocess.Popen, what: str = "") -> str:
+    """How one worker process ended."""
+    try:
+        out, err = proc.communicate(timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        FAILURES.append(f"hung: {what}")
+        return "hung"
+    if proc.returncode < 0:
+        FAILURES.append(f"crashed ({proc.returncode}): {what}")
+        return "crashed"
+    lines = out.strip().splitlines()
+    try:
+        report = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        report = None
+    if report is not None and report["ok"] and proc.returncode == 0:
+        return "ok"
+    errors = [line for line in err.splitlines() if line.strip() and "WARN" not in line]
+    FAILURES.append(f"{what}: {errors[-1][:200] if errors else 'no output'}")
+    return "unexpected" if report is None else "wrong"
+
+
+def concurrent(cache_root: Path, rounds: int, processes: int) -> Counter[str]:
+    import slangspec
+
+    counts: Counter[str] = Counter()
+    for mode in ("alone", "clear", "evict"):
+        for r in range(rounds):
+            cache = cache_root / f"concurrent-{mode}-{r}"
+            stop = threading.Event()
+
+            def disturb(
+                cache: Path = cache, mode: str = mode, stop: threading.Event = stop
+            ) -> None:
+                while not stop.wait(0.3):
+                    c = slangspec.Cache(cache)
+                    if mode == "clear":
+                        c.clear()
+                    else:
+                        c.evict(max_size=c.disk.size() // 3)
+
+            thread = threading.Thread(target=disturb) if mode != "alone" else None
+            if thread:
+                thread.start()
+            procs = [worker(cache, "--signatures", "4") for _ in range(processes)]
+            counts.update(outcome(p) for p in procs)
+            stop.set()
+            if thread:
+                thread.join()
+    return counts
+
+
+def killed(cache_root: Path, trials: int, rng: random.Random) -> tuple[Counter[str], float]:
+    """Outcomes of the processes that follow a SIGKILLed one, and the longest follow-up."""
+    counts: Counter[str] = Counter()
+    cache = cache_root / "killed"
+    worst = 0.0
+    for i in range(trials):
+        victim = worker(cache, "--signatures", str(2 + i % 8))
+        time.sleep(rng.uniform(0.3, 3.0))
+        victim.send_signal(signal.SIGKILL)
+        victim.communicate()
+        start = time.monotonic()
+        counts[outcome(worker(cache, "--signatures", str(2 + i % 8)))] += 1
+        worst = max(worst, time.monotonic() - start)
+    return counts, worst
+
+
+def _flip(path: Path, rng: random.Random) -> None:
+    data = bytearray(path.read_bytes())
+    for _ in range(max(1, len(data) // 512)):
+        if data:
+            data[rng.randrange(len(data))] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def _damage(path: Path, how: str, rng: random.Random) -> None:
+    if how == "flip":
+        _flip(path, rng)
+    elif how == "truncate":
+        path.write_bytes(path.read_bytes()[: rng.randrange(max(1, path.stat().st_size))])
+    elif how == "delete":
+        path.unlink()
+    elif how == "garbage":
+        path.write_bytes(os.urandom(rng.randrange(1, 4096)))
+    else:  # a directory where the file belongs
+        path.unlink()
+        path.mkdir()
+
+
+KINDS = {
+    "index": lambda c: [c / "index" / "cache.db"],
+    "kernel source": lambda c: list((c / "kernels").glob("*.slang")),
+    "binary": lambda c: list((c / "binaries").glob("*.cubin")),
+    "compiled module": lambda c: list((c / "slang").rglob("*.slang-module")),
+    "shader cache": lambda c: list((c / "shaders").rglob("*.mdb")),
+}
+
+
+def damaged(cache_root: Path, trials: int, rng: random.Random) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    template = cache_root / "template"
+    if outcome(worker(template, "--signatures", "3")) != "ok":
+        raise RuntimeError("could not fill the template cache")
+    kinds = [k for k, files in KINDS.items() if files(template)] + ["part"]
+    for i in range(trials):
+        cache = cache_root / f"damaged-{i}"
+        shutil.copytree(template, cache)
+        kind = kinds[i % len(kinds)]
+        if kind == "part":
+            how = rng.choice(["kernels", "binaries", "slang", "shaders", "index"])
+            shutil.rmtree(cache / how, ignore_errors=True)
+            (cache / how).write_text("not a directory")
+        else:
+            how = rng.choice(["flip", "truncate", "delete", "garbage", "directory"])
+            for path in rng.sample(KINDS[kind](cache), k=max(1, len(KINDS[kind](cache)) // 2)):
+                _damage(path, how, rng)
+        counts[outcome(worker(cache, "--signatures", "3"), f"{kind} {how}")] += 1
+        shutil.rmtree(cache, ignore_errors=True)
+    return counts
+
+
+def _junk(rng: random.Random, tdev: str):
+    """A random argument: usually a tensor, sometimes something slangspec must refuse."""
+    pick = rng.random()
+    if pick < 0.6:
+        dtype = rng.choice([torch.float32] * 4 + [torch.float16, torch.float64, torch.int32])
+        shape = tuple(rng.choice([1, 2, 3, 5]) for _ in range(rng.randrange(0, 4)))
+        t = (torch.randn(shape) * 3).to(dtype).to(tdev)
+        if dtype.is_floating_point and rng.random() < 0.4:
+            t.requires_grad_(True)
+        if rng.random() < 0.15 and t.dim() >= 2:
+            t = t.transpose(0, 1)
+        return t
+    return rng.choice(
+        [
+            None,
+            "text",
+            [1.0, 2.0],
+            {"a": 1},
+            1 + 2j,
+            3,
+            2.5,
+            True,
+            2**70,
+            np.ones(3, np.float32),
+            np.ones((2, 2), np.float64),
+            torch.ones(3, dtype=torch.complex64),
+            torch.ones(2, 2).to_sparse(),
+        ]
+    )
+
+
+def _reference(value, tdev: str) -> torch.Tensor:
+    """An accepted argument as torch computes with it: Python numbers as float32 uniforms."""
+    if isinstance(value, (int, float)):
+        return torch.tensor(float(value), dtype=torch.float32, device=tdev)
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value).to(tdev)
+    return value.detach()
+
+
+def fuzzed(cache_root: Path, calls: int, rng: random.Random, tdev: str) -> Counter[str]:
+    import slangspec
+
+    m = slangspec.load(
+        TESTS / "shaders" / "cached.slang",
+        include_paths=[TESTS / "slang_lib"],
+        cache_dir=cache_root / "fuzzed",
+    )
+    counts: Counter[str] = Counter()
+    for _ in range(calls):
+        a, x = _junk(rng, tdev), _junk(rng, tdev)
+        try:
+            y = m.poly(a, x)
+        except (TypeError, ValueError) as exc:
+            counts["ok" if "poly" in str(exc) else "unexpected"] += 1
+            continue
+        except Exception:
+            counts["unexpected"] += 1
+            continue
+        ta, tx = (_reference(v, tdev) for v in (a, x))
+        want = ta * tx * tx + 3 * ta
+        same = y.shape == want.shape and torch.allclose(y, want, rtol=1e-4, atol=1e-4)
+        counts["ok" if same else "wrong"] += 1
+    return counts
+
+
+def tampered(cache_root: Path, trials: int) -> Counter[str]:
+    import slangspec
+    from slangspec.bundle import export_bundle, import_bundle
+
+    counts: Counter[str] = Counter()
+    source = cache_root / "tamper-source"
+    if outcome(worker(source, "--signatures", "2")) != "ok":
+        raise RuntimeError("could not fill the cache to tamper with")
+    for i in range(trials):
+        cache = cache_root / f"tampered-{i}"
+        shutil.copytree(source, cache)
+        marker, victim = cache_root / f"ran-{i}", cache_root / f"victim-{i}"
+        victim.write_text("keep")
+        pickled = b"cbuiltins\nopen\n(V" + str(marker).encode() + b"\nVw\ntR."
+        with sqlite3.connect(cache / "index" / "cache.db") as db:
+            rows = db.execute("SELECT rowid, key FROM Cache WHERE raw = 1").fetchall()
+            for rowid, key in rows:
+                if i % 3 == 0:
+                    db.execute(
+                        "UPDATE Cache SET mode = 4, value = ? WHERE rowid = ?", (pickled, rowid)
+                    )
+                elif i % 3 == 1 and json.loads(zlib.decompress(key)).startswith("entry:"):
+                    name = os.path.relpath(victim, cache / "index")
+                    db.execute(
+                        "UPDATE Cache SET mode = 2, filename = ?, value = NULL WHERE rowid = ?",
+                        (name, rowid),
+                    )
+        if i % 3 == 2:
+            bundle = cache_root / f"bundle-{i}.json"
+            export_bundle(slangspec.Cache(source), bundle)
+            data = json.loads(bundle.read_text())
+            first, second = data["entries"][:2]
+            first["kernels"]["forward"] = second["kernels"]["forward"]
+            bundle.write_text(json.dumps(data))
+            target = cache_root / f"imported-{i}"
+            try:
+                import_bundle(slangspec.Cache(target), bundle)
+                counts["ran code"] += 1  # a tampered kernel would have been served
+                continue
+            except ValueError:
+                pass
+        result = outcome(worker(cache, "--signatures", "2"))
+        slangspec.Cache(cache).verify(repair=True)
+        if marker.exists() or not victim.exists():
+            result = "ran code"
+        counts[result] += 1
+    return counts
+
+
+def table(rows: dict[str, Counter[str]]) -> str:
+    lines = ["| trials | " + " | ".join(OUTCOMES) + " | kind |", "|" + " ---: |" * 7 + " --- |"]
+    for kind, c in rows.items():
+        lines.append(
+            f"| {sum(c.values())} | " + " | ".join(str(c[o]) for o in OUTCOMES) + f" | {kind} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "vulkan"], default="vulkan")
+    p.add_argument("--quick", action="store_true", help="a few trials of each kind")
+    p.add_argument("--processes", type=int, default=6, help="concurrent cold processes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--markdown", type=Path, default=None, help="also write the table here")
+    p.add_argument("--only", action="append", choices=TRIALS, help="run only these kinds")
+    args = p.parse_args()
+    os.environ["SLANGSPEC_DEVICE"] = args.device
+    tdev = "cuda" if args.device == "cuda" else "cpu"
+    rng = random.Random(args.seed)
+    n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 3}
+    if not args.quick:
+        n = {"rounds": 3, "killed": 30, "damaged": 100, "fuzzed": 2000, "tampered": 12}
+    root = Path(tempfile.mkdtemp(prefix="slangspec-torture-"))
+    rows: dict[str, Counter[str]] = {}
+    start = time.monotonic()
+    wanted = set(args.only or TRIALS)
+    if "concurrent" in wanted:
+        rows[f"{args.processes} concurrent cold processes (alone, under clear, under evict)"] = (
+            concurrent(root, n["rounds"], args.processes)
+        )
+    if "killed" in wanted:
+        counts, worst = killed(root, n["killed"], rng)
+        rows[f"a process SIGKILLed while building, then a fresh one ({worst:.1f} s at most)"] = (
+            counts
+        )
+    if "damaged" in wanted:
+        rows["a file of every kind damaged, then a fresh process"] = damaged(
+            root, n["damaged"], rng
+        )
+    if "fuzzed" in wanted:
+        rows["fuzzed calls (right result, or TypeError/ValueError naming the function)"] = fuzzed(
+            root, n["fuzzed"], rng, tdev
+        )
+    if "tampered" in wanted:
+        rows["tampered rows (pickle, files outside) and bundles"] = tampered(root, n["tampered"])
+    shutil.rmtree(root, ignore_errors=True)
+    text = table(rows)
+    print(text)
+    for failure in FAILURES:
+        print(f"  not ok: {failure}")
+    print(f"\n{args.device}, seed {args.seed}, {time.monotonic() - start:.0f} s")
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
