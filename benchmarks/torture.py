@@ -43,20 +43,12 @@ import torch
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent / "tests"
-WORKER = TESTS / "jit_worker.py"
+sys.path.insert(0, str(TESTS))
+from workers import worker  # noqa: E402  (tests/jit_worker.py runs each process)
+
 OUTCOMES = ("ok", "wrong", "crashed", "hung", "unexpected", "ran code")
 LIMIT_S = 180.0
 TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered")
-
-
-def worker(cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), str(cache), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 FAILURES: list[str] = []
