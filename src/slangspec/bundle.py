@@ -20,6 +20,7 @@ from typing import Any
 from .cache import regenerate_source
 from .cache_store import Cache, key_of
 from .cache_store.keys import source_name
+from .cache_store.policy import regenerated
 from .preimage import toolchain
 from .warm import items_from_records, module_for
 
@@ -125,17 +126,15 @@ def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
     """The kernel sources entry ``i``'s plan generates, by label; ValueError naming the field
     when the plan is not one for the entry's call, or a kernel is not what the plan makes."""
     try:
-        sources = {
-            label: regenerate_source(entry["plan"], entry["preimage"], label)
-            for label in entry["kernels"]
-        }
+        sources, changed = regenerated(entry, regenerate_source)
     except ValueError as exc:
         raise ValueError(f"entries[{i}].plan: {exc}") from None
-    for label, name in entry["kernels"].items():
-        if source_name(sources[label]) != name:
-            raise ValueError(
-                f"entries[{i}].kernels.{label}: {name} is not the source its plan generates"
-            )
+    if changed:
+        label = changed[0]
+        raise ValueError(
+            f"entries[{i}].kernels.{label}: {entry['kernels'][label]} is not the source its "
+            "plan generates"
+        )
     return sources
 
 

@@ -228,7 +228,8 @@ class Cache:
 
     def lease(self, name: str, done: Callable[[], bool]) -> contextlib.AbstractContextManager[None]:
         """The compile lease ``name`` (see ``Tier.lease``), held where every process sharing
-        this cache sees it; a dead holder's lapses after ``SLANGSPEC_CACHE_LEASE`` seconds."""
+        this cache sees it; one whose holder died is taken over at once on the holder's host,
+        and lapses after ``SLANGSPEC_CACHE_LEASE`` seconds elsewhere."""
         return self.tiers[-1].lease(name, done, lease_seconds())
 
     def note_compiled(self, modules: Iterable[str]) -> None:

@@ -243,9 +243,7 @@ class DiskTier:
         path = self.blob_path(name)
         if path.is_dir():  # damage: a directory where the blob belongs
             shutil.rmtree(path, ignore_errors=True)
-        before = file_bytes([path])
-        write_atomic(path, data)
-        self._add_bytes(len(data) - before)
+        self._write(path, data)
 
     def delete_blob(self, name: str) -> int:
         """Remove the blob, and for a kernel source its compiled modules; bytes freed."""
@@ -262,14 +260,7 @@ class DiskTier:
                 files = [self.blob_path(name)]
                 if blob_kind(name) == "source":
                     files += compiled_modules(self.root, name)
-                for path in files:
-                    with contextlib.suppress(FileNotFoundError):
-                        size = path.stat().st_size
-                        if path.is_dir():
-                            shutil.rmtree(path, ignore_errors=True)
-                        else:
-                            path.unlink()
-                        freed += size
+                freed += sum(map(_remove, files))
                 self._call("delete", COMPILED + name)
             self._add_bytes(-freed)
         return freed
@@ -293,9 +284,7 @@ class DiskTier:
         with contextlib.suppress(FileNotFoundError):
             if path.read_bytes() == data:
                 return path
-        before = file_bytes([path])
-        write_atomic(path, data)
-        self._add_bytes(len(data) - before)
+        self._write(path, data)
         return path
 
     def damaged_modules(self) -> list[Path]:
@@ -309,11 +298,15 @@ class DiskTier:
 
     def delete_module(self, path: Path) -> None:
         """Remove a module file; ``load_source`` writes it again."""
-        freed = file_bytes([path])
-        path.unlink(missing_ok=True)
-        self._add_bytes(-freed)
+        self._add_bytes(-_remove(path))
 
     # -- the running size -------------------------------------------------------------------------
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Write a file the running size counts."""
+        before = file_bytes([path])
+        write_atomic(path, data)
+        self._add_bytes(len(data) - before)
 
     def _add_bytes(self, delta: int) -> None:
         if delta:
@@ -321,10 +314,14 @@ class DiskTier:
                 self._call("set", BYTES, self._number(BYTES) + delta)
 
     def note_compiled(self, modules: Iterable[str]) -> None:
-        """Count slangpy's compiled IR of these modules, as it is after a build."""
+        """Count slangpy's compiled IR of these modules, as it is after a build; a write to the
+        index only for those whose size changed."""
+        sizes = {name: file_bytes(compiled_modules(self.root, name)) for name in modules}
+        changed = {n: size for n, size in sizes.items() if size != self._number(COMPILED + n)}
+        if not changed:
+            return
         with self._transact():
-            for name in modules:
-                now = file_bytes(compiled_modules(self.root, name))
+            for name, now in changed.items():
                 before = self._number(COMPILED + name)
                 if now != before:
                     self._call("set", COMPILED + name, now)
@@ -391,18 +388,33 @@ class DiskTier:
                 break
             holder = self._read(LOCK + name)
             if _dead(holder):
-                with self._transact():
-                    if self._read(LOCK + name) == holder:
-                        self._call("delete", LOCK + name)
+                self._delete_if(LOCK + name, holder)
                 continue
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
         try:
             yield
         finally:
-            with self._transact():
-                if self._read(LOCK + name) == token:
-                    self._call("delete", LOCK + name)
+            self._delete_if(LOCK + name, token)
+
+    def _delete_if(self, key: str, value: Any) -> None:
+        """Delete ``key`` if it still holds ``value``, atomically."""
+        with self._transact():
+            if self._read(key) == value:
+                self._call("delete", key)
+
+
+def _remove(path: Path) -> int:
+    """Remove a file (or a directory damage left where a file belongs); bytes freed."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return 0
+    return size
 
 
 def _dead(holder: Any) -> bool:

@@ -61,19 +61,36 @@ def select(tier: DiskTier, where: EntryFilter) -> list[str]:
     return [k for k, row in rows(tier) if where.matches(k, row, now)]
 
 
-def _referenced(tier: DiskTier) -> Counter[str]:
-    """How many entries refer to each blob."""
+def _referenced(listed: Iterable[tuple[str, dict[str, Any] | None]]) -> Counter[str]:
+    """How many of these entries refer to each blob."""
     refs: Counter[str] = Counter()
-    for _, row in rows(tier):
+    for _, row in listed:
         if row:
             refs.update(blobs_of(row))
     return refs
 
 
+def _orphans(tier: DiskTier) -> list[str]:
+    """The blobs no entry refers to."""
+    refs = _referenced(rows(tier))
+    return sorted(name for name in tier.blob_names() if name not in refs)
+
+
 def collect_garbage(tier: DiskTier) -> int:
     """Remove the blobs no entry refers to (with what was derived from them); bytes freed."""
-    refs = _referenced(tier)
-    return tier.delete_many([], [name for name in tier.blob_names() if name not in refs])
+    return tier.delete_many([], _orphans(tier))
+
+
+def regenerated(entry: dict[str, Any], regenerate: Regenerate) -> tuple[dict[str, str], list[str]]:
+    """The kernel sources an entry's plan generates, by label, and the labels whose stored
+    kernel is not that source; ValueError when the plan is not one for the entry's call."""
+    sources = {
+        label: regenerate(entry["plan"], entry["preimage"], label) for label in entry["kernels"]
+    }
+    changed = [
+        label for label, name in entry["kernels"].items() if source_name(sources[label]) != name
+    ]
+    return sources, changed
 
 
 def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:
@@ -101,10 +118,7 @@ def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[st
         return []
     target = int(bound * low_water)
     listed = list(rows(tier))
-    refs: Counter[str] = Counter()
-    for _, row in listed:
-        if row:
-            refs.update(blobs_of(row))
+    refs = _referenced(listed)
     pending = deque(
         sorted(listed, key=lambda kr: (kr[1]["meta"]["last_used"] if kr[1] else 0.0, kr[0]))
     )
@@ -156,29 +170,25 @@ def verify(
         if key_of(row["preimage"]) != k:
             problem(k, "key does not match its stored preimage", True)
             continue
+        sources: dict[str, str] = {}
+        changed: list[str] = []
         try:
             json.loads(row["plan"])
-            sources = {
-                label: regenerate(row["plan"], row["preimage"], label) if regenerate else None
-                for label in row["kernels"]
-            }
+            if regenerate is not None:
+                sources, changed = regenerated(row, regenerate)
         except (ValueError, TypeError) as exc:
             problem(k, f"plan does not fit its entry: {exc}", True)
             continue
-        changed = [
-            f"{name} ({label})"
-            for label, name in row["kernels"].items()
-            if sources[label] is not None and source_name(sources[label]) != name
-        ]
         if changed:
-            problem(k, f"kernel sources {', '.join(changed)} are not what its plan generates", True)
+            named = ", ".join(f"{row['kernels'][label]} ({label})" for label in changed)
+            problem(k, f"kernel sources {named} are not what its plan generates", True)
             continue
         for label, name in row["kernels"].items():
             if tier.read_blob(name) is not None:
                 continue
             problem(k, f"kernel source {name} ({label}) missing or damaged", False)
             if repair:
-                if sources[label] is not None:
+                if label in sources:
                     tier.write_blob(name, sources[label].encode())
                 else:
                     tier.delete(k)
@@ -195,12 +205,12 @@ def verify(
         if repair:
             tier.delete_module(path)
             repaired += 1
-    orphans = set(tier.blob_names()) - set(_referenced(tier))
-    for name in sorted(orphans):
+    orphans = _orphans(tier)
+    for name in orphans:
         what = "kernel source" if blob_kind(name) == "source" else "binary"
         problems.append({"key": "", "problem": f"{what} {name} is referenced by no entry"})
     if repair and orphans:
-        collect_garbage(tier)
+        tier.delete_many([], orphans)
         repaired += len(orphans)
     tier.resync()
     return {"checked": checked, "problems": problems, "repaired": repaired}
