@@ -47,7 +47,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
         t = now
 
     shaders = slangspec.Cache(cache).shader_cache()
-    devices.select_device(kind, shaders.path, shaders.size)
+    devices.select_device(kind, shaders)
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
     mark("load module")

@@ -50,7 +50,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         from slangspec import devices
 
         shaders = slangspec.Cache(cache).shader_cache()
-        devices.select_device(kind, shaders.path, shaders.size)
+        devices.select_device(kind, shaders)
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()

@@ -152,7 +152,7 @@ KINDS = {
     "kernel source": lambda c: list((c / "kernels").glob("*.slang")),
     "binary": lambda c: list((c / "binaries").glob("*.cubin")),
     "compiled module": lambda c: list((c / "slang").rglob("*.slang-module")),
-    "shader cache": lambda c: list((c / "shaders").rglob("*.mdb")),
+    "shader cache": lambda c: [p for p in (c / "shaders").glob("*") if p.is_file()],
 }
 
 

@@ -6,27 +6,32 @@ import slangpy as spy
 
 import slangspec
 from slangspec import devices
+from slangspec.cache_store import ShaderSnapshots
 from slangspec.compiler import Compiler
+
+
+def shaders(path):
+    return ShaderSnapshots(path, 1 << 20)
 
 
 def test_bad_device_names_are_value_errors(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match=r"device='metal' is not a device kind"):
-        devices.select_device("metal", tmp_path, 1 << 20)
+        devices.select_device("metal", shaders(tmp_path))
     monkeypatch.setenv("SLANGSPEC_DEVICE", "tpu")
     with pytest.raises(ValueError, match=r"SLANGSPEC_DEVICE='tpu' is not a device kind"):
-        devices.select_device(None, tmp_path, 1 << 20)
+        devices.select_device(None, shaders(tmp_path))
 
 
 def test_argument_wins_over_environment(monkeypatch, kind, cache_dir):
     monkeypatch.setenv("SLANGSPEC_DEVICE", "nonsense")
     shaders = slangspec.Cache(cache_dir).shader_cache()
-    assert devices.select_device(kind, shaders.path, shaders.size)[0] == kind
+    assert devices.select_device(kind, shaders)[0] == kind
 
 
 def test_auto_falls_back_and_reports_every_failure(monkeypatch, tmp_path):
     monkeypatch.delenv("SLANGSPEC_DEVICE", raising=False)
 
-    def refuse(kind, shader_cache, shader_cache_size):
+    def refuse(kind, shaders):
         raise devices.DeviceUnavailableError(f"{kind}: refused for the test")
 
     monkeypatch.setattr(devices, "open_device", refuse)
@@ -34,21 +39,21 @@ def test_auto_falls_back_and_reports_every_failure(monkeypatch, tmp_path):
         devices.DeviceUnavailableError,
         match="tried cuda: refused for the test; vulkan: refused for the test",
     ):
-        devices.select_device(None, tmp_path, 1 << 20)
+        devices.select_device(None, shaders(tmp_path))
 
 
 def test_auto_prefers_cuda_then_vulkan(monkeypatch, tmp_path):
     monkeypatch.delenv("SLANGSPEC_DEVICE", raising=False)
     tried = []
 
-    def open_device(kind, shader_cache, shader_cache_size):
+    def open_device(kind, shaders):
         tried.append(kind)
         if kind == "cuda":
             raise devices.DeviceUnavailableError("cuda: none")
         return "vulkan-device"
 
     monkeypatch.setattr(devices, "open_device", open_device)
-    assert devices.select_device(None, tmp_path, 1 << 20) == ("vulkan", "vulkan-device")
+    assert devices.select_device(None, shaders(tmp_path)) == ("vulkan", "vulkan-device")
     assert tried == ["cuda", "vulkan"]
 
 
@@ -66,7 +71,7 @@ void smoke(uint3 tid : SV_DispatchThreadID, uniform uint n, uniform float* x, un
 
 def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     shaders = slangspec.Cache(cache_dir).shader_cache()
-    _, device = devices.select_device(kind, shaders.path, shaders.size)
+    _, device = devices.select_device(kind, shaders)
     (tmp_path / "smoke.slang").write_text(SMOKE)
     session = Compiler(device, tmp_path, tmp_path).session([tmp_path], {})
     kernel = device.create_compute_kernel(session.load_program("smoke", ["smoke"]))

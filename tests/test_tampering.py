@@ -4,8 +4,11 @@ its rows, never touches files outside itself, and never stops a computation."""
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -273,3 +276,46 @@ def test_a_directory_where_a_kernel_source_belongs_is_replaced(tmp_path):
     assert run(cache, "--signatures", "2")["ok"]
     assert all(p.is_file() for p in (cache / "kernels").glob("*.slang"))
     assert slangspec.Cache(cache).verify()["problems"] == []
+
+
+AFFINE = """
+[Differentiable] float affine(float w, float x, float b) { return w * x + b; }
+"""
+AFFINE_CALL = """
+import sys, torch, slangspec
+m = slangspec.load_source("affine", sys.argv[2], cache_dir=sys.argv[1])
+w = torch.full((5,), 2.0, device=m.torch_device, requires_grad=True)
+x = torch.arange(5.0, device=m.torch_device)
+y = m.affine(w, x, 1.0)
+y.sum().backward()
+torch.testing.assert_close(y.detach(), 2 * x + 1)
+torch.testing.assert_close(w.grad, x)
+print("ok")
+"""
+
+
+def affine_process(cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", AFFINE_CALL, str(cache), AFFINE],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+@pytest.mark.parametrize("seed", [8, 11])
+def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, seed):
+    # LMDB has no checksums: these flips inside pages kill a process that maps the file (SIGBUS).
+    cache = tmp_path / "cache"
+    first = affine_process(cache)
+    assert first.stdout.strip() == "ok", first.stderr
+    rng = random.Random(seed)
+    for path in (cache / "shaders").rglob("*.mdb"):
+        if path.stat().st_size > 8192:
+            data = bytearray(path.read_bytes())
+            for _ in range(40):
+                data[rng.randrange(len(data))] ^= 0x5A
+            path.write_bytes(bytes(data))
+    for _ in range(2):
+        again = affine_process(cache)
+        assert again.returncode == 0 and again.stdout.strip() == "ok", again.stderr[-3000:]

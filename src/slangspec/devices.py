@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import slangpy as spy
 import torch
+
+if TYPE_CHECKING:
+    from .cache_store import ShaderSnapshots
 
 DEVICE_KINDS = ("cuda", "vulkan")
 _TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
@@ -25,7 +28,7 @@ cuda_torch_device: torch.device | None = None
 _lock = threading.Lock()
 
 
-def _open(kind: str, shader_cache: Path, shader_cache_size: int) -> spy.Device:
+def _open(kind: str, shaders: ShaderSnapshots) -> spy.Device:
     # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
     # session whenever a generated kernel lands on an include path.
     options: dict[str, object] = {"enable_hot_reload": False}
@@ -43,25 +46,25 @@ def _open(kind: str, shader_cache: Path, shader_cache_size: int) -> spy.Device:
         return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
     return spy.Device(
         type=_TYPES[kind],
-        shader_cache_path=shader_cache,
-        shader_cache_size=shader_cache_size,
+        shader_cache_path=shaders.checkout(),
+        shader_cache_size=shaders.size,
         **options,
     )
 
 
-def open_device(kind: str, shader_cache: Path, shader_cache_size: int) -> spy.Device:
-    """The process-wide slangpy device of ``kind`` that keeps target code in ``shader_cache``
+def open_device(kind: str, shaders: ShaderSnapshots) -> spy.Device:
+    """The process-wide slangpy device of ``kind`` that keeps target code in ``shaders``
     (Vulkan; CUDA keeps none), opened on first use."""
     with _lock:
-        device = _devices.get((kind, str(shader_cache)))
+        device = _devices.get((kind, str(shaders.directory)))
         if device is None:
             try:
-                device = _open(kind, shader_cache, shader_cache_size)
+                device = _open(kind, shaders)
             except DeviceUnavailableError:
                 raise
             except Exception as exc:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
-            _devices[(kind, str(shader_cache))] = device
+            _devices[(kind, str(shaders.directory))] = device
         return device
 
 
@@ -87,9 +90,7 @@ def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
     return identity
 
 
-def select_device(
-    requested: str | None, shader_cache: Path, shader_cache_size: int
-) -> tuple[str, spy.Device]:
+def select_device(requested: str | None, shaders: ShaderSnapshots) -> tuple[str, spy.Device]:
     """Resolve the device kind by the documented order and open it (see ``open_device``)."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is not None:
@@ -99,11 +100,11 @@ def select_device(
             raise ValueError(
                 f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}"
             )
-        return name, open_device(name, shader_cache, shader_cache_size)
+        return name, open_device(name, shaders)
     failures = []
     for kind in DEVICE_KINDS:
         try:
-            return kind, open_device(kind, shader_cache, shader_cache_size)
+            return kind, open_device(kind, shaders)
         except DeviceUnavailableError as exc:
             failures.append(str(exc))
     raise DeviceUnavailableError("no usable device; tried " + "; ".join(failures))

@@ -2,11 +2,12 @@
 (storage tiers behind one interface) and policy (filters, eviction, verification), with
 ``Cache`` as its face. Nothing here knows how kernels are made."""
 
-from .cache import Cache, ShaderCache
+from .cache import Cache
 from .entry import FORWARD, Entry
 from .keys import key_of
 from .location import CacheWarning
 from .policy import EntryFilter, Regenerate
+from .shader_snapshots import ShaderSnapshots
 from .tier import Tier
 
 __all__ = [
@@ -16,7 +17,7 @@ __all__ = [
     "Entry",
     "EntryFilter",
     "Regenerate",
-    "ShaderCache",
+    "ShaderSnapshots",
     "Tier",
     "key_of",
 ]

@@ -11,12 +11,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import report
-from .artifacts import check_shader_cache
 from .disk import HITS, MISSES, DiskTier
 from .entry import Entry, refusal, seal
 from .keys import blob_name
@@ -44,18 +42,13 @@ from .policy import (
     select,
     verify,
 )
+from .shader_snapshots import ShaderSnapshots
 from .tier import Tier
 
 _shrinking: dict[Path, threading.Thread] = {}
+_snapshots: dict[Path, ShaderSnapshots] = {}
+_snapshots_lock = threading.Lock()
 _shrinking_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class ShaderCache:
-    """Where slangpy keeps target code and pipelines for a device, and how large it may grow."""
-
-    path: Path
-    size: int
 
 
 class Cache:
@@ -107,12 +100,14 @@ class Cache:
         """A directory for the short-lived files of builds in progress."""
         return part(self.root, SCRATCH)
 
-    def shader_cache(self) -> ShaderCache:
-        """slangpy's shader cache, checked whole first (a damaged one is replaced by an empty
-        one, with a warning)."""
+    def shader_cache(self) -> ShaderSnapshots:
+        """slangpy's shader cache, as this process uses it (one per root and process)."""
         path = part(self.root, SHADERS)
-        check_shader_cache(path)
-        return ShaderCache(path, shader_cache_bytes())
+        with _snapshots_lock:
+            snapshots = _snapshots.get(path)
+            if snapshots is None:
+                snapshots = _snapshots[path] = ShaderSnapshots(path, shader_cache_bytes())
+            return snapshots
 
     def layout_id(self) -> tuple[int, ...]:
         """Identifies the directories builds read from; it changes when a ``clear`` (in any

@@ -43,6 +43,7 @@ from .location import (
     compiled_modules,
     file_bytes,
     part,
+    process_gone,
     tree_size,
     write_atomic,
 )
@@ -333,7 +334,7 @@ class DiskTier:
             direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
         except FileNotFoundError:  # removed meanwhile by a clear
             direct = []
-        direct += (self.root / SHADERS).glob("*/*.mdb")
+        direct += (self.root / SHADERS).glob("*.mdb")
         return self._number(BYTES) + file_bytes(direct)
 
     def measure(self) -> dict[str, int]:
@@ -422,16 +423,4 @@ def _dead(holder: Any) -> bool:
     if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
         return False
     pid = holder.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state == "Z"
+    return isinstance(pid, int) and pid > 0 and process_gone(pid)

@@ -7,7 +7,7 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``binaries/`` CUDA kernels compiled for this GPU (cubins), named by the hash of their content
 - ``modules/``  modules given as source strings, by content hash
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
-- ``shaders/``  slangpy's shader cache: target code and pipelines
+- ``shaders/``  snapshots of slangpy's shader cache (Vulkan target code and pipelines)
 - ``scratch/``  short-lived files of builds in progress
 
 Policy values read from the environment (size bound, lease length) live here too, as data.
@@ -170,6 +170,21 @@ def write_atomic(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             if attempt == 2:
                 raise
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this host no longer runs (or is a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 def compiled_modules(root: Path, name: str) -> list[Path]:

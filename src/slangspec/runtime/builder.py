@@ -131,7 +131,12 @@ class Builder:
 
     def _compiled(self, name: str) -> CompiledKernel:
         m = self.module
-        kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+        if m.device_kind == "cuda":
+            kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+        else:
+            with m.shaders.lock:
+                kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+                m.shaders.publish(m.device.shader_cache_stats.miss_count)
         # slangpy may write a module's own compiled IR after loading it returns: count it again.
         self.cache.note_compiled([name, *m.module_names])
         return kernel

@@ -50,8 +50,8 @@ class Module:
         self.path = directory / f"{name}.slang"
         self.source = source
         self.cache = cache
-        shaders = cache.shader_cache()
-        self.device_kind, self.device = select_device(device, shaders.path, shaders.size)
+        self.shaders = cache.shader_cache()
+        self.device_kind, self.device = select_device(device, self.shaders)
         self.torch_device = torch_device(self.device_kind)
         self.binding = BINDINGS[self.device_kind]
         self.user_include_paths = list(include_paths)
