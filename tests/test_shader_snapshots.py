@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import slangspec
 from slangspec.cache_store import CacheWarning, ShaderSnapshots
 from slangspec.cache_store.shader_snapshots import POINTER, lmdb_whole
 
@@ -124,3 +125,17 @@ def test_lmdb_whole_reads_the_newest_meta_page():
     assert not lmdb_whole(data[: 4 * PAGE])
     assert not lmdb_whole(b"\0" * (5 * PAGE))
     assert not lmdb_whole(data[:100])
+
+
+def test_verify_reports_a_damaged_snapshot_and_repair_removes_it(tmp_path):
+    cache = slangspec.Cache(tmp_path / "cache")
+    process = cache.shader_cache()
+    slangpy_writes(process.checkout(), lmdb_file(3, 5))
+    process.publish(misses=1)
+    assert cache.verify()["problems"] == []
+    damage("flipped", tmp_path / "cache" / "shaders")
+    (problem,) = cache.verify()["problems"]
+    (snapshot,) = (tmp_path / "cache" / "shaders").glob("*.mdb")
+    assert problem == {"key": "", "problem": f"shader cache snapshot {snapshot} is damaged"}
+    assert cache.verify(repair=True)["repaired"] == 1
+    assert cache.verify()["problems"] == []

@@ -294,6 +294,14 @@ class Cache:
         self.tiers = (self.disk,)
 
     def verify(self, repair: bool = False) -> dict[str, Any]:
-        """Check rows, preimages, plans, sources and binaries; ``repair`` drops or rebuilds what
-        fails."""
-        return verify(self.disk, repair, self.regenerate)
+        """Check rows, preimages, plans, sources, binaries and the shader-cache snapshot;
+        ``repair`` drops or rebuilds what fails."""
+        report = verify(self.disk, repair, self.regenerate)
+        damaged = self.shader_cache().damaged()
+        if damaged is not None:
+            problem = f"shader cache snapshot {damaged} is damaged"
+            report["problems"].append({"key": "", "problem": problem})
+            if repair:
+                self.shader_cache().discard()
+                report["repaired"] += 1
+        return report

@@ -132,34 +132,47 @@ class ShaderSnapshots:
             return (self.directory / POINTER).read_text(encoding="ascii").strip()
         return None
 
+    def damaged(self) -> Path | None:
+        """The file that makes the current snapshot unusable, or None when it is sound (or
+        there is none)."""
+        return self._read()[1]
+
+    def discard(self) -> None:
+        """Remove every snapshot; the next process starts an empty shader cache."""
+        self._remove_stale(keep=set())
+
     def _current(self) -> bytes | None:
-        """The newest snapshot, checked against its name; None when there is none, and with a
-        warning when it is damaged (then it is removed)."""
+        """The newest snapshot; None when there is none, and with a warning when it is damaged
+        (then it is removed)."""
+        data, damaged = self._read()
+        if damaged is not None:
+            warnings.warn(
+                f"slangpy shader cache {damaged} is damaged; starting an empty one",
+                CacheWarning,
+                stacklevel=4,
+            )
+            self.discard()
+        return data
+
+    def _read(self) -> tuple[bytes | None, Path | None]:
+        """The newest snapshot checked against its name, or the file that failed."""
         for _ in range(3):
             path = self.directory / POINTER
             if not path.exists() and not path.is_symlink():
-                return None
+                return None, None
             name = self._pointer()
             if name is None or not _NAME.fullmatch(name):
-                return self._damaged(path)
+                return None, path
             try:
                 data = (self.directory / name).read_bytes()
             except FileNotFoundError:
                 continue  # replaced by a newer snapshot meanwhile
             except OSError:
-                return self._damaged(self.directory / name)
+                return None, self.directory / name
             if _digest(data) != name[:-4] or not lmdb_whole(data):
-                return self._damaged(self.directory / name)
-            return data
-        return None
-
-    def _damaged(self, path: Path) -> None:
-        warnings.warn(
-            f"slangpy shader cache {path} is damaged; starting an empty one",
-            CacheWarning,
-            stacklevel=4,
-        )
-        self._remove_stale(keep=set())
+                return None, self.directory / name
+            return data, None
+        return None, None
 
     def _remove_stale(self, keep: set[str]) -> None:
         with contextlib.suppress(FileNotFoundError):
