@@ -319,3 +319,28 @@ def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, seed):
     for _ in range(2):
         again = affine_process(cache)
         assert again.returncode == 0 and again.stdout.strip() == "ok", again.stderr[-3000:]
+
+
+def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(
+    tmp_path, tdev, monkeypatch
+):
+    cache = tmp_path / "cache"
+    a, x = torch.ones(1, device=tdev), torch.ones(4, device=tdev)
+    load(cache).poly(a, x)
+    fresh = load(cache)
+
+    def evicted_meanwhile(read):
+        def read_after_eviction(name):
+            slangspec.Cache(cache).evict(max_size=0)
+            return read(name)
+
+        return read_after_eviction
+
+    # Another process evicts between this one's lookup and its read of the entry's kernel.
+    for read in ("read_binary", "source_ok"):
+        monkeypatch.setattr(fresh.cache, read, evicted_meanwhile(getattr(fresh.cache, read)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = fresh.poly(a, x)
+    torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
+    assert [str(w.message) for w in caught] == []

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import report
 from .disk import HITS, MISSES, DiskTier
-from .entry import Entry, refusal, seal
+from .entry import Entry, intact, refusal, seal
 from .keys import blob_name
 from .location import (
     PARTS,
@@ -211,6 +211,16 @@ class Cache:
 
     def source_ok(self, name: str) -> bool:
         return self.disk.read_blob(name) is not None
+
+    def names(self, key: str, name: str) -> bool:
+        """Whether the entry at ``key`` still names the source or binary ``name``; False once
+        another process evicted or replaced it."""
+        row = self.disk.get(key)
+        if not intact(row):
+            return False
+        named = [*row.get("kernels", {}).values()]
+        named += [b.get("file") for b in row.get("binaries", {}).values()]
+        return name in named
 
     def write_binary(self, data: bytes) -> str:
         """Store a compiled binary; returns its name."""

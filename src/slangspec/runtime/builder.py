@@ -164,7 +164,7 @@ class Builder:
                 return None  # built again from the plan, where a failure that stays is raised
             self._keep_binary(key, label, kernel)
             return kernel
-        if not quiet:
+        if not quiet and self.cache.names(key, name):
             warnings.warn(
                 f"slangspec kernel source {name} is missing or damaged; regenerating",
                 CacheWarning,
@@ -190,6 +190,8 @@ class Builder:
         file is missing or damaged or the driver refuses it."""
         data = self.cache.read_binary(binary["file"])
         why = "missing or damaged"
+        if data is None and not self.cache.names(key, binary["file"]):
+            return None  # evicted by another process since this one read the entry
         if data is not None:
             # Backward runs on torch's autograd thread, which may have no current context.
             self.module.device.set_cuda_context_current()
