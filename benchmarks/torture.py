@@ -55,7 +55,7 @@ FAILURES: list[str] = []
 """The last error line of every trial that did not end ok, with what the trial did."""
 
 
-def outcome(proc: subprocess.Popen, what: str = "") -> str:
+def outcome(proc: subprocess.Popen, what: str = "", reports: list[dict] | None = None) -> str:
     """How one worker process ended."""
     try:
         out, err = proc.communicate(timeout=LIMIT_S)
@@ -72,6 +72,8 @@ def outcome(proc: subprocess.Popen, what: str = "") -> str:
         report = json.loads(lines[-1]) if lines else None
     except json.JSONDecodeError:
         report = None
+    if report is not None and reports is not None:
+        reports.append(report)
     if report is not None and report["ok"] and proc.returncode == 0:
         return "ok"
     errors = [line for line in err.splitlines() if line.strip() and "WARN" not in line]
@@ -109,20 +111,22 @@ def concurrent(cache_root: Path, rounds: int, processes: int) -> Counter[str]:
     return counts
 
 
-def killed(cache_root: Path, trials: int, rng: random.Random) -> tuple[Counter[str], float]:
-    """Outcomes of the processes that follow a SIGKILLed one, and the longest follow-up."""
+def killed(cache_root: Path, trials: int, rng: random.Random) -> tuple[Counter[str], float, float]:
+    """Outcomes of the processes that follow a SIGKILLed one, the longest follow-up, and the
+    longest any follow-up waited on a compile lease."""
     counts: Counter[str] = Counter()
     cache = cache_root / "killed"
     worst = 0.0
+    reports: list[dict] = []
     for i in range(trials):
         victim = worker(cache, "--signatures", str(2 + i % 8))
         time.sleep(rng.uniform(0.3, 3.0))
         victim.send_signal(signal.SIGKILL)
         victim.communicate()
         start = time.monotonic()
-        counts[outcome(worker(cache, "--signatures", str(2 + i % 8)))] += 1
+        counts[outcome(worker(cache, "--signatures", str(2 + i % 8)), "", reports)] += 1
         worst = max(worst, time.monotonic() - start)
-    return counts, worst
+    return counts, worst, max((r["lease_wait_s"] for r in reports), default=0.0)
 
 
 def _flip(path: Path, rng: random.Random) -> None:
@@ -327,10 +331,9 @@ def main() -> None:
             concurrent(root, n["rounds"], args.processes)
         )
     if "killed" in wanted:
-        counts, worst = killed(root, n["killed"], rng)
-        rows[f"a process SIGKILLed while building, then a fresh one ({worst:.1f} s at most)"] = (
-            counts
-        )
+        counts, worst, waited = killed(root, n["killed"], rng)
+        what = f"{worst:.1f} s at most, of which {waited:.2f} s waiting on the dead one's lease"
+        rows[f"a process SIGKILLed while building, then a fresh one ({what})"] = counts
     if "damaged" in wanted:
         rows["a file of every kind damaged, then a fresh process"] = damaged(
             root, n["damaged"], rng

@@ -3,7 +3,8 @@
     python tests/jit_worker.py CACHE_DIR [--forbid-compile | --forbid-slang] [--signatures N]
                                [--lease-and-die]
 
-Prints one JSON line: the process's compile counts and whether every result was right.
+Prints one JSON line: the process's compile counts, whether every result was right, and the
+longest it waited on a compile lease.
 """
 
 import argparse
@@ -17,6 +18,7 @@ import torch
 
 import slangspec
 from slangspec import compiler
+from slangspec.cache_store import disk
 from slangspec.runtime import builder, module
 
 HERE = Path(__file__).parent
@@ -92,7 +94,9 @@ def main() -> None:
         ok &= torch.allclose(a.grad, ref_a, rtol=1e-4, atol=1e-4)
         if grad_x:
             ok &= torch.allclose(x.grad, (2 * a * x).detach(), rtol=1e-5, atol=1e-5)
-    print(json.dumps({"counts": dict(compiler.compile_counts), "ok": bool(ok)}), flush=True)
+    waited = max(disk.lease_waits, default=0.0)
+    report = {"counts": dict(compiler.compile_counts), "ok": bool(ok), "lease_wait_s": waited}
+    print(json.dumps(report), flush=True)
     sys.exit(0 if ok else 1)
 
 

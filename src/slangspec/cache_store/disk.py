@@ -384,6 +384,7 @@ class DiskTier:
         """
         token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
         delay = 0.01
+        start = time.monotonic()
         while not self._call("add", LOCK + name, token, expire=seconds, fallback=True):
             if done():
                 break
@@ -393,6 +394,7 @@ class DiskTier:
                 continue
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+        lease_waits.append(time.monotonic() - start)
         try:
             yield
         finally:
@@ -403,6 +405,11 @@ class DiskTier:
         with self._transact():
             if self._read(key) == value:
                 self._call("delete", key)
+
+
+lease_waits: list[float] = []
+"""Seconds this process spent on each lease before holding it or seeing the result, for
+benchmarks."""
 
 
 def _remove(path: Path) -> int:
