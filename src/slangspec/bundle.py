@@ -6,31 +6,44 @@ its expected shape, every plan is one for its entry's call and every kernel an e
 the source its plan generates. Imported entries get sources regenerated here, never the text a
 bundle carries.
 
-Compiled artifacts do not travel (they belong to one toolchain and device); ``specialize warm
---recorded`` compiles the imported entries from their plans and sources without type
-resolution or code generation.
+Compiled binaries (CUDA cubins) travel only when ``SLANGSPEC_SECRET`` is set where the bundle is
+made: each entry's binaries are then signed with it, and an import takes them only when the
+signature holds under its own ``SLANGSPEC_SECRET`` and the entry was built for this very device.
+Without them, ``specialize warm --recorded`` compiles the imported entries from their plans and
+sources without type resolution or code generation.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from pathlib import Path
 from typing import Any
 
 from .cache import regenerate_source
 from .cache_store import Cache, key_of
-from .cache_store.keys import source_name
+from .cache_store.keys import names, source_name
 from .cache_store.policy import regenerated
+from .cache_store.signing import SECRET_ENV, secret, sign, signed
 from .preimage import toolchain
 from .warm import items_from_records, module_for
 
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 1
+_SIGNED = ("preimage", "plan", "kernels", "binaries")
+
+
+def _signed_part(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: entry[k] for k in _SIGNED}
 
 
 def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
-    """Write every record, whole entry and referenced source of ``cache`` to ``file``."""
-    entries, sources = [], {}
+    """Write every record, whole entry and referenced source of ``cache`` to ``file``, and the
+    entries' binaries, signed, when ``SLANGSPEC_SECRET`` is set."""
+    key = secret()
+    entries, sources, binaries = [], {}, {}
+    left_out = 0
     for _, row in cache.rows():
         if row is None:
             continue
@@ -38,9 +51,17 @@ def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
         if None in texts.values():
             continue
         sources.update(texts)
-        entries.append(
-            {"preimage": row["preimage"], "plan": row["plan"], "kernels": row["kernels"]}
-        )
+        entry = {"preimage": row["preimage"], "plan": row["plan"], "kernels": row["kernels"]}
+        kept = row.get("binaries", {})
+        blobs = {label: cache.read_binary(b["file"]) for label, b in sorted(kept.items())}
+        if key is not None and kept and None not in blobs.values():
+            entry["binaries"] = kept
+            entry["signature"] = sign(key, _signed_part(entry), blobs.values())
+            for label, data in blobs.items():
+                binaries[kept[label]["file"]] = base64.b64encode(data).decode()
+        else:
+            left_out += len(kept)
+        entries.append(entry)
     bundle = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -48,9 +69,16 @@ def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
         "records": cache.records(),
         "entries": entries,
         "sources": sources,
+        "binaries": binaries,
     }
     Path(file).write_text(json.dumps(bundle, indent=1, sort_keys=True))
-    return {"records": len(bundle["records"]), "entries": len(entries), "sources": len(sources)}
+    return {
+        "records": len(bundle["records"]),
+        "entries": len(entries),
+        "sources": len(sources),
+        "binaries": len(binaries),
+        "binaries_left_out": left_out,
+    }
 
 
 def read_bundle(file: str | Path) -> dict[str, Any]:
@@ -87,6 +115,7 @@ def _check_shape(bundle: dict[str, Any]) -> None:
     """ValueError naming the first field that does not have the shape an export writes."""
     _expect(isinstance(bundle.get("toolchain"), dict), "toolchain", "an object")
     _expect(_strings(bundle.get("sources")), "sources", "an object of strings")
+    _expect(_strings(bundle.get("binaries", {})), "binaries", "an object of strings")
     records, entries = bundle.get("records"), bundle.get("entries")
     _expect(isinstance(records, list), "records", "a list")
     _expect(isinstance(entries, list), "entries", "a list")
@@ -120,6 +149,20 @@ def _check_shape(bundle: dict[str, Any]) -> None:
             f"{at}.kernels",
             'an object of kernel names with "forward"',
         )
+        carried = e.get("binaries")
+        if carried is None:
+            continue
+        _expect(isinstance(carried, dict), f"{at}.binaries", "an object")
+        for label, b in carried.items():
+            _expect(
+                isinstance(b, dict)
+                and isinstance(b.get("file"), str)
+                and isinstance(b.get("group"), int)
+                and "layout" in b,
+                f"{at}.binaries.{label}",
+                "an object with a file, a group size and a layout",
+            )
+        _expect(isinstance(e.get("signature"), str), f"{at}.signature", "a string")
 
 
 def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
@@ -138,9 +181,32 @@ def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
     return sources
 
 
+def _carried(
+    key: bytes | None, entry: dict[str, Any], blobs: dict[str, str], device: dict[str, Any]
+) -> tuple[dict[str, bytes] | None, str]:
+    """The binaries an entry carries, by label, when they may be taken here under ``key``; else
+    None and why not."""
+    if key is None:
+        return None, f"not taken without {SECRET_ENV}; built here when needed"
+    if entry["preimage"]["device"] != device:
+        return None, "built for another device"
+    data: dict[str, bytes] = {}
+    for label, b in sorted(entry["binaries"].items()):
+        try:
+            data[label] = base64.b64decode(blobs[b["file"]], validate=True)
+        except (KeyError, binascii.Error):
+            return None, f"the bundle lacks binary {b['file']}"
+        if not names(b["file"], data[label]):
+            return None, f"binary {b['file']} does not match its name"
+    if not signed(key, _signed_part(entry), data.values(), entry["signature"]):
+        return None, f"its signature does not hold under this machine's {SECRET_ENV}"
+    return data, ""
+
+
 def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
     bundle = read_bundle(file)
+    key_here = secret()
     skipped: list[dict[str, str]] = []
     local = toolchain()
     formats = ("cache_format", "signature_format", "plan_format", "codegen_format")
@@ -150,6 +216,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
             "records": 0,
             "entries": 0,
             "sources": 0,
+            "binaries": 0,
             "skipped": [
                 {
                     "what": "everything",
@@ -183,7 +250,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
             continue
         cache.write_source(text)
         sources += 1
-    entries = 0
+    entries = binaries = 0
     for e, kernel_sources in zip(bundle["entries"], generated, strict=True):
         pre = e["preimage"]
         what = f"entry {pre['module']}::{pre['function']} {pre['signature']}"
@@ -220,6 +287,22 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
             continue
         for text in kernel_sources.values():
             cache.write_source(text)
-        cache.insert(key_of(here), here, e["plan"], e["kernels"], {"imported": True})
+        key = key_of(here)
+        cache.insert(key, here, e["plan"], e["kernels"], {"imported": True})
         entries += 1
-    return {"records": records, "entries": entries, "sources": sources, "skipped": skipped}
+        if "binaries" in e:
+            data, why = _carried(key_here, e, bundle.get("binaries", {}), here["device"])
+            if data is None:
+                skipped.append({"what": f"binaries of {what}", "why": why})
+                continue
+            for label, blob in data.items():
+                cache.write_binary(blob)
+                cache.add_binary(key, label, e["binaries"][label])
+                binaries += 1
+    return {
+        "records": records,
+        "entries": entries,
+        "sources": sources,
+        "binaries": binaries,
+        "skipped": skipped,
+    }

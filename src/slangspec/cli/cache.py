@@ -9,6 +9,7 @@ import click
 from ..bundle import export_bundle, import_bundle
 from ..cache import Cache
 from ..cache_store import EntryFilter
+from ..cache_store.signing import SECRET_ENV
 from ..signature import call_arguments
 from .common import (
     UsageProblem,
@@ -183,12 +184,21 @@ def verify(repair, cache_dir, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, writable=True))
 @cache_dir_option
 def export_(file, cache_dir):
-    """Write a portable bundle of records, plans and sources to FILE."""
-    counts = export_bundle(Cache(cache_dir), file)
+    """Write a portable bundle of records, plans and sources to FILE, with the binaries signed
+    when SLANGSPEC_SECRET is set."""
+    try:
+        counts = export_bundle(Cache(cache_dir), file)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
     click.echo(
-        f"exported {counts['entries']} entries, {counts['records']} records and "
-        f"{counts['sources']} sources to {file}"
+        f"exported {counts['entries']} entries, {counts['records']} records, "
+        f"{counts['sources']} sources and {counts['binaries']} signed binaries to {file}"
     )
+    if counts["binaries_left_out"]:
+        click.echo(
+            f"left out {counts['binaries_left_out']} binaries: set {SECRET_ENV} (the same on "
+            "both machines) to carry them signed"
+        )
 
 
 @cache.command("import")
@@ -206,8 +216,8 @@ def import_(file, device, cache_dir, as_json):
         print_json(report)
         return
     click.echo(
-        f"imported {report['entries']} entries, {report['records']} records and "
-        f"{report['sources']} sources"
+        f"imported {report['entries']} entries, {report['records']} records, "
+        f"{report['sources']} sources and {report['binaries']} binaries"
     )
     for s in report["skipped"]:
         click.echo(f"skipped {s['what']}: {s['why']}")
