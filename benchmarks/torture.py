@@ -12,17 +12,19 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
 - killed: a process SIGKILLed at a random moment while it builds, then a fresh one must compute
   right (and not wait out the dead one's lease);
 - damaged: every kind of file the cache keeps (index, kernel sources, binaries, compiled modules,
-  shader cache, part directories) flipped, truncated, deleted, overwritten or replaced by a
+  shader-cache snapshots, part directories) flipped, truncated, deleted, overwritten or replaced by a
   directory, then a process must compute right;
 - fuzzed: calls with random arguments: right results, or a TypeError/ValueError naming the
   function, never anything else;
-- tampered: index rows that would unpickle or touch files outside the index, and bundles whose
-  kernels are not what their plans generate.
+- tampered: index rows that would unpickle or touch files outside the index, bundles whose
+  kernels are not what their plans generate, and signed bundles carrying a binary swapped for
+  another kernel's or signed with another secret.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -266,17 +268,20 @@ def tampered(cache_root: Path, trials: int) -> Counter[str]:
         with sqlite3.connect(cache / "index" / "cache.db") as db:
             rows = db.execute("SELECT rowid, key FROM Cache WHERE raw = 1").fetchall()
             for rowid, key in rows:
-                if i % 3 == 0:
+                if i % 4 == 0:
                     db.execute(
                         "UPDATE Cache SET mode = 4, value = ? WHERE rowid = ?", (pickled, rowid)
                     )
-                elif i % 3 == 1 and json.loads(zlib.decompress(key)).startswith("entry:"):
+                elif i % 4 == 1 and json.loads(zlib.decompress(key)).startswith("entry:"):
                     name = os.path.relpath(victim, cache / "index")
                     db.execute(
                         "UPDATE Cache SET mode = 2, filename = ?, value = NULL WHERE rowid = ?",
                         (name, rowid),
                     )
-        if i % 3 == 2:
+        if i % 4 == 3:
+            counts[_forged_binary(cache_root, source, i)] += 1
+            continue
+        if i % 4 == 2:
             bundle = cache_root / f"bundle-{i}.json"
             export_bundle(slangspec.Cache(source), bundle)
             data = json.loads(bundle.read_text())
@@ -296,6 +301,38 @@ def tampered(cache_root: Path, trials: int) -> Counter[str]:
             result = "ran code"
         counts[result] += 1
     return counts
+
+
+def _forged_binary(cache_root: Path, source: Path, i: int) -> str:
+    """Import a signed bundle whose first entry's forward binary was swapped for another kernel's
+    (or, where there are no binaries, given one signed with another secret), then compute."""
+    import slangspec
+    from slangspec.bundle import export_bundle, import_bundle
+    from slangspec.cache_store.keys import blob_name
+    from slangspec.cache_store.signing import sign
+
+    bundle, target = cache_root / f"signed-{i}.json", cache_root / f"imported-{i}"
+    os.environ["SLANGSPEC_SECRET"] = "the secret of this cluster"
+    try:
+        export_bundle(slangspec.Cache(source), bundle)
+        data = json.loads(bundle.read_text())
+        first, second = data["entries"][:2]
+        if "binaries" in first and "binaries" in second:
+            first["binaries"]["forward"] = second["binaries"]["forward"]
+        else:
+            forged = b"\x7fELF forged"
+            name = blob_name("binary", forged)
+            first["binaries"] = {"forward": {"file": name, "group": 32, "layout": {}}}
+            signed = {k: first[k] for k in ("preimage", "plan", "kernels", "binaries")}
+            first["signature"] = sign(b"some other cluster's secret", signed, [forged])
+            data["binaries"] = {name: base64.b64encode(forged).decode()}
+        bundle.write_text(json.dumps(data))
+        report = import_bundle(slangspec.Cache(target), bundle)
+        if report["binaries"] > sum(len(e.get("binaries", {})) for e in data["entries"][1:]):
+            return "ran code"  # the forged binary was taken
+        return outcome(worker(target, "--signatures", "2"))
+    finally:
+        del os.environ["SLANGSPEC_SECRET"]
 
 
 def table(rows: dict[str, Counter[str]]) -> str:
@@ -319,7 +356,7 @@ def main() -> None:
     os.environ["SLANGSPEC_DEVICE"] = args.device
     tdev = "cuda" if args.device == "cuda" else "cpu"
     rng = random.Random(args.seed)
-    n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 3}
+    n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 4}
     if not args.quick:
         n = {"rounds": 3, "killed": 30, "damaged": 100, "fuzzed": 2000, "tampered": 12}
     root = Path(tempfile.mkdtemp(prefix="slangspec-torture-"))
@@ -343,7 +380,9 @@ def main() -> None:
             root, n["fuzzed"], rng, tdev
         )
     if "tampered" in wanted:
-        rows["tampered rows (pickle, files outside) and bundles"] = tampered(root, n["tampered"])
+        rows[
+            "tampered rows (pickle, files outside), bundles (crafted kernels, forged binaries)"
+        ] = tampered(root, n["tampered"])
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)
     print(text)
