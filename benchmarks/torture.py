@@ -12,8 +12,8 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
 - killed: a process SIGKILLed at a random moment while it builds, then a fresh one must compute
   right (and not wait out the dead one's lease);
 - damaged: every kind of file the cache keeps (index, kernel sources, binaries, compiled modules,
-  shader-cache snapshots, part directories) flipped, truncated, deleted, overwritten or replaced by a
-  directory, then a process must compute right;
+  shader-cache snapshots, part directories) flipped, truncated, deleted, overwritten or replaced
+  by a directory, then a process must compute right;
 - fuzzed: calls with random arguments: right results, or a TypeError/ValueError naming the
   function, never anything else;
 - tampered: index rows that would unpickle or touch files outside the index, bundles whose
