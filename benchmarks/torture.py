@@ -363,26 +363,32 @@ def main() -> None:
     rows: dict[str, Counter[str]] = {}
     start = time.monotonic()
     wanted = set(args.only or TRIALS)
+
+    def done(kind: str, counts: Counter[str]) -> None:
+        rows[kind] = counts
+        print(table({kind: counts}).splitlines()[-1], flush=True)  # each row as it is measured
+
     if "concurrent" in wanted:
-        rows[f"{args.processes} concurrent cold processes (alone, under clear, under evict)"] = (
-            concurrent(root, n["rounds"], args.processes)
+        done(
+            f"{args.processes} concurrent cold processes (alone, under clear, under evict)",
+            concurrent(root, n["rounds"], args.processes),
         )
     if "killed" in wanted:
         counts, worst, waited = killed(root, n["killed"], rng)
         what = f"{worst:.1f} s at most, of which {waited:.2f} s waiting on the dead one's lease"
-        rows[f"a process SIGKILLed while building, then a fresh one ({what})"] = counts
+        done(f"a process SIGKILLed while building, then a fresh one ({what})", counts)
     if "damaged" in wanted:
-        rows["a file of every kind damaged, then a fresh process"] = damaged(
-            root, n["damaged"], rng
-        )
+        done("a file of every kind damaged, then a fresh process", damaged(root, n["damaged"], rng))
     if "fuzzed" in wanted:
-        rows["fuzzed calls (right result, or TypeError/ValueError naming the function)"] = fuzzed(
-            root, n["fuzzed"], rng, tdev
+        done(
+            "fuzzed calls (right result, or TypeError/ValueError naming the function)",
+            fuzzed(root, n["fuzzed"], rng, tdev),
         )
     if "tampered" in wanted:
-        rows[
-            "tampered rows (pickle, files outside), bundles (crafted kernels, forged binaries)"
-        ] = tampered(root, n["tampered"])
+        done(
+            "tampered rows (pickle, files outside), bundles (crafted kernels, forged binaries)",
+            tampered(root, n["tampered"]),
+        )
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)
     print(text)

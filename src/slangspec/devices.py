@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 import slangpy as spy
 import torch
 
-if TYPE_CHECKING:
-    from .cache_store import ShaderSnapshots
-
 DEVICE_KINDS = ("cuda", "vulkan")
 _TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
+
+
+class ShaderCache(Protocol):
+    """Where a Vulkan device keeps target code and pipelines: ``checkout()`` gives the directory
+    (called only when a Vulkan device opens), ``size`` its bound in bytes, and ``directory``
+    names the cache it belongs to."""
+
+    directory: Path
+    size: int
+
+    def checkout(self) -> Path: ...
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -28,7 +37,7 @@ cuda_torch_device: torch.device | None = None
 _lock = threading.Lock()
 
 
-def _open(kind: str, shaders: ShaderSnapshots) -> spy.Device:
+def _open(kind: str, shaders: ShaderCache) -> spy.Device:
     # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
     # session whenever a generated kernel lands on an include path.
     options: dict[str, object] = {"enable_hot_reload": False}
@@ -52,7 +61,7 @@ def _open(kind: str, shaders: ShaderSnapshots) -> spy.Device:
     )
 
 
-def open_device(kind: str, shaders: ShaderSnapshots) -> spy.Device:
+def open_device(kind: str, shaders: ShaderCache) -> spy.Device:
     """The process-wide slangpy device of ``kind`` that keeps target code in ``shaders``
     (Vulkan; CUDA keeps none), opened on first use."""
     with _lock:
@@ -90,7 +99,7 @@ def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
     return identity
 
 
-def select_device(requested: str | None, shaders: ShaderSnapshots) -> tuple[str, spy.Device]:
+def select_device(requested: str | None, shaders: ShaderCache) -> tuple[str, spy.Device]:
     """Resolve the device kind by the documented order and open it (see ``open_device``)."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is not None:

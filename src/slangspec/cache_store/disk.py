@@ -334,7 +334,8 @@ class DiskTier:
             direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
         except FileNotFoundError:  # removed meanwhile by a clear
             direct = []
-        direct += (self.root / SHADERS).glob("*.mdb")
+        with contextlib.suppress(FileNotFoundError):
+            direct += [p for p in (self.root / SHADERS).iterdir() if p.is_file()]
         return self._number(BYTES) + file_bytes(direct)
 
     def measure(self) -> dict[str, int]:
