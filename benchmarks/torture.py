@@ -79,7 +79,8 @@ def outcome(proc: subprocess.Popen, what: str = "", reports: list[dict] | None =
     if report is not None and report["ok"] and proc.returncode == 0:
         return "ok"
     errors = [line for line in err.splitlines() if line.strip() and "WARN" not in line]
-    FAILURES.append(f"{what}: {errors[-1][:200] if errors else 'no output'}")
+    raised = [line for line in errors if "Error" in line or "Exception" in line][-1:]
+    FAILURES.append(f"{what}: {' / '.join(raised + errors[-1:])[:400] or 'no output'}")
     return "unexpected" if report is None else "wrong"
 
 

@@ -73,7 +73,7 @@ def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     shaders = slangspec.Cache(cache_dir).shader_cache()
     _, device = devices.select_device(kind, shaders)
     (tmp_path / "smoke.slang").write_text(SMOKE)
-    session = Compiler(device, tmp_path, tmp_path).session([tmp_path], {})
+    session = Compiler(device, tmp_path).session([tmp_path], {})
     kernel = device.create_compute_kernel(session.load_program("smoke", ["smoke"]))
     usage = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
     x = np.linspace(-2, 2, 100, dtype=np.float32)

@@ -273,6 +273,8 @@ def test_a_directory_where_a_kernel_source_belongs_is_replaced(tmp_path):
     for source in (cache / "kernels").glob("*.slang"):
         source.unlink()
         source.mkdir()
+    for cubin in (cache / "binaries").glob("*.cubin"):  # so that CUDA reads the sources too
+        cubin.unlink()
     assert run(cache, "--signatures", "2")["ok"]
     assert all(p.is_file() for p in (cache / "kernels").glob("*.slang"))
     assert slangspec.Cache(cache).verify()["problems"] == []
@@ -308,7 +310,7 @@ def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, seed):
     # LMDB has no checksums: these flips inside pages kill a process that maps the file (SIGBUS).
     cache = tmp_path / "cache"
     first = affine_process(cache)
-    assert first.stdout.strip() == "ok", first.stderr
+    assert first.stdout.strip().endswith("ok"), first.stderr
     rng = random.Random(seed)
     for path in (cache / "shaders").rglob("*.mdb"):
         if path.stat().st_size > 8192:
@@ -318,7 +320,7 @@ def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, seed):
             path.write_bytes(bytes(data))
     for _ in range(2):
         again = affine_process(cache)
-        assert again.returncode == 0 and again.stdout.strip() == "ok", again.stderr[-3000:]
+        assert again.returncode == 0 and again.stdout.strip().endswith("ok"), again.stderr[-3000:]
 
 
 def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(

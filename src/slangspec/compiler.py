@@ -40,14 +40,13 @@ class CompiledKernel:
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines) set.
 
-    ``module_cache`` is where slangpy keeps compiled IR; ``scratch`` where a build may leave
-    short-lived files.
+    ``module_cache`` is where slangpy keeps compiled IR. The PTX of a CUDA build is dumped to a
+    directory of its own in the system's temporary directory, out of reach of a ``cache clear``.
     """
 
-    def __init__(self, device: spy.Device, module_cache: Path, scratch: Path) -> None:
+    def __init__(self, device: spy.Device, module_cache: Path) -> None:
         self.device = device
         self.module_cache = module_cache
-        self.scratch = scratch
         self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, spy.SlangSession] = {}
         self._lock = threading.Lock()
@@ -100,11 +99,8 @@ class Compiler:
         if not self._capture:
             program = session.load_program(name, [ENTRY_POINT])
             return CompiledKernel(self.device.create_compute_kernel(program))
-        # A clear in another process may have removed it, as the module cache.
-        self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(
-            prefix=".ptx-", dir=self.scratch, ignore_cleanup_errors=True
-        ) as dump:
+        dumps = tempfile.TemporaryDirectory(prefix="slangspec-ptx-", ignore_cleanup_errors=True)
+        with dumps as dump:
             options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
             program = session.load_program(name, [ENTRY_POINT], link_options=options)
             # Building the pipeline generates the target code, and with it the dump.

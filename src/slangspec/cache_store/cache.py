@@ -19,8 +19,8 @@ from .disk import HITS, MISSES, DiskTier
 from .entry import Entry, intact, refusal, seal
 from .keys import blob_name
 from .location import (
+    LEGACY_SCRATCH,
     PARTS,
-    SCRATCH,
     SHADERS,
     SLANG,
     CacheWarning,
@@ -94,11 +94,6 @@ class Cache:
     def module_cache(self) -> Path:
         """slangpy's module cache: compiled IR of user and generated modules."""
         return part(self.root, SLANG)
-
-    @property
-    def scratch(self) -> Path:
-        """A directory for the short-lived files of builds in progress."""
-        return part(self.root, SCRATCH)
 
     def shader_cache(self) -> ShaderSnapshots:
         """slangpy's shader cache, as this process uses it (one per root and process)."""
@@ -298,7 +293,7 @@ class Cache:
     def clear(self) -> None:
         """Remove every entry, source, compiled artifact and record."""
         self.disk.close()
-        for name in (*PARTS, SCRATCH):
+        for name in (*PARTS, LEGACY_SCRATCH):
             shutil.rmtree(self.root / name, ignore_errors=True)
         self.disk = DiskTier(self.root)
         self.tiers = (self.disk,)

@@ -8,7 +8,6 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``modules/``  modules given as source strings, by content hash
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
 - ``shaders/``  snapshots of slangpy's shader cache (Vulkan target code and pipelines)
-- ``scratch/``  short-lived files of builds in progress
 
 Policy values read from the environment (size bound, lease length) live here too, as data.
 """
@@ -38,9 +37,9 @@ BINARIES = "binaries"
 MODULES = "modules"
 SLANG = "slang"
 SHADERS = "shaders"
-SCRATCH = "scratch"
+LEGACY_SCRATCH = "scratch"
+"""Where builds of earlier versions left short-lived files; ``clear`` still removes it."""
 PARTS = (INDEX, KERNELS, BINARIES, MODULES, SLANG, SHADERS)
-"""The parts that hold data; ``scratch`` holds only what builds in progress leave there."""
 SHADER_CACHE_MAX_BYTES = 128 << 20
 SHADER_CACHE_MIN_BYTES = 4 << 20
 """slangpy cannot open a shader cache much smaller than this, whatever the size bound."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .module import Module
 
 Outcome = Literal["cached", "built", "taken"]
+BUILD_ATTEMPTS = 8
 Kernel = CompiledKernel | DriverKernel
 
 
@@ -109,18 +110,20 @@ class Builder:
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
         """Store a generated source and compile it. A failed build is done once more in a fresh
         Slang session (another process may have been writing a compiled module it read), and
-        up to four times while a concurrent ``cache clear`` keeps removing its files."""
+        again, up to ``BUILD_ATTEMPTS`` in all, while a concurrent ``cache clear`` or eviction
+        keeps removing files it read."""
         compile_counts["codegen"] += 1
-        for attempt in range(3):
+        attempt = 0
+        while True:
+            attempt += 1
             layout = self.cache.layout_id()
             name = self.cache.write_source(source)
             try:
                 return name, self._compiled(name)
             except Exception:
-                if not self._cleared(name, layout) and attempt > 0:
+                cleared = self._cleared(name, layout)
+                if attempt == BUILD_ATTEMPTS or (attempt > 1 and not cleared):
                     raise
-        name = self.cache.write_source(source)
-        return name, self._compiled(name)
 
     def _cleared(self, name: str, layout: tuple[int, ...]) -> bool:
         """After a failed build of source ``name``: drop the session it ran in, and say whether

@@ -60,9 +60,7 @@ class Module:
         compiler_key = (id(self.device), str(cache.module_cache))
         self.compiler = _compilers.get(compiler_key)
         if self.compiler is None:
-            self.compiler = _compilers[compiler_key] = Compiler(
-                self.device, cache.module_cache, cache.scratch
-            )
+            self.compiler = _compilers[compiler_key] = Compiler(self.device, cache.module_cache)
         self._slang_module = None
         self._device_identity: dict[str, str] | None = None
         # Hashed once per module object: a running module keeps the code it loaded.
