@@ -226,6 +226,12 @@ def _reference(value, tdev: str) -> torch.Tensor:
     return value.detach()
 
 
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor({value.dtype}, {tuple(value.shape)}, strides {value.stride()})"
+    return repr(value)
+
+
 def fuzzed(cache_root: Path, calls: int, rng: random.Random, tdev: str) -> Counter[str]:
     import slangspec
 
@@ -248,6 +254,8 @@ def fuzzed(cache_root: Path, calls: int, rng: random.Random, tdev: str) -> Count
         ta, tx = (_reference(v, tdev) for v in (a, x))
         want = ta * tx * tx + 3 * ta
         same = y.shape == want.shape and torch.allclose(y, want, rtol=1e-4, atol=1e-4)
+        if not same:
+            FAILURES.append(f"wrong: poly({_describe(a)}, {_describe(x)}) = {y!r}, want {want!r}")
         counts["ok" if same else "wrong"] += 1
     return counts
 
@@ -357,6 +365,7 @@ def main() -> None:
     os.environ["SLANGSPEC_DEVICE"] = args.device
     tdev = "cuda" if args.device == "cuda" else "cpu"
     rng = random.Random(args.seed)
+    torch.manual_seed(args.seed)
     n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 4}
     if not args.quick:
         n = {"rounds": 3, "killed": 30, "damaged": 100, "fuzzed": 2000, "tampered": 12}
