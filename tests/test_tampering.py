@@ -346,3 +346,12 @@ def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(
         y = fresh.poly(a, x)
     torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
     assert [str(w.message) for w in caught] == []
+
+
+def test_an_eviction_elsewhere_tells_a_failed_build_to_try_again(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    load(cache).poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
+    c = slangspec.Cache(cache)
+    before = c.layout_id()
+    slangspec.Cache(cache).evict(max_size=0)
+    assert c.layout_id() != before

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .module import Module
 
 Outcome = Literal["cached", "built", "taken"]
+RETRIES = 2
 BUILD_ATTEMPTS = 8
 Kernel = CompiledKernel | DriverKernel
 
@@ -108,10 +109,10 @@ class Builder:
             return kernel, "built"
 
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
-        """Store a generated source and compile it. A failed build is done once more in a fresh
-        Slang session (another process may have been writing a compiled module it read), and
-        again, up to ``BUILD_ATTEMPTS`` in all, while a concurrent ``cache clear`` or eviction
-        keeps removing files it read."""
+        """Store a generated source and compile it. A failed build is done again in a fresh
+        Slang session, ``RETRIES`` times (another process may have been writing a compiled
+        module it read), and up to ``BUILD_ATTEMPTS`` in all while a concurrent ``cache clear``
+        or eviction keeps removing files."""
         compile_counts["codegen"] += 1
         attempt = 0
         while True:
@@ -122,7 +123,7 @@ class Builder:
                 return name, self._compiled(name)
             except Exception:
                 cleared = self._cleared(name, layout)
-                if attempt == BUILD_ATTEMPTS or (attempt > 1 and not cleared):
+                if attempt == BUILD_ATTEMPTS or (attempt > RETRIES and not cleared):
                     raise
 
     def _cleared(self, name: str, layout: tuple[int, ...]) -> bool:
