@@ -346,3 +346,31 @@ def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(
         y = fresh.poly(a, x)
     torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
     assert [str(w.message) for w in caught] == []
+
+
+def test_an_eviction_elsewhere_tells_a_failed_build_to_try_again(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    load(cache).poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
+    c = slangspec.Cache(cache)
+    before = c.layout_id()
+    assert slangspec.Cache(cache).evict(slangspec.EntryFilter(function="poly"))
+    assert c.layout_id() != before
+
+
+def test_a_clear_during_the_front_end_load_is_retried(tmp_path, tdev, monkeypatch):
+    cache = tmp_path / "cache"
+    m = load(cache)
+    load_module = m.compiler.load_module
+    calls = []
+
+    def cleared_meanwhile(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            slangspec.Cache(cache).clear()
+            raise RuntimeError("filesystem error: cannot create directories")
+        return load_module(*args)
+
+    monkeypatch.setattr(m.compiler, "load_module", cleared_meanwhile)
+    y = m.poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
+    torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
+    assert len(calls) == 2

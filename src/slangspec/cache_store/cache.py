@@ -105,15 +105,16 @@ class Cache:
             return snapshots
 
     def layout_id(self) -> tuple[int, ...]:
-        """Identifies the directories builds read from; it changes when a ``clear`` (in any
-        process) removes them, so a build that failed meanwhile knows to try again."""
+        """Identifies what builds read from; it changes when a ``clear`` (in any process)
+        replaces its directories, or an eviction or repair removes files, so that a build that
+        failed meanwhile knows to try again."""
         ids = []
         for path in (self.disk.kernel_dir, self.root / SLANG):
             try:
                 ids.append(path.stat().st_ino)
             except FileNotFoundError:
                 ids.append(0)
-        return tuple(ids)
+        return (*ids, self.disk.removals())
 
     def write_module(self, name: str, source: str) -> Path:
         """The file of a module given as a source string."""

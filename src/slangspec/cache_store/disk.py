@@ -56,6 +56,9 @@ COMPILED = "compiled:"
 HITS = "stat:hits"
 MISSES = "stat:misses"
 BYTES = "stat:bytes"
+REMOVALS = "stat:removals"
+"""How many times an eviction or repair removed entries or files, so that a build that failed
+meanwhile knows the cache changed under it."""
 INDEX_WAIT_SECONDS = 10.0
 """How long a call waits for another process's lock on the index before setting it aside."""
 _TROUBLE = (sqlite3.OperationalError, diskcache.Timeout)
@@ -264,7 +267,11 @@ class DiskTier:
                 freed += sum(map(_remove, files))
                 self._call("delete", COMPILED + name)
             self._add_bytes(-freed)
+            self._call("set", REMOVALS, self._number(REMOVALS) + 1)
         return freed
+
+    def removals(self) -> int:
+        return self._number(REMOVALS)
 
     def blob_bytes(self, name: str) -> int:
         """Bytes a blob holds here: its file and, for a source, its counted compiled modules."""
@@ -354,6 +361,7 @@ class DiskTier:
         with self._transact():
             for k in self._keys(COMPILED):
                 self._call("delete", k)
+            self._call("set", REMOVALS, self._number(REMOVALS) + 1)
             self.resync()
 
     # -- counters and records -------------------------------------------------------------------

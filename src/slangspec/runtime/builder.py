@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..cache_store import FORWARD, CacheWarning, Entry, key_of
+from ..cache_store.keys import source_name
 from ..codegen import kernel_source
 from ..compiler import CompiledKernel, compile_counts
 from ..specializer import SpecializationPlan, plan_from_signature
@@ -20,10 +22,14 @@ from ..uniforms import Unpackable
 from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx
 
 if TYPE_CHECKING:
+    import slangpy as spy
+
     from .module import Module
 
 Outcome = Literal["cached", "built", "taken"]
+RETRIES = 2
 BUILD_ATTEMPTS = 8
+T = TypeVar("T")
 Kernel = CompiledKernel | DriverKernel
 
 
@@ -108,29 +114,42 @@ class Builder:
             return kernel, "built"
 
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
-        """Store a generated source and compile it. A failed build is done once more in a fresh
-        Slang session (another process may have been writing a compiled module it read), and
-        again, up to ``BUILD_ATTEMPTS`` in all, while a concurrent ``cache clear`` or eviction
-        keeps removing files it read."""
+        """Store a generated source and compile it (see ``_retried``)."""
         compile_counts["codegen"] += 1
-        attempt = 0
-        while True:
-            attempt += 1
-            layout = self.cache.layout_id()
-            name = self.cache.write_source(source)
-            try:
-                return name, self._compiled(name)
-            except Exception:
-                cleared = self._cleared(name, layout)
-                if attempt == BUILD_ATTEMPTS or (attempt > 1 and not cleared):
-                    raise
 
-    def _cleared(self, name: str, layout: tuple[int, ...]) -> bool:
-        """After a failed build of source ``name``: drop the session it ran in, and say whether
-        the cache lost files the build read while it ran."""
+        def attempt() -> tuple[str, CompiledKernel]:
+            name = self.cache.write_source(source)
+            return name, self._compiled(name)
+
+        return self._retried(attempt, lambda: not self.cache.source_ok(source_name(source)))
+
+    def front_end(self) -> spy.SlangModule:
+        """The user's module through the Slang front-end, for reflection (see ``_retried``)."""
         m = self.module
-        m.compiler.forget_session(m.include_paths, m.defines, m.content)
-        return not self.cache.source_ok(name) or self.cache.layout_id() != layout
+        module = self._retried(
+            lambda: m.compiler.load_module(m.name, m.include_paths, m.defines, m.content),
+            lambda: False,
+        )
+        self.cache.note_compiled(m.module_names)
+        return module
+
+    def _retried(self, attempt: Callable[[], T], lost: Callable[[], bool]) -> T:
+        """``attempt()``, done again in a fresh Slang session when it fails: ``RETRIES`` times
+        (another process may have been writing a compiled module it read), and up to
+        ``BUILD_ATTEMPTS`` in all while a concurrent ``cache clear`` or eviction keeps removing
+        files (the cache's layout changed, or ``lost()`` says so)."""
+        m = self.module
+        tries = 0
+        while True:
+            tries += 1
+            layout = self.cache.layout_id()
+            try:
+                return attempt()
+            except Exception:
+                m.compiler.forget_session(m.include_paths, m.defines, m.content)
+                cleared = lost() or self.cache.layout_id() != layout
+                if tries == BUILD_ATTEMPTS or (tries > RETRIES and not cleared):
+                    raise
 
     def _compiled(self, name: str) -> CompiledKernel:
         m = self.module
@@ -159,11 +178,11 @@ class Builder:
         if name is None:
             return None
         if self.cache.source_ok(name):
-            layout = self.cache.layout_id()
             try:
                 kernel = self._compiled(name)
             except Exception:
-                self._cleared(name, layout)
+                m = self.module
+                m.compiler.forget_session(m.include_paths, m.defines, m.content)
                 return None  # built again from the plan, where a failure that stays is raised
             self._keep_binary(key, label, kernel)
             return kernel

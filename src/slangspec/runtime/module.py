@@ -85,10 +85,7 @@ class Module:
     def function_info(self, name: str) -> FunctionInfo:
         """Reflect ``name``; front-end compiles the module on first use."""
         if self._slang_module is None:
-            self._slang_module = self.compiler.load_module(
-                self.name, self.include_paths, self.defines, self.content
-            )
-            self.cache.note_compiled(self.module_names)
+            self._slang_module = self.builder.front_end()
         info = function_info(self._slang_module, self.name, name)
         if info is None:
             raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
