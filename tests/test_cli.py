@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec.cli import main
+from workers import run
 
 HERE = Path(__file__).parent
 SHADER = HERE / "shaders" / "cached.slang"
@@ -345,3 +346,41 @@ def test_explain_rejects_a_malformed_define(tmp_path):
         tmp_path / "c",
     )
     assert r.exit_code == 2 and "expected NAME=VALUE" in r.output
+
+
+READERS = [
+    ["--help"],
+    ["cache", "ls"],
+    ["cache", "ls", "--json"],
+    ["cache", "stats", "--json"],
+    ["cache", "show", "0"],
+    ["cache", "evict", "--older-than", "30d"],
+    ["cache", "clear", "--yes"],
+]
+
+
+@pytest.mark.parametrize("args", READERS, ids=" ".join)
+def test_commands_that_read_the_cache_import_neither_torch_nor_slangpy(tmp_path, args):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    code = (
+        "import sys\n"
+        "from slangspec.cli import main\n"
+        "try:\n"
+        f"    main({[*args, '--cache-dir', str(cache)] if args != ['--help'] else args!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('torch', 'slangpy', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
+def test_import_slangspec_imports_neither_torch_nor_slangpy():
+    code = (
+        "import sys, slangspec\n"
+        "slangspec.Cache\n"
+        "print([m for m in ('torch', 'slangpy') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -10,16 +10,14 @@ from slangspec.signature import (
     GridForm,
     ScalarForm,
     TensorForm,
-    call_arguments,
     call_signature,
-    compose_call_signature,
     extent_class,
     extent_classes,
     format_arg,
-    has_numpy,
     parse_arg,
     parse_call_signature,
 )
+from slangspec.signature_text import call_arguments, compose_call_signature, has_numpy
 
 
 def test_documented_examples():

@@ -1,25 +1,58 @@
-"""slangspec: specialized, cached, differentiable Slang kernels for PyTorch."""
+"""slangspec: specialized, cached, differentiable Slang kernels for PyTorch.
+
+Names are imported on first use: ``import slangspec`` brings in neither torch nor slangpy, so
+tools that only read the cache start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .cache import Cache
-from .cache_store import CacheWarning, EntryFilter
-from .runtime import Function, Module, UnknownFunctionError, load, load_source
-from .signature import SIGNATURE_FORMAT, call_signature, grid, signature
-from .specializer import SpecializationPlan
 
-__all__ = [
-    "SIGNATURE_FORMAT",
-    "Cache",
-    "CacheWarning",
-    "EntryFilter",
-    "Function",
-    "Module",
-    "SpecializationPlan",
-    "UnknownFunctionError",
-    "__version__",
-    "call_signature",
-    "grid",
-    "load",
-    "load_source",
-    "signature",
-]
+if TYPE_CHECKING:
+    from .cache import Cache as Cache
+    from .cache_store import CacheWarning as CacheWarning
+    from .cache_store import EntryFilter as EntryFilter
+    from .runtime import Function as Function
+    from .runtime import Module as Module
+    from .runtime import UnknownFunctionError as UnknownFunctionError
+    from .runtime import load as load
+    from .runtime import load_source as load_source
+    from .signature import call_signature as call_signature
+    from .signature import grid as grid
+    from .signature import signature as signature
+    from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
+    from .specializer import SpecializationPlan as SpecializationPlan
+
+_HOME = {
+    "SIGNATURE_FORMAT": ".signature_text",
+    "Cache": ".cache",
+    "CacheWarning": ".cache_store",
+    "EntryFilter": ".cache_store",
+    "Function": ".runtime",
+    "Module": ".runtime",
+    "SpecializationPlan": ".specializer",
+    "UnknownFunctionError": ".runtime",
+    "call_signature": ".signature",
+    "grid": ".signature",
+    "load": ".runtime",
+    "load_source": ".runtime",
+    "signature": ".signature",
+}
+
+__all__ = ["__version__", *_HOME]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'slangspec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from . import cache_store
-from .codegen import kernel_source
-from .specializer import SpecializationPlan
 
 
 def regenerate_source(plan_json: str, preimage: dict[str, Any], label: str) -> str:
     """The kernel source a stored plan generates for ``label``; ValueError when the plan is not
     a plan, or not one for the call ``preimage`` keys."""
+    # Only repairs and imports regenerate: listing the cache needs no code generator (nor torch).
+    from .codegen import kernel_source
+    from .specializer import SpecializationPlan
+
     try:
         plan = SpecializationPlan.from_json(plan_json)
     except (ValueError, TypeError, KeyError) as exc:

@@ -18,7 +18,7 @@ import xxhash
 
 from ._version import __version__
 from .codegen import CODEGEN_FORMAT
-from .signature import SIGNATURE_FORMAT
+from .signature_text import SIGNATURE_FORMAT
 from .specializer.plan import PLAN_FORMAT
 
 CACHE_FORMAT = 1

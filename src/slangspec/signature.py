@@ -1,4 +1,5 @@
-"""Composed signatures: the only place that knows the signature format.
+"""Composed signatures: with ``signature_text.py`` (call signatures as text, without torch),
+the only place that knows the signature format.
 
 A signature says everything about an argument that can change the specialized kernel, and
 nothing that cannot. Forms, by argument kind:
@@ -24,7 +25,7 @@ A value with no form is a TypeError (or ValueError) naming the function and the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +33,8 @@ import numpy as np
 import torch
 
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE, SLANG
+from .signature_text import CALL_MODE, compose_call_signature
 
-SIGNATURE_FORMAT = 1
-"""Bumped whenever any form above changes, so old cache entries are never served."""
-
-_CALL_MODE = "call"
 _PASSED = list(dict.fromkeys(str(s.dtype).removeprefix("torch.") for s in SLANG.values()))
 _PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
 """The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
@@ -164,21 +162,6 @@ def _problem(value: Any) -> Exception | None:
     return None
 
 
-def compose_call_signature(function_id: str, arg_signatures: Iterable[str]) -> str:
-    """The call signature of ``function_id`` and one argument signature per argument."""
-    return " ".join((function_id, _CALL_MODE, *arg_signatures))
-
-
-def call_arguments(call_signature: str) -> str:
-    """The argument signatures of a call signature, as it writes them; "" when there are none."""
-    return "".join(call_signature.split(" ", 2)[2:])
-
-
-def has_numpy(call_signature: str) -> bool:
-    """Whether any argument of the call is a numpy array."""
-    return "np[" in call_signature
-
-
 @dataclass(frozen=True)
 class TensorForm:
     """A parsed tensor signature."""
@@ -256,6 +239,6 @@ def parse_call_signature(text: str) -> CallSignature:
         raise ValueError(
             f"malformed call signature {text!r}; expected '<module>::<function> <mode> <arg>...'"
         )
-    if parts[1] != _CALL_MODE:
+    if parts[1] != CALL_MODE:
         raise ValueError(f"call signature {text!r}: unknown call mode {parts[1]!r}")
     return CallSignature(parts[0], tuple(parse_arg(p) for p in parts[2:]), text)

@@ -40,13 +40,12 @@ from .signature import (
     GridForm,
     ScalarForm,
     TensorForm,
-    call_arguments,
-    compose_call_signature,
     extent_classes,
     format_arg,
     parse_arg,
     parse_call_signature,
 )
+from .signature_text import call_arguments, compose_call_signature
 
 WarmStatus = Literal["built", "cached", "missing", "present", "failed"]
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")

@@ -1,4 +1,8 @@
-"""``specialize cache``: list, show, measure, evict, clear, verify, export and import."""
+"""``specialize cache``: list, show, measure, evict, clear, verify, export and import.
+
+Only ``verify`` (which regenerates sources), ``export`` and ``import`` bring in the code
+generator and the builder, and only when they run.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,10 @@ import json
 
 import click
 
-from ..bundle import export_bundle, import_bundle
 from ..cache import Cache
 from ..cache_store import EntryFilter
 from ..cache_store.signing import SECRET_ENV
-from ..signature import call_arguments
+from ..signature_text import call_arguments
 from .common import (
     UsageProblem,
     ago,
@@ -186,6 +189,8 @@ def verify(repair, cache_dir, as_json):
 def export_(file, cache_dir):
     """Write a portable bundle of records, plans and sources to FILE, with the binaries signed
     when SLANGSPEC_SECRET is set."""
+    from ..bundle import export_bundle
+
     try:
         counts = export_bundle(Cache(cache_dir), file)
     except ValueError as exc:
@@ -208,6 +213,8 @@ def export_(file, cache_dir):
 @json_option
 def import_(file, device, cache_dir, as_json):
     """Import a bundle, re-keyed for this machine; says what it skipped and why."""
+    from ..bundle import import_bundle
+
     try:
         report = import_bundle(Cache(cache_dir), file, device=device)
     except ValueError as exc:

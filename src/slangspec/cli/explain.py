@@ -1,18 +1,21 @@
-"""``specialize explain``: why would this call miss the cache?"""
+"""``specialize explain``: why would this call miss the cache?
+
+The module loader (torch, slangpy) is imported when the command runs, not when the CLI starts.
+"""
 
 from __future__ import annotations
 
 import click
 
-from .. import load
-from ..explain import explain as explain_call
-from ..signature import compose_call_signature, parse_call_signature
-from ..warm import arg_signature
+from ..signature_text import compose_call_signature
 from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
 
 
 def _signature(module: str, function: str, text: str) -> str:
     """A call signature, or argument specs/signatures separated by ';'."""
+    from ..signature import parse_call_signature
+    from ..warm import arg_signature
+
     function_id = f"{module}::{function}"
     try:
         if text.startswith(f"{module}::"):
@@ -42,6 +45,9 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     SIGNATURE is a call signature ("mod::fn call [D1,S6,G1,Vx] f") or argument specs separated
     by ';' ("f32[N] grad; float").
     """
+    from ..explain import explain as explain_call
+    from ..runtime import load
+
     pairs = {}
     for d in defines:
         name, eq, value = d.partition("=")

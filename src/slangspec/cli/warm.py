@@ -1,16 +1,17 @@
-"""``specialize warm``: build specializations into the cache ahead of time."""
+"""``specialize warm``: build specializations into the cache ahead of time.
+
+The builder (torch, slangpy) is imported when the command runs, not when the CLI starts.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..bundle import BUNDLE_FORMAT, read_bundle
 from ..cache import Cache
-from ..warm import ManifestError, WarmResult, items_from_records, parse_manifest
-from ..warm import warm as warm_items
 from .common import (
     UsageProblem,
     cache_dir_option,
@@ -20,8 +21,13 @@ from .common import (
     print_table,
 )
 
+if TYPE_CHECKING:
+    from ..warm import WarmResult
+
 
 def _recorded(source: str | None, cache_dir: str | None):
+    from ..bundle import BUNDLE_FORMAT, read_bundle
+
     if source is None:
         return Cache(cache_dir).records()
     path = Path(source)
@@ -65,6 +71,9 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
 
     See the README for the manifest format and the argument-spec grammar.
     """
+    from ..warm import ManifestError, items_from_records, parse_manifest
+    from ..warm import warm as warm_items
+
     if recorded == (manifest is not None):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:

@@ -15,7 +15,6 @@ import torch
 
 from ..scalars import SLANG, SLANG_FLOATS
 from ..signature import (
-    SIGNATURE_FORMAT,
     ArgForm,
     CallSignature,
     GridForm,
@@ -23,6 +22,7 @@ from ..signature import (
     TensorForm,
     parse_call_signature,
 )
+from ..signature_text import SIGNATURE_FORMAT
 from .reflect import FunctionInfo, ParamInfo, TypeInfo
 
 PLAN_FORMAT = 1
