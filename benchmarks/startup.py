@@ -2,6 +2,12 @@
 own module and shader caches.
 
     python benchmarks/startup.py [--device cuda] [--repeat 3] [--json results.json]
+    python benchmarks/startup.py --whole [--device cuda] [--repeat 5]
+
+``--whole`` times the process as a user sees it: from just before ``exec`` to the first
+forward+backward result (synchronized), imports, device start-up and all, for slangspec warm and
+cold, slangpy with its caches (CUDA) and the same maths written in plain torch; medians, and
+each beside torch alone. The modes take turns, so that drift on a shared host hits them alike.
 
 Every measurement is a new process. Timing starts after imports, device creation and torch's own
 first backward (which imports sympy), and covers
@@ -91,6 +97,89 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     }
 
 
+WHOLE = {
+    "torch": """
+import torch
+a = torch.randn(N, device=DEV, requires_grad=True)
+x = torch.randn(N, device=DEV, requires_grad=True)
+y = (a * x * x + 3.0 * a) if FUNCTION == "poly" else (a * x + a)
+""",
+    "slangspec": """
+import torch, slangspec
+m = slangspec.load(PATH, device=KIND, cache_dir=CACHE)
+a = torch.randn(N, device=DEV, requires_grad=True)
+x = torch.randn(N, device=DEV, requires_grad=True)
+args = (a, x) if FUNCTION == "poly" else (a, x, slangspec.grid((N,)))
+y = getattr(m, FUNCTION)(*args)
+""",
+    "slangpy-cached": """
+import torch, slangpy as spy
+torch.cuda.init()
+device = spy.Device(
+    type=spy.DeviceType.cuda,
+    existing_device_handles=spy.get_cuda_current_context_native_handles(),
+    compiler_options={"include_paths": [HERE, spy.SHADER_PATH]},
+    module_cache_path=CACHE + "/modules",
+    shader_cache_path=CACHE + "/shaders",
+)
+a = torch.randn(N, device=DEV, requires_grad=True)
+x = torch.randn(N, device=DEV, requires_grad=True)
+args = (a, x) if FUNCTION == "poly" else (a, x, spy.grid((N,)))
+y = getattr(spy.Module.load_from_file(device, PATH), FUNCTION)(*args)
+""",
+}
+_DONE = """
+y.backward(torch.ones_like(y))
+if DEV == "cuda":
+    torch.cuda.synchronize()
+import time
+print(time.clock_gettime(time.CLOCK_MONOTONIC))
+"""
+
+
+def whole(mode: str, function: str, kind: str, cache: str) -> float:
+    """Seconds from just before exec to the first forward+backward result of one process."""
+    body = WHOLE["slangpy-cached" if mode == "slangpy" else mode]
+    head = (
+        f"N = {N}\nFUNCTION = {function!r}\nKIND = {kind!r}\nCACHE = {cache!r}\n"
+        f"DEV = {'cuda' if kind == 'cuda' else 'cpu'!r}\nPATH = {str(MODULES[function])!r}\n"
+        f"HERE = {str(HERE)!r}\n"
+    )
+    start = time.clock_gettime(time.CLOCK_MONOTONIC)
+    out = subprocess.run(
+        [sys.executable, "-c", head + body + _DONE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{mode} {function} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return float(out.stdout.strip().splitlines()[-1]) - start
+
+
+def whole_process(kind: str, repeat: int) -> None:
+    modes = ["torch", "slangspec warm", "slangspec cold"] + (["slangpy"] if kind == "cuda" else [])
+    print(f"{'function':8s} {'mode':15s} {'median':>9s} {'over torch':>11s}")
+    for function in MODULES:
+        warm_cache, slangpy_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
+        whole("slangspec", function, kind, warm_cache)  # fills the warm cache, unmeasured
+        if kind == "cuda":
+            whole("slangpy", function, kind, slangpy_cache)
+        runs: dict[str, list[float]] = {m: [] for m in modes}
+        for _ in range(repeat):
+            for mode in modes:
+                cache = {"slangspec warm": warm_cache, "slangpy": slangpy_cache}.get(
+                    mode, tempfile.mkdtemp()
+                )
+                runs[mode].append(whole(mode.split()[0], function, kind, cache))
+        torch_alone = statistics.median(runs["torch"])
+        for mode in modes:
+            med = statistics.median(runs[mode])
+            over = "" if mode == "torch" else f"{(med - torch_alone) * 1e3:+9.0f}ms"
+            print(f"{function:8s} {mode:15s} {med * 1e3:7.0f}ms {over:>11s}")
+
+
 def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     out = subprocess.run(
         [
@@ -138,6 +227,7 @@ def main() -> None:
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--whole", action="store_true", help="time whole processes from exec")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--function", default="poly", help=argparse.SUPPRESS)
     p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
@@ -145,6 +235,9 @@ def main() -> None:
     kind = args.device or os.environ.get("SLANGSPEC_DEVICE") or "vulkan"
     if args.child:
         print(json.dumps(child(args.child, args.function, kind, args.cache)), flush=True)
+        return
+    if args.whole:
+        whole_process(kind, args.repeat)
         return
     modes = ["slangspec cold", "slangspec warm"]
     if kind == "cuda":
