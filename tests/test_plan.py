@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from slangspec.codegen import backward_source, forward_source
-from slangspec.signature import call_signature
+from slangspec.signatures import call_signature
 from slangspec.specializer import (
     FunctionInfo,
     ParamInfo,

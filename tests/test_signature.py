@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 import slangspec
 from slangspec.scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
-from slangspec.signature import (
+from slangspec.signature_text import call_arguments, compose_call_signature, has_numpy
+from slangspec.signatures import (
     GridForm,
     ScalarForm,
     TensorForm,
@@ -17,7 +18,6 @@ from slangspec.signature import (
     parse_arg,
     parse_call_signature,
 )
-from slangspec.signature_text import call_arguments, compose_call_signature, has_numpy
 
 
 def test_documented_examples():

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from .runtime import UnknownFunctionError as UnknownFunctionError
     from .runtime import load as load
     from .runtime import load_source as load_source
-    from .signature import call_signature as call_signature
-    from .signature import grid as grid
-    from .signature import signature as signature
     from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
+    from .signatures import call_signature as call_signature
+    from .signatures import grid as grid
+    from .signatures import signature as signature
     from .specializer import SpecializationPlan as SpecializationPlan
 
 _HOME = {
@@ -35,11 +35,11 @@ _HOME = {
     "Module": ".runtime",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime",
-    "call_signature": ".signature",
-    "grid": ".signature",
+    "call_signature": ".signatures",
+    "grid": ".signatures",
     "load": ".runtime",
     "load_source": ".runtime",
-    "signature": ".signature",
+    "signature": ".signatures",
 }
 
 __all__ = ["__version__", *_HOME]

@@ -1,6 +1,6 @@
 """Call signatures as text: how argument signatures compose into a call signature and split
 back. This half of the format needs no torch, so tools that list the cache read signatures
-without importing it; ``signature.py`` owns the argument forms and re-exports these.
+without importing it; ``signatures.py`` owns the argument forms and re-exports these.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 SIGNATURE_FORMAT = 1
-"""Bumped whenever any form in ``signature.py`` changes, so old cache entries are never
+"""Bumped whenever any form in ``signatures.py`` changes, so old cache entries are never
 served."""
 
 CALL_MODE = "call"

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .scalars import MANIFEST_DTYPES
-from .signature import (
+from .signature_text import call_arguments, compose_call_signature
+from .signatures import (
     GridForm,
     ScalarForm,
     TensorForm,
@@ -45,7 +46,6 @@ from .signature import (
     parse_arg,
     parse_call_signature,
 )
-from .signature_text import call_arguments, compose_call_signature
 
 WarmStatus = Literal["built", "cached", "missing", "present", "failed"]
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")

@@ -19,8 +19,8 @@ from ..cache_store import FORWARD, key_of
 from ..compiler import Compiler
 from ..devices import device_identity, select_device, torch_device
 from ..preimage import module_closure, preimage
-from ..signature import ArgumentError, call_signature
 from ..signature_text import has_numpy
+from ..signatures import ArgumentError, call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
 from .builder import Builder, Kernel
 from .launch import BINDINGS

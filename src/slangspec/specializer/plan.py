@@ -14,7 +14,8 @@ from typing import Any, Literal
 import torch
 
 from ..scalars import SLANG, SLANG_FLOATS
-from ..signature import (
+from ..signature_text import SIGNATURE_FORMAT
+from ..signatures import (
     ArgForm,
     CallSignature,
     GridForm,
@@ -22,7 +23,6 @@ from ..signature import (
     TensorForm,
     parse_call_signature,
 )
-from ..signature_text import SIGNATURE_FORMAT
 from .reflect import FunctionInfo, ParamInfo, TypeInfo
 
 PLAN_FORMAT = 1
