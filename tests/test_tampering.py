@@ -374,3 +374,16 @@ def test_a_clear_during_the_front_end_load_is_retried(tmp_path, tdev, monkeypatc
     y = m.poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
     torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
     assert len(calls) == 2
+
+
+def test_an_index_found_damaged_inside_a_transaction_is_replaced_without_a_crash(tmp_path):
+    tier = slangspec.Cache(tmp_path / "cache").disk
+    tier.count(disk.HITS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tier._transact():
+            # What a read inside the block does when it finds the database malformed.
+            tier._rebuild_index(sqlite3.DatabaseError("database disk image is malformed"))
+    assert "is damaged" in str(caught[0].message)
+    tier.count(disk.HITS)
+    assert tier.counters() == (1, 0)

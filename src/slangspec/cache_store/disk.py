@@ -171,14 +171,20 @@ class DiskTier:
     def _transact(self) -> Iterator[None]:
         """One transaction over the block, or none once the index is in trouble (the block's
         calls then fall back)."""
+        index = None
         try:
             with contextlib.ExitStack() as stack:
                 if self._trouble is None:
                     with contextlib.suppress(*_TROUBLE):
-                        stack.enter_context(self.index.transact())
+                        index = self.index
+                        stack.enter_context(index.transact())
                 yield
         except _TROUBLE as exc:
             self._set_aside(exc)
+        except sqlite3.ProgrammingError:
+            if index is None or self._index is index:
+                raise
+            # Found damaged inside the block and replaced: its transaction went with it.
 
     def _keys(self, prefix: str) -> list[str]:
         """Every key with ``prefix``, read whole so that trouble shows here."""
