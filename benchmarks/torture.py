@@ -107,7 +107,7 @@ def concurrent(cache_root: Path, rounds: int, processes: int) -> Counter[str]:
             if thread:
                 thread.start()
             procs = [worker(cache, "--signatures", "4") for _ in range(processes)]
-            counts.update(outcome(p) for p in procs)
+            counts.update(outcome(p, f"{mode} round {r}") for p in procs)
             stop.set()
             if thread:
                 thread.join()
