@@ -33,6 +33,7 @@ def forbid_compile() -> None:
 
     builder.kernel_source = refuse
     builder.plan_from_signature = refuse
+    builder.Builder.front_end = refuse
     module.plan_from_signature = refuse
     module.Module.function_info = refuse
 

@@ -7,6 +7,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -466,3 +468,25 @@ def test_the_miss_path_says_how_each_kernel_was_served(tmp_path, tdev):
     second.cache.lookup = late_lookup
     assert second.builder.specialization("poly", other).outcome == "taken"
     assert second.poly.warm(other) == "cached"
+
+
+def test_a_warm_process_knows_its_functions_without_reflecting(tmp_path):
+    cache = tmp_path / "cache"
+    m = load(cache)
+    assert not hasattr(m, "nope") and hasattr(m, "poly")
+    code = (
+        "import sys\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from slangspec.runtime import builder\n"
+        "from workers import load\n"
+        "def refuse(*_a, **_k):\n"
+        "    raise AssertionError('reflected')\n"
+        "builder.Builder.front_end = refuse\n"
+        "m = load(sys.argv[1])\n"
+        "print(hasattr(m, 'nope'), hasattr(m, 'poly'))\n"
+    )
+    here = str(Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(cache), here], capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.split()[-2:] == ["False", "True"], out.stderr[-2000:]

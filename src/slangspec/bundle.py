@@ -289,6 +289,8 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
             cache.write_source(text)
         key = key_of(here)
         cache.insert(key, here, e["plan"], e["kernels"], {"imported": True})
+        # Its plan generated the kernels checked above, which call this function of the module.
+        cache.note_function(m.functions_key, pre["function"], True)
         entries += 1
         if "binaries" in e:
             data, why = _carried(key_here, e, bundle.get("binaries", {}), here["device"])

@@ -187,6 +187,14 @@ class Cache:
     def count_miss(self) -> None:
         self.disk.count(MISSES)
 
+    def functions(self, key: str) -> dict[str, bool]:
+        """Function names of the module whose contents ``key`` hashes: True for those it has,
+        False for those it lacks, as reflection found them; a name not there is unknown."""
+        return self.disk.functions(key)
+
+    def note_function(self, key: str, name: str, exists: bool) -> None:
+        self.disk.note_function(key, name, exists)
+
     def record(self, record: dict[str, Any]) -> None:
         """Keep a record of a specialization the JIT built, for replay elsewhere."""
         self.disk.record(record)

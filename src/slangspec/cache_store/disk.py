@@ -51,6 +51,7 @@ from .tier import GARBLED
 
 ENTRY = "entry:"
 RECORD = "record:"
+FUNCTIONS = "functions:"
 LOCK = "lock:"
 COMPILED = "compiled:"
 HITS = "stat:hits"
@@ -387,6 +388,20 @@ class DiskTier:
     def records(self) -> list[dict[str, Any]]:
         values = (self._read(k) for k in self._keys(RECORD))
         return [v for v in values if isinstance(v, dict)]
+
+    def functions(self, key: str) -> dict[str, bool]:
+        """Which function names the module keyed ``key`` was found to have (True) or lack
+        (False); empty when unknown or damaged."""
+        row = self._read(FUNCTIONS + key)
+        if not intact(row) or not isinstance(row.get("names"), dict):
+            return {}
+        return {n: v for n, v in row["names"].items() if isinstance(v, bool)}
+
+    def note_function(self, key: str, name: str, exists: bool) -> None:
+        with self._transact():
+            names = self.functions(key)
+            names[name] = exists
+            self._call("set", FUNCTIONS + key, seal({"names": names}))
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 

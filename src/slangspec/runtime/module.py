@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -18,13 +18,22 @@ from ..cache import Cache
 from ..cache_store import FORWARD, key_of
 from ..compiler import Compiler
 from ..devices import device_identity, select_device, torch_device
-from ..preimage import module_closure, preimage
+from ..preimage import module_closure, preimage, toolchain
 from ..signature_text import has_numpy
 from ..signatures import ArgumentError, call_signature
-from ..specializer import FunctionInfo, SpecializationPlan, function_info, plan_from_signature
+from ..specializer import (
+    FunctionInfo,
+    SpecializationPlan,
+    function_info,
+    has_function,
+    plan_from_signature,
+)
 from .builder import Builder, Kernel
 from .launch import BINDINGS
 from .specialization import Specialization
+
+if TYPE_CHECKING:
+    import slangpy as spy
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _compilers: dict[tuple[int, str], Compiler] = {}
@@ -69,6 +78,15 @@ class Module:
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
+        self.functions_key = key_of(
+            {
+                "functions_of": name,
+                "toolchain": toolchain(),
+                "sources": self.sources,
+                "defines": self.defines,
+            }
+        )
+        """Keys what the cache remembers of which functions this module's content has."""
         self.builder = Builder(self)
         self._functions: dict[str, Function] = {}
 
@@ -80,14 +98,28 @@ class Module:
             raise AttributeError(name)
         fn = self._functions.get(name)
         if fn is None:
+            if not self._has_function(name):
+                raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
             fn = self._functions[name] = Function(self, name)
         return fn
 
-    def function_info(self, name: str) -> FunctionInfo:
-        """Reflect ``name``; front-end compiles the module on first use."""
+    def _has_function(self, name: str) -> bool:
+        """Whether the module has function ``name``: as the cache remembers it for this very
+        module content, else reflected (and remembered)."""
+        known = self.cache.functions(self.functions_key).get(name)
+        if known is None:
+            known = has_function(self._front_end(), name)
+            self.cache.note_function(self.functions_key, name, known)
+        return known
+
+    def _front_end(self) -> spy.SlangModule:
         if self._slang_module is None:
             self._slang_module = self.builder.front_end()
-        info = function_info(self._slang_module, self.name, name)
+        return self._slang_module
+
+    def function_info(self, name: str) -> FunctionInfo:
+        """Reflect ``name``; front-end compiles the module on first use."""
+        info = function_info(self._front_end(), self.name, name)
         if info is None:
             raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
         return info

@@ -82,6 +82,11 @@ def _direction(p: spy.VariableReflection) -> Direction:
     return "in"
 
 
+def has_function(module: spy.SlangModule, name: str) -> bool:
+    """Whether ``name`` is a function ``module`` can call (its own or one it imports)."""
+    return module.layout.find_function_by_name(name) is not None
+
+
 def function_info(module: spy.SlangModule, module_name: str, name: str) -> FunctionInfo | None:
     """Reflect ``name`` in ``module``; None when the module has no such function."""
     f = module.layout.find_function_by_name(name)
