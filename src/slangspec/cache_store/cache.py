@@ -16,7 +16,7 @@ from typing import Any
 
 from . import report
 from .disk import HITS, MISSES, DiskTier
-from .entry import Entry, intact, refusal, seal
+from .entry import Entry, blobs_of, intact, refusal, seal
 from .keys import blob_name
 from .location import (
     LEGACY_SCRATCH,
@@ -220,11 +220,7 @@ class Cache:
         """Whether the entry at ``key`` still names the source or binary ``name``; False once
         another process evicted or replaced it."""
         row = self.disk.get(key)
-        if not intact(row):
-            return False
-        named = [*row.get("kernels", {}).values()]
-        named += [b.get("file") for b in row.get("binaries", {}).values()]
-        return name in named
+        return intact(row) and name in blobs_of(row)
 
     def write_binary(self, data: bytes) -> str:
         """Store a compiled binary; returns its name."""

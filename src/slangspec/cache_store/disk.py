@@ -274,7 +274,7 @@ class DiskTier:
                 freed += sum(map(_remove, files))
                 self._call("delete", COMPILED + name)
             self._add_bytes(-freed)
-            self._call("set", REMOVALS, self._number(REMOVALS) + 1)
+            self.count(REMOVALS)
         return freed
 
     def removals(self) -> int:
@@ -368,7 +368,7 @@ class DiskTier:
         with self._transact():
             for k in self._keys(COMPILED):
                 self._call("delete", k)
-            self._call("set", REMOVALS, self._number(REMOVALS) + 1)
+            self.count(REMOVALS)
             self.resync()
 
     # -- counters and records -------------------------------------------------------------------

@@ -138,7 +138,6 @@ class Builder:
         (another process may have been writing a compiled module it read), and up to
         ``BUILD_ATTEMPTS`` in all while a concurrent ``cache clear`` or eviction keeps removing
         files (the cache's layout changed, or ``lost()`` says so)."""
-        m = self.module
         tries = 0
         while True:
             tries += 1
@@ -146,10 +145,15 @@ class Builder:
             try:
                 return attempt()
             except Exception:
-                m.compiler.forget_session(m.include_paths, m.defines, m.content)
+                self._forget_session()
                 cleared = lost() or self.cache.layout_id() != layout
                 if tries == BUILD_ATTEMPTS or (tries > RETRIES and not cleared):
                     raise
+
+    def _forget_session(self) -> None:
+        """Drop the module's Slang session after a failed build: it keeps what it loaded."""
+        m = self.module
+        m.compiler.forget_session(m.include_paths, m.defines, m.content)
 
     def _compiled(self, name: str) -> CompiledKernel:
         m = self.module
@@ -181,8 +185,7 @@ class Builder:
             try:
                 kernel = self._compiled(name)
             except Exception:
-                m = self.module
-                m.compiler.forget_session(m.include_paths, m.defines, m.content)
+                self._forget_session()
                 return None  # built again from the plan, where a failure that stays is raised
             self._keep_binary(key, label, kernel)
             return kernel
