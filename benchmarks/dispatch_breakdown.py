@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import slangspec
-from slangspec.runtime import launch, specialization
+from slangspec.runtime import launch, specialization, vulkan_binding
 
 HERE = Path(__file__).parent
 spent: defaultdict[str, float] = defaultdict(float)
@@ -70,7 +70,7 @@ def main() -> None:
     tdev = "cuda" if m.device_kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
     timed(launch.CudaBinding, "dispatch", "dispatch")
-    timed(launch.VulkanBinding, "dispatch", "dispatch")
+    timed(vulkan_binding.VulkanBinding, "dispatch", "dispatch")
     timed(specialization.Specialization, "_forward_with_shape", "forward")
     timed(specialization.Specialization, "backward", "backward")
     a = torch.randn(args.elements, device=tdev, requires_grad=True)

@@ -28,7 +28,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
     import slangspec
     from slangspec import devices
     from slangspec.compiler import CompiledKernel
-    from slangspec.runtime.launch import CudaBinding, VulkanBinding
+    from slangspec.runtime import cuda_driver
 
     tdev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
@@ -47,7 +47,9 @@ def child(kind: str, cache: str) -> dict[str, float]:
         t = now
 
     shaders = slangspec.Cache(cache).shader_cache()
-    devices.select_device(kind, shaders)
+    if kind == "cuda":
+        cuda_driver.make_current(cuda_driver.primary_context(devices.torch_device(kind).index))
+    devices.open_device(kind, shaders)
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
     mark("load module")
@@ -57,7 +59,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
     key = fn.cache_key(sig)
     entry = m.cache.lookup(key, pre)
     mark("read entry")
-    bind = (CudaBinding if kind == "cuda" else VulkanBinding)(m.device).begin()
+    bind = m.binding.begin()
     if "forward" in entry.binaries:
         # CUDA with a cached cubin: Slang is never started.
         launchable = m.builder.load_binary(key, "forward", entry.binaries["forward"])

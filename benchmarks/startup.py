@@ -7,9 +7,11 @@ own module and shader caches.
 ``--whole`` times the process as a user sees it: from just before ``exec`` to the first
 forward+backward result (synchronized), imports, device start-up and all, for slangspec warm and
 cold, slangpy with its caches (CUDA) and the same maths written in plain torch; medians, and
-each beside torch alone. The modes take turns, so that drift on a shared host hits them alike.
+each beside torch alone, with the median of each phase (milliseconds from the previous mark; the
+first from exec). The modes take turns, so that drift on a shared host hits them alike.
 
-Every measurement is a new process. Timing starts after imports, device creation and torch's own
+Without ``--whole``, every measurement is a new process; timing starts after imports, the
+creation of slangpy's device (which a warm slangspec process on CUDA never needs) and torch's own
 first backward (which imports sympy), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
 "poly" lives in a module that does not import slangpy; "mix2" takes IDiffTensor parameters, so
@@ -54,9 +56,13 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     if mode == "slangspec":
         import slangspec
         from slangspec import devices
+        from slangspec.runtime import cuda_driver
 
         shaders = slangspec.Cache(cache).shader_cache()
-        devices.select_device(kind, shaders)
+        if kind == "cuda":
+            context = cuda_driver.primary_context(devices.torch_device(kind).index)
+            cuda_driver.make_current(context)
+        devices.open_device(kind, shaders)
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()
@@ -100,20 +106,29 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
 WHOLE = {
     "torch": """
 import torch
+MARK("import torch")
 a = torch.randn(N, device=DEV, requires_grad=True)
 x = torch.randn(N, device=DEV, requires_grad=True)
 y = (a * x * x + 3.0 * a) if FUNCTION == "poly" else (a * x + a)
+MARK("forward")
 """,
     "slangspec": """
-import torch, slangspec
+import torch
+MARK("import torch")
+import slangspec
+MARK("import slangspec")
 m = slangspec.load(PATH, device=KIND, cache_dir=CACHE)
+MARK("load")
 a = torch.randn(N, device=DEV, requires_grad=True)
 x = torch.randn(N, device=DEV, requires_grad=True)
 args = (a, x) if FUNCTION == "poly" else (a, x, slangspec.grid((N,)))
 y = getattr(m, FUNCTION)(*args)
+MARK("forward")
 """,
     "slangpy-cached": """
-import torch, slangpy as spy
+import torch
+MARK("import torch")
+import slangpy as spy
 torch.cuda.init()
 device = spy.Device(
     type=spy.DeviceType.cuda,
@@ -122,23 +137,34 @@ device = spy.Device(
     module_cache_path=CACHE + "/modules",
     shader_cache_path=CACHE + "/shaders",
 )
+MARK("load")
 a = torch.randn(N, device=DEV, requires_grad=True)
 x = torch.randn(N, device=DEV, requires_grad=True)
 args = (a, x) if FUNCTION == "poly" else (a, x, spy.grid((N,)))
 y = getattr(spy.Module.load_from_file(device, PATH), FUNCTION)(*args)
+MARK("forward")
 """,
 }
+_MARKS = """
+import json, sys, time
+MARKS = {}
+
+def MARK(name):
+    if "torch" in sys.modules and DEV == "cuda":
+        sys.modules["torch"].cuda.synchronize()
+    MARKS[name] = time.clock_gettime(time.CLOCK_MONOTONIC)
+"""
 _DONE = """
 y.backward(torch.ones_like(y))
-if DEV == "cuda":
-    torch.cuda.synchronize()
-import time
-print(time.clock_gettime(time.CLOCK_MONOTONIC))
+MARK("backward")
+print(json.dumps(MARKS))
 """
+PHASES = ("import torch", "import slangspec", "load", "forward", "backward")
 
 
-def whole(mode: str, function: str, kind: str, cache: str) -> float:
-    """Seconds from just before exec to the first forward+backward result of one process."""
+def whole(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
+    """Seconds from just before exec to each mark of one process, the last being the first
+    forward+backward result."""
     body = WHOLE["slangpy-cached" if mode == "slangpy" else mode]
     head = (
         f"N = {N}\nFUNCTION = {function!r}\nKIND = {kind!r}\nCACHE = {cache!r}\n"
@@ -147,7 +173,7 @@ def whole(mode: str, function: str, kind: str, cache: str) -> float:
     )
     start = time.clock_gettime(time.CLOCK_MONOTONIC)
     out = subprocess.run(
-        [sys.executable, "-c", head + body + _DONE],
+        [sys.executable, "-c", head + _MARKS + body + _DONE],
         capture_output=True,
         text=True,
         timeout=600,
@@ -155,29 +181,35 @@ def whole(mode: str, function: str, kind: str, cache: str) -> float:
     )
     if out.returncode != 0:
         raise RuntimeError(f"{mode} {function} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return float(out.stdout.strip().splitlines()[-1]) - start
+    marks = json.loads(out.stdout.strip().splitlines()[-1])
+    return {name: t - start for name, t in marks.items()}
 
 
 def whole_process(kind: str, repeat: int) -> None:
     modes = ["torch", "slangspec warm", "slangspec cold"] + (["slangpy"] if kind == "cuda" else [])
-    print(f"{'function':8s} {'mode':15s} {'median':>9s} {'over torch':>11s}")
+    print(f"{'function':8s} {'mode':15s} {'median':>9s} {'over torch':>11s}   phases (medians)")
     for function in MODULES:
         warm_cache, slangpy_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
         whole("slangspec", function, kind, warm_cache)  # fills the warm cache, unmeasured
         if kind == "cuda":
             whole("slangpy", function, kind, slangpy_cache)
-        runs: dict[str, list[float]] = {m: [] for m in modes}
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
         for _ in range(repeat):
             for mode in modes:
                 cache = {"slangspec warm": warm_cache, "slangpy": slangpy_cache}.get(
                     mode, tempfile.mkdtemp()
                 )
                 runs[mode].append(whole(mode.split()[0], function, kind, cache))
-        torch_alone = statistics.median(runs["torch"])
+        torch_alone = statistics.median(r["backward"] for r in runs["torch"])
         for mode in modes:
-            med = statistics.median(runs[mode])
+            med = statistics.median(r["backward"] for r in runs[mode])
             over = "" if mode == "torch" else f"{(med - torch_alone) * 1e3:+9.0f}ms"
-            print(f"{function:8s} {mode:15s} {med * 1e3:7.0f}ms {over:>11s}")
+            present = [name for name in PHASES if name in runs[mode][0]]
+            steps = []
+            for previous, name in zip([None, *present], present, strict=False):
+                took = [r[name] - (r[previous] if previous else 0.0) for r in runs[mode]]
+                steps.append(f"{name} {statistics.median(took) * 1e3:.0f}")
+            print(f"{function:8s} {mode:15s} {med * 1e3:7.0f}ms {over:>11s}   " + ", ".join(steps))
 
 
 def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:

@@ -1,10 +1,10 @@
 """One process of the cache tests: call cached functions, check them against torch, report.
 
     python tests/jit_worker.py CACHE_DIR [--forbid-compile | --forbid-slang] [--signatures N]
-                               [--lease-and-die]
+                               [--lease-and-die] [--block-slangpy]
 
-Prints one JSON line: the process's compile counts, whether every result was right, and the
-longest it waited on a compile lease.
+Prints one JSON line: the process's compile counts, whether every result was right, the
+longest it waited on a compile lease, and whether slangpy was imported.
 """
 
 import argparse
@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 import slangspec
-from slangspec import compiler
 from slangspec.cache_store import disk
+from slangspec.counts import compile_counts
 from slangspec.runtime import builder, module
 
 HERE = Path(__file__).parent
@@ -40,6 +40,8 @@ def forbid_compile() -> None:
 
 def forbid_slang() -> None:
     """Also make every path into Slang (sessions, module loads, kernel builds) raise."""
+    from slangspec import compiler
+
     forbid_compile()
 
     def refuse(*_a, **_k):
@@ -48,6 +50,15 @@ def forbid_slang() -> None:
     compiler.Compiler.session = refuse
     compiler.Compiler.load_module = refuse
     compiler.Compiler.kernel = refuse
+
+
+class BlockSlangpy:
+    """A meta-path finder that makes ``import slangpy`` fail, as if it were not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "slangpy" or name.startswith("slangpy."):
+            raise ImportError(f"{name} is blocked in this process")
+        return None
 
 
 def cases(n: int):
@@ -66,7 +77,10 @@ def main() -> None:
     p.add_argument("--forbid-slang", action="store_true")
     p.add_argument("--signatures", type=int, default=2)
     p.add_argument("--lease-and-die", action="store_true")
+    p.add_argument("--block-slangpy", action="store_true")
     args = p.parse_args()
+    if args.block_slangpy:
+        sys.meta_path.insert(0, BlockSlangpy())
     tdev = "cuda" if os.environ.get("SLANGSPEC_DEVICE") == "cuda" else "cpu"
     m = slangspec.load(
         SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=args.cache_dir
@@ -96,7 +110,12 @@ def main() -> None:
         if grad_x:
             ok &= torch.allclose(x.grad, (2 * a * x).detach(), rtol=1e-5, atol=1e-5)
     waited = max(disk.lease_waits, default=0.0)
-    report = {"counts": dict(compiler.compile_counts), "ok": bool(ok), "lease_wait_s": waited}
+    report = {
+        "counts": dict(compile_counts),
+        "ok": bool(ok),
+        "lease_wait_s": waited,
+        "slangpy_imported": "slangpy" in sys.modules,
+    }
     print(json.dumps(report), flush=True)
     sys.exit(0 if ok else 1)
 

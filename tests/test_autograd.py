@@ -82,12 +82,12 @@ def test_grad_tensor_under_no_grad_then_outside(ops, tdev):
 
 @pytest.mark.parametrize("ga,gb", [(True, True), (True, False), (False, True), (False, False)])
 def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
-    from slangspec.runtime import launch
+    from slangspec.runtime import launch, vulkan_binding
 
     n = 64
     a, b = leaf(n, tdev=tdev, grad=ga), leaf(n, tdev=tdev, grad=gb)
     zeros_shapes = []
-    binding = launch.CudaBinding if tdev == "cuda" else launch.VulkanBinding
+    binding = launch.CudaBinding if tdev == "cuda" else vulkan_binding.VulkanBinding
     real_zeros = binding.zeros
 
     def counting_zeros(self, shape, dtype):

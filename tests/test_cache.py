@@ -38,7 +38,7 @@ def base_preimage(**changes):
         "signature": "cached::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]",
     }
     fields.update(changes)
-    return preimage.preimage(**fields)
+    return preimage.preimage(toolchain=preimage.toolchain(), **fields)
 
 
 def test_key_changes_with_every_preimage_component():

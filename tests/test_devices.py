@@ -3,58 +3,56 @@
 import numpy as np
 import pytest
 import slangpy as spy
+import torch
 
 import slangspec
 from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
 from slangspec.compiler import Compiler
+from slangspec.runtime import cuda_driver
 
 
 def shaders(path):
     return ShaderSnapshots(path, 1 << 20)
 
 
-def test_bad_device_names_are_value_errors(monkeypatch, tmp_path):
+def test_bad_device_names_are_value_errors(monkeypatch):
     with pytest.raises(ValueError, match=r"device='metal' is not a device kind"):
-        devices.select_device("metal", shaders(tmp_path))
+        devices.device_kind("metal")
     monkeypatch.setenv("SLANGSPEC_DEVICE", "tpu")
     with pytest.raises(ValueError, match=r"SLANGSPEC_DEVICE='tpu' is not a device kind"):
-        devices.select_device(None, shaders(tmp_path))
+        devices.device_kind(None)
 
 
-def test_argument_wins_over_environment(monkeypatch, kind, cache_dir):
+def test_argument_wins_over_environment(monkeypatch, kind):
     monkeypatch.setenv("SLANGSPEC_DEVICE", "nonsense")
-    shaders = slangspec.Cache(cache_dir).shader_cache()
-    assert devices.select_device(kind, shaders)[0] == kind
+    assert devices.device_kind(kind) == kind
+    monkeypatch.setenv("SLANGSPEC_DEVICE", kind.upper())
+    assert devices.device_kind(None) == kind
 
 
-def test_auto_falls_back_and_reports_every_failure(monkeypatch, tmp_path):
+@pytest.mark.parametrize("gpu", [True, False])
+def test_auto_is_cuda_when_torch_sees_a_gpu_else_vulkan(monkeypatch, gpu):
     monkeypatch.delenv("SLANGSPEC_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    assert devices.device_kind(None) == ("cuda" if gpu else "vulkan")
 
+
+def test_choosing_a_kind_opens_no_device(monkeypatch, kind):
+    def refuse(*_a):
+        raise AssertionError("chose a kind by opening a device")
+
+    monkeypatch.setattr(devices, "_open", refuse)
+    assert devices.device_kind(kind) == kind
+
+
+def test_a_device_slangpy_cannot_open_names_the_kind(monkeypatch, tmp_path):
     def refuse(kind, shaders):
-        raise devices.DeviceUnavailableError(f"{kind}: refused for the test")
+        raise RuntimeError("refused for the test")
 
-    monkeypatch.setattr(devices, "open_device", refuse)
-    with pytest.raises(
-        devices.DeviceUnavailableError,
-        match="tried cuda: refused for the test; vulkan: refused for the test",
-    ):
-        devices.select_device(None, shaders(tmp_path))
-
-
-def test_auto_prefers_cuda_then_vulkan(monkeypatch, tmp_path):
-    monkeypatch.delenv("SLANGSPEC_DEVICE", raising=False)
-    tried = []
-
-    def open_device(kind, shaders):
-        tried.append(kind)
-        if kind == "cuda":
-            raise devices.DeviceUnavailableError("cuda: none")
-        return "vulkan-device"
-
-    monkeypatch.setattr(devices, "open_device", open_device)
-    assert devices.select_device(None, shaders(tmp_path)) == ("vulkan", "vulkan-device")
-    assert tried == ["cuda", "vulkan"]
+    monkeypatch.setattr(devices, "_open", refuse)
+    with pytest.raises(devices.DeviceUnavailableError, match="vulkan: refused for the test"):
+        devices.open_device("vulkan", shaders(tmp_path / "elsewhere"))
 
 
 SMOKE = """
@@ -71,7 +69,9 @@ void smoke(uint3 tid : SV_DispatchThreadID, uniform uint n, uniform float* x, un
 
 def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     shaders = slangspec.Cache(cache_dir).shader_cache()
-    _, device = devices.select_device(kind, shaders)
+    if kind == "cuda":
+        cuda_driver.make_current(cuda_driver.primary_context(devices.torch_device(kind).index))
+    device = devices.open_device(kind, shaders)
     (tmp_path / "smoke.slang").write_text(SMOKE)
     session = Compiler(device, tmp_path).session([tmp_path], {})
     kernel = device.create_compute_kernel(session.load_program("smoke", ["smoke"]))

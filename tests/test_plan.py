@@ -105,3 +105,17 @@ def test_elementwise_backward_allocates_gradients_only_inside_the_mask():
     assert "g1" not in src
     with pytest.raises(ValueError, match="not a backward mask"):
         backward_source(plan, "000")
+
+
+def test_a_function_description_survives_json_and_refuses_anything_else():
+    assert FunctionInfo.from_json(json.loads(json.dumps(SCALE.to_json()))) == SCALE
+    garbled = SCALE.to_json()
+    garbled["params"][0]["type"]["width"] = "three"
+    with pytest.raises(ValueError):
+        FunctionInfo.from_json(garbled)
+    with pytest.raises(ValueError):
+        FunctionInfo.from_json({**SCALE.to_json(), "extra": 1})
+    with pytest.raises(ValueError):
+        FunctionInfo.from_json({**SCALE.to_json(), "differentiable": "yes"})
+    with pytest.raises((TypeError, KeyError)):
+        FunctionInfo.from_json({"module": "m"})

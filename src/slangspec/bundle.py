@@ -65,7 +65,7 @@ def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
     bundle = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
-        "toolchain": toolchain(),
+        "toolchain": toolchain(cache),
         "records": cache.records(),
         "entries": entries,
         "sources": sources,
@@ -208,7 +208,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
     bundle = read_bundle(file)
     key_here = secret()
     skipped: list[dict[str, str]] = []
-    local = toolchain()
+    local = toolchain(cache)
     formats = ("cache_format", "signature_format", "plan_format", "codegen_format")
     mismatch = [f for f in formats if bundle["toolchain"].get(f) != local[f]]
     if "signature_format" in mismatch:

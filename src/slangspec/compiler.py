@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import slangpy as spy
 
+from .block_layout import uniform_block
 from .codegen import ENTRY_POINT
-from .uniforms import UniformBlock, uniform_block
-
-compile_counts: Counter[str] = Counter()
-"""What ran in this process: "specialize" (type resolution of a miss), "codegen" (a kernel
-source generated), "front_end" (a user module reflected), "kernel" (a kernel loaded or
-compiled through slangpy). Read by tests and benchmarks."""
+from .counts import compile_counts
+from .uniforms import UniformBlock
 
 
 class CompiledKernel:

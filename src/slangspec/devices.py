@@ -1,19 +1,24 @@
-"""Which slangpy device a call runs on: the ``device=`` argument, ``SLANGSPEC_DEVICE``, else CUDA
-when torch sees a GPU and slangpy can open it, else Vulkan; and what identifies that device in a
-cache key."""
+"""Which device kind a call runs on: the ``device=`` argument, ``SLANGSPEC_DEVICE``, else CUDA
+when torch sees a GPU, else Vulkan; what identifies that device in a cache key; and slangpy's
+device of a kind, opened when something must be compiled (on Vulkan also to dispatch).
+
+Nothing here imports slangpy until a device is opened: a CUDA process whose kernels are all
+cached launches them through the driver and never needs one.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import slangpy as spy
 import torch
 
+if TYPE_CHECKING:
+    import slangpy as spy
+
 DEVICE_KINDS = ("cuda", "vulkan")
-_TYPES = {"cuda": spy.DeviceType.cuda, "vulkan": spy.DeviceType.vulkan}
 
 
 class ShaderCache(Protocol):
@@ -28,33 +33,28 @@ class ShaderCache(Protocol):
 
 
 class DeviceUnavailableError(RuntimeError):
-    """No slangpy device of the requested (or any) kind could be opened."""
+    """No device of the requested (or any) kind can be used, or slangpy cannot open one."""
 
 
 _devices: dict[tuple[str, str], spy.Device] = {}
-cuda_torch_device: torch.device | None = None
-"""The torch CUDA device whose context the slangpy CUDA device shares, once opened."""
+_cuda_torch_device: torch.device | None = None
 _lock = threading.Lock()
 
 
 def _open(kind: str, shaders: ShaderCache) -> spy.Device:
+    import slangpy as spy
+
     # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
     # session whenever a generated kernel lands on an include path.
     options: dict[str, object] = {"enable_hot_reload": False}
     if kind == "cuda":
         # No shader cache: the cache keeps each kernel's cubin itself, and a shader-cache hit
-        # would skip the code generation that cubin is captured from.
-        if not torch.cuda.is_available():
-            raise DeviceUnavailableError("cuda: torch sees no CUDA device")
-        torch.cuda.init()
-        torch.cuda.current_stream()
-        # Share torch's context so torch CUDA memory is addressable by our kernels in place.
+        # would skip the code generation that cubin is captured from. The caller made torch's
+        # context current, so that torch CUDA memory is addressable by our kernels in place.
         handles = spy.get_cuda_current_context_native_handles()
-        global cuda_torch_device
-        cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
         return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
     return spy.Device(
-        type=_TYPES[kind],
+        type=spy.DeviceType.vulkan,
         shader_cache_path=shaders.checkout(),
         shader_cache_size=shaders.size,
         **options,
@@ -63,14 +63,15 @@ def _open(kind: str, shaders: ShaderCache) -> spy.Device:
 
 def open_device(kind: str, shaders: ShaderCache) -> spy.Device:
     """The process-wide slangpy device of ``kind`` that keeps target code in ``shaders``
-    (Vulkan; CUDA keeps none), opened on first use."""
+    (Vulkan; CUDA keeps none), opened on first use. On CUDA, torch's context must be current
+    on the calling thread."""
     with _lock:
         device = _devices.get((kind, str(shaders.directory)))
         if device is None:
             try:
                 device = _open(kind, shaders)
-            except DeviceUnavailableError:
-                raise
+            except ImportError as exc:
+                raise DeviceUnavailableError(f"{kind}: slangpy cannot be imported ({exc})") from exc
             except Exception as exc:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
             _devices[(kind, str(shaders.directory))] = device
@@ -83,37 +84,42 @@ def opened() -> bool:
 
 
 def torch_device(kind: str) -> torch.device:
-    """The torch device whose tensors a slangspec device of ``kind`` takes and returns."""
+    """The torch device whose tensors a slangspec device of ``kind`` takes and returns: on CUDA,
+    torch's current device when slangspec first used CUDA."""
+    if kind != "cuda":
+        return torch.device("cpu")
+    global _cuda_torch_device
+    with _lock:
+        if _cuda_torch_device is None:
+            if not torch.cuda.is_available():
+                raise DeviceUnavailableError("cuda: torch sees no CUDA device")
+            torch.cuda.init()
+            _cuda_torch_device = torch.device("cuda", torch.cuda.current_device())
+        return _cuda_torch_device
+
+
+def device_identity(kind: str, device: spy.Device | None) -> dict[str, str]:
+    """The device type and the target it compiles for, as a cache key covers them: on CUDA as
+    torch reports them (no slangpy device needed), on Vulkan the adapter of ``device``."""
     if kind == "cuda":
-        assert cuda_torch_device is not None, "open the cuda device first"
-        return cuda_torch_device
-    return torch.device("cpu")
+        index = torch_device("cuda").index
+        major, minor = torch.cuda.get_device_capability(index)
+        return {
+            "kind": kind,
+            "adapter": torch.cuda.get_device_name(index),
+            "arch": f"sm_{major}{minor}",
+        }
+    assert device is not None, "a Vulkan identity names the opened device's adapter"
+    return {"kind": kind, "adapter": device.info.adapter_name}
 
 
-def device_identity(kind: str, device: spy.Device) -> dict[str, str]:
-    """The device type and the target it compiles for, as a cache key covers them."""
-    identity = {"kind": kind, "adapter": device.info.adapter_name}
-    if kind == "cuda":
-        major, minor = torch.cuda.get_device_capability()
-        identity["arch"] = f"sm_{major}{minor}"
-    return identity
-
-
-def select_device(requested: str | None, shaders: ShaderCache) -> tuple[str, spy.Device]:
-    """Resolve the device kind by the documented order and open it (see ``open_device``)."""
+def device_kind(requested: str | None) -> str:
+    """The device kind by the documented order; opens nothing."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
-    if name is not None:
-        name = name.lower()
-        if name not in DEVICE_KINDS:
-            source = "device=" if requested else "SLANGSPEC_DEVICE="
-            raise ValueError(
-                f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}"
-            )
-        return name, open_device(name, shaders)
-    failures = []
-    for kind in DEVICE_KINDS:
-        try:
-            return kind, open_device(kind, shaders)
-        except DeviceUnavailableError as exc:
-            failures.append(str(exc))
-    raise DeviceUnavailableError("no usable device; tried " + "; ".join(failures))
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "vulkan"
+    name = name.lower()
+    if name not in DEVICE_KINDS:
+        source = "device=" if requested else "SLANGSPEC_DEVICE="
+        raise ValueError(f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}")
+    return name

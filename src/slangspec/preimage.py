@@ -7,18 +7,17 @@ from anything else.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import slangpy as spy
 import xxhash
 
 from ._version import __version__
 from .codegen import CODEGEN_FORMAT
 from .signature_text import SIGNATURE_FORMAT
+from .slangpy_install import VersionMemo, Versions, slangpy_versions
 from .specializer.plan import PLAN_FORMAT
 
 CACHE_FORMAT = 1
@@ -31,17 +30,22 @@ _IMPORT_RE = re.compile(
 )
 
 
-@functools.cache
-def toolchain() -> dict[str, Any]:
-    """Formats and versions of everything in the chain; computed once per process."""
+_slangpy: Versions | None = None
+
+
+def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
+    """Formats and versions of everything in the chain; slangpy's are found once per process,
+    through ``memo`` when it knows them (see ``slangpy_install``)."""
+    global _slangpy
+    if _slangpy is None:
+        _slangpy = slangpy_versions(memo)
     return {
         "cache_format": CACHE_FORMAT,
         "signature_format": SIGNATURE_FORMAT,
         "plan_format": PLAN_FORMAT,
         "codegen_format": CODEGEN_FORMAT,
         "slangspec": __version__,
-        "slangpy": spy.SGL_VERSION,
-        "slang": spy.SLANG_BUILD_TAG,
+        **_slangpy,
     }
 
 
@@ -96,6 +100,7 @@ def _name_of(path: Path, entry: Path, search: Sequence[Path]) -> str:
 
 def preimage(
     *,
+    toolchain: dict[str, Any],
     device: dict[str, str],
     module: str,
     sources: dict[str, str],
@@ -105,7 +110,7 @@ def preimage(
 ) -> dict[str, Any]:
     """The full preimage of one specialization's key."""
     return {
-        "toolchain": toolchain(),
+        "toolchain": toolchain,
         "device": device,
         "module": module,
         "sources": sources,

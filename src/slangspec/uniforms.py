@@ -13,13 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import slangpy as spy
 
 from .scalars import STRUCT_CODE_OF_REFLECTED
-
-_Kind = spy.TypeReflection.Kind
-_Scalar = spy.TypeReflection.ScalarType
-_CODES = {getattr(_Scalar, name): code for name, code in STRUCT_CODE_OF_REFLECTED.items()}
 
 Packer = Callable[[Any, dict[str, Any]], None]
 Layout = dict[str, Any]
@@ -31,35 +26,6 @@ It is JSON, so a cached kernel's block can be packed without reflecting the kern
 
 class Unpackable(Exception):
     """The layout holds something that is not plain bytes."""
-
-
-def _describe(layout: spy.TypeLayoutReflection) -> dict[str, Any]:
-    kind = layout.kind
-    if kind == _Kind.pointer:
-        return {"pointer": True}
-    if kind == _Kind.scalar:
-        code = _CODES.get(layout.type.scalar_type)
-        if code is None:
-            raise Unpackable(layout.name)
-        return {"scalar": code}
-    if kind == _Kind.array:
-        element = layout.element_type_layout
-        count = layout.type.element_count
-        stride = layout.size // count if count else element.size
-        return {"array": count, "stride": stride, "element": _describe(element)}
-    if kind == _Kind.struct:
-        return {"struct": [[f.name, f.offset, _describe(f.type_layout)] for f in layout.fields]}
-    raise Unpackable(f"{layout.name} ({kind})")
-
-
-def describe(kernel: spy.ComputeKernel) -> Layout:
-    """The entry-point parameter block of ``kernel``; Unpackable when it is not plain bytes."""
-    ep = kernel.program.layout.entry_points[0]
-    params = [p for p in ep.parameters if p.type_layout.size > 0]
-    return {
-        "size": max((p.offset + p.type_layout.size for p in params), default=0),
-        "params": [[p.name, p.offset, _describe(p.type_layout)] for p in params],
-    }
 
 
 _KNOWN_CODES = frozenset(STRUCT_CODE_OF_REFLECTED.values())
@@ -181,11 +147,3 @@ class UniformBlock:
         buf = bytearray(self.size)
         self.pack_into(buf, kwargs)
         return np.frombuffer(buf, np.uint8)
-
-
-def uniform_block(kernel: spy.ComputeKernel) -> UniformBlock | None:
-    """The kernel's packer, or None when its uniforms must be bound by name."""
-    try:
-        return UniformBlock(describe(kernel))
-    except Unpackable:
-        return None

@@ -187,13 +187,21 @@ class Cache:
     def count_miss(self) -> None:
         self.disk.count(MISSES)
 
-    def functions(self, key: str) -> dict[str, bool]:
-        """Function names of the module whose contents ``key`` hashes: True for those it has,
-        False for those it lacks, as reflection found them; a name not there is unknown."""
+    def functions(self, key: str) -> dict[str, bool | dict[str, Any]]:
+        """Function names of the module whose contents ``key`` hashes, as reflection found
+        them: False for those it lacks, the plain-data description of those it has (True when
+        it has one undescribed); a name not there is unknown."""
         return self.disk.functions(key)
 
-    def note_function(self, key: str, name: str, exists: bool) -> None:
-        self.disk.note_function(key, name, exists)
+    def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:
+        self.disk.note_function(key, name, known)
+
+    def slangpy_versions(self, stamp: str) -> dict[str, str] | None:
+        """The slangpy versions a process noted for the install it stamped ``stamp``."""
+        return self.disk.slangpy_versions(stamp)
+
+    def note_slangpy_versions(self, stamp: str, versions: dict[str, str]) -> None:
+        self.disk.note_slangpy_versions(stamp, versions)
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep a record of a specialization the JIT built, for replay elsewhere."""

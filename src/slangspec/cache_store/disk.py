@@ -52,6 +52,7 @@ from .tier import GARBLED
 ENTRY = "entry:"
 RECORD = "record:"
 FUNCTIONS = "functions:"
+SLANGPY = "slangpy:"
 LOCK = "lock:"
 COMPILED = "compiled:"
 HITS = "stat:hits"
@@ -389,19 +390,31 @@ class DiskTier:
         values = (self._read(k) for k in self._keys(RECORD))
         return [v for v in values if isinstance(v, dict)]
 
-    def functions(self, key: str) -> dict[str, bool]:
-        """Which function names the module keyed ``key`` was found to have (True) or lack
-        (False); empty when unknown or damaged."""
+    def functions(self, key: str) -> dict[str, bool | dict[str, Any]]:
+        """What is known of the function names of the module keyed ``key``: False for a name
+        it lacks, its description for one it has, True for one it has undescribed; empty when
+        unknown or damaged."""
         row = self._read(FUNCTIONS + key)
         if not intact(row) or not isinstance(row.get("names"), dict):
             return {}
-        return {n: v for n, v in row["names"].items() if isinstance(v, bool)}
+        return {n: v for n, v in row["names"].items() if isinstance(v, bool | dict)}
 
-    def note_function(self, key: str, name: str, exists: bool) -> None:
+    def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:
         with self._transact():
             names = self.functions(key)
-            names[name] = exists
+            names[name] = known
             self._call("set", FUNCTIONS + key, seal({"names": names}))
+
+    def slangpy_versions(self, stamp: str) -> dict[str, str] | None:
+        """The versions noted for the slangpy install stamped ``stamp``; None when unknown."""
+        row = self._read(SLANGPY + stamp)
+        if not intact(row) or not isinstance(row.get("versions"), dict):
+            return None
+        versions = row["versions"]
+        return versions if all(isinstance(v, str) for v in versions.values()) else None
+
+    def note_slangpy_versions(self, stamp: str, versions: dict[str, str]) -> None:
+        self._call("set", SLANGPY + stamp, seal({"versions": versions}))
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 

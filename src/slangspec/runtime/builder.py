@@ -7,30 +7,50 @@ process) or "taken" (built by another process while this one waited on the lease
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from ..cache_store import FORWARD, CacheWarning, Entry, key_of
 from ..cache_store.keys import source_name
 from ..codegen import kernel_source
-from ..compiler import CompiledKernel, compile_counts
+from ..counts import compile_counts
+from ..devices import DeviceUnavailableError
 from ..specializer import SpecializationPlan, plan_from_signature
 from ..uniforms import Unpackable
-from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx
+from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx, make_current
 
 if TYPE_CHECKING:
     import slangpy as spy
 
+    from ..compiler import CompiledKernel
     from .module import Module
 
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
 BUILD_ATTEMPTS = 8
 T = TypeVar("T")
-Kernel = CompiledKernel | DriverKernel
+Kernel: TypeAlias = "CompiledKernel | DriverKernel"
+
+
+class SlangUnavailableError(DeviceUnavailableError):
+    """Something the cache lacks must be built or reflected, and slangpy cannot be brought up
+    to do it."""
+
+
+@contextlib.contextmanager
+def needing_slang(what: str) -> Iterator[None]:
+    """Within the block, a failure to import slangpy or open its device says that ``what`` was
+    not in the cache."""
+    try:
+        yield
+    except SlangUnavailableError:
+        raise
+    except (DeviceUnavailableError, ImportError) as exc:
+        raise SlangUnavailableError(f"{what} is not in the cache and needs slangpy: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -63,7 +83,9 @@ class Builder:
             with self.cache.lease(key, lambda: self.cache.lookup(key, pre) is not None):
                 entry = self.cache.lookup(key, pre)
                 if entry is None:
-                    return self._build(function, signature, key, pre)
+                    what = f"{self.module.name}::{function} {signature}: its forward kernel"
+                    with needing_slang(what):
+                        return self._build(function, signature, key, pre)
                 outcome = "taken"
         self.cache.touch(key)
         plan = SpecializationPlan.from_json(entry.plan_json)
@@ -106,7 +128,10 @@ class Builder:
             if cached is not None:
                 return cached, "taken"
             start = time.perf_counter()
-            name, kernel = self._compile(kernel_source(found.plan, label))
+            what = f"{found.plan.module}::{found.plan.function} {found.plan.signature}: "
+            what += "its forward kernel" if label == FORWARD else f"its backward kernel {label}"
+            with needing_slang(what):
+                name, kernel = self._compile(kernel_source(found.plan, label))
             if entry is not None:
                 self.cache.add_kernel(key, label, name, time.perf_counter() - start)
                 self._keep_binary(key, label, kernel)
@@ -201,7 +226,7 @@ class Builder:
         """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
         if kernel.ptx is None or kernel.block is None:
             return
-        self.module.device.set_cuda_context_current()
+        make_current(self.module.context)
         try:
             cubin = cubin_from_ptx(kernel.ptx)
         except CudaDriverError as exc:
@@ -219,7 +244,7 @@ class Builder:
             return None  # evicted by another process since this one read the entry
         if data is not None:
             # Backward runs on torch's autograd thread, which may have no current context.
-            self.module.device.set_cuda_context_current()
+            make_current(self.module.context)
             try:
                 return DriverKernel.from_binary(
                     CachedBinary(data, binary["layout"], binary["group"])

@@ -7,8 +7,9 @@ forward and backward alternate with torch's autograd thread, and a process's fir
 parameters packed at their reflected offsets costs ~5 us and needs no set-up.
 
 A kernel slangpy compiled is kept as a cubin with its parameter layout; a later process loads
-that with ``cuModuleLoadData`` and never starts Slang, which for a module importing slangpy's
-own library costs ~150 ms even when every Slang cache is warm.
+that with ``cuModuleLoadData`` into torch's own (primary) context and never imports slangpy nor
+starts Slang, which for a module importing slangpy's own library costs ~150 ms even when every
+Slang cache is warm, and opening slangpy's CUDA device ~300 ms more.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import ctypes
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..codegen import ENTRY_POINT
-from ..compiler import CompiledKernel
 from ..uniforms import Layout, UniformBlock
+
+if TYPE_CHECKING:
+    from ..compiler import CompiledKernel
 
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
@@ -48,6 +51,9 @@ def driver() -> ctypes.CDLL:
     lib.cuLinkAddData_v2.argtypes += [_UINT, _P, _P]
     lib.cuLinkComplete.argtypes = [_P, ctypes.POINTER(_P), ctypes.POINTER(_SIZE)]
     lib.cuLinkDestroy.argtypes = [_P]
+    lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(_P), ctypes.c_int]
+    lib.cuCtxSetCurrent.argtypes = [_P]
     return lib
 
 
@@ -56,6 +62,26 @@ def _check(result: int, what: str) -> None:
         name = ctypes.c_char_p()
         driver().cuGetErrorName(result, ctypes.byref(name))
         raise CudaDriverError(f"{what}: {(name.value or b'CUDA error').decode()} ({result})")
+
+
+@functools.cache
+def primary_context(ordinal: int) -> int:
+    """The primary context of CUDA device ``ordinal``: the one torch's runtime works in."""
+    lib = driver()
+    _check(lib.cuInit(0), "cuInit")
+    device = ctypes.c_int()
+    _check(lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+    context = _P()
+    _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    return context.value or 0
+
+
+def make_current(context: int) -> None:
+    """Make ``context`` current on the calling thread: a thread that has not used CUDA yet (torch's
+    autograd thread, say) has none."""
+    result = driver().cuCtxSetCurrent(context)
+    if result:
+        _check(result, "cuCtxSetCurrent")
 
 
 def _param_bytes(function: _P) -> int:

@@ -1,39 +1,20 @@
 """Binding torch tensors to kernel parameters and dispatching, per device kind.
 
 CUDA binds torch CUDA memory in place and launches through the driver on torch's current
-stream. Vulkan stages CPU tensors through slangpy buffers, dispatches through slangpy, and copies
-results back.
+stream, in torch's own context: no slangpy. Vulkan (``vulkan_binding``) stages CPU tensors
+through slangpy buffers, dispatches through slangpy, and copies results back.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-import slangpy as spy
 import torch
 
-from .. import devices
-from ..compiler import CompiledKernel
-from .cuda_driver import DriverKernel
+from .cuda_driver import DriverKernel, make_current
 
-_USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
-
-
-def _submit(device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
-    """Dispatch ``n`` threads through slangpy, writing the uniforms as one block where the layout
-    allows."""
-    if kernel.block is None:
-        kernel.kernel.dispatch(thread_count=[n, 1, 1], **kwargs)
-        return
-    data = kernel.block.pack(kwargs)
-    encoder = device.create_command_encoder()
-    compute = encoder.begin_compute_pass()
-    root = compute.bind_pipeline(kernel.pipeline)
-    spy.ShaderCursor(root).find_entry_point(0).set_data(data)
-    compute.dispatch([n, 1, 1])
-    compute.end()
-    device.submit_command_buffer(encoder.finish())
+if TYPE_CHECKING:
+    from ..compiler import CompiledKernel
 
 
 class Binding(Protocol):
@@ -44,8 +25,6 @@ class Binding(Protocol):
     """
 
     torch_device: torch.device
-
-    def __init__(self, device: spy.Device) -> None: ...
 
     def begin(self) -> Binding: ...
 
@@ -82,20 +61,12 @@ class Binding(Protocol):
         ...
 
 
-def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return strides[::-1]
-
-
 class CudaBinding:
     """Bindings on CUDA: pointers into torch's own memory; holds no per-call state."""
 
-    def __init__(self, device: spy.Device) -> None:
-        self.device = device
-        self.torch_device = devices.torch_device("cuda")
+    def __init__(self, torch_device: torch.device, context: int) -> None:
+        self.torch_device = torch_device
+        self.context = context
 
     def begin(self) -> CudaBinding:
         return self
@@ -140,82 +111,5 @@ class CudaBinding:
 
     def dispatch(self, kernel: DriverKernel, n: int, kwargs: dict[str, Any]) -> None:
         # A thread that has not used CUDA yet has no current context.
-        self.device.set_cuda_context_current()
+        make_current(self.context)
         kernel.launch(n, kwargs, torch._C._cuda_getCurrentRawStream(self.torch_device.index))
-
-
-class VulkanBinding:
-    """One call's bindings on Vulkan: CPU tensors staged through buffers, results copied back."""
-
-    def __init__(self, device: spy.Device) -> None:
-        self.device = device
-        self.torch_device = devices.torch_device("vulkan")
-        self.results: list[tuple[torch.Tensor, spy.Buffer]] = []
-        self.staged: list[spy.Buffer] = []  # alive until dispatch: kernels hold raw addresses
-
-    def begin(self) -> VulkanBinding:
-        """A fresh binding for one call: staging buffers and results belong to that call."""
-        return VulkanBinding(self.device)
-
-    def prepare(self, kernel: CompiledKernel) -> CompiledKernel:
-        """What ``dispatch`` runs: slangpy's kernel itself."""
-        return kernel
-
-    def check(self, name: str, t: torch.Tensor) -> None:
-        if t.device.type != "cpu":
-            raise ValueError(
-                f"{name}: expected a CPU tensor on the vulkan device, got a tensor on {t.device}"
-            )
-
-    def _buffer(self, t: torch.Tensor) -> spy.Buffer:
-        data = t.detach().contiguous().reshape(-1).numpy().view(np.uint8)
-        if data.size == 0:
-            data = np.zeros(4, np.uint8)
-        buf = self.device.create_buffer(data=data, usage=_USAGE)
-        self.staged.append(buf)
-        return buf
-
-    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
-        return self._buffer(t).device_address, contiguous_strides(tuple(t.shape))
-
-    def write(self, t: torch.Tensor) -> int:
-        buf = self._buffer(t)
-        self.results.append((t, buf))
-        return buf.device_address
-
-    def _struct(self, buf: spy.Buffer, t: torch.Tensor) -> dict[str, Any]:
-        return {
-            "_data": buf,
-            "_shape": list(t.shape),
-            "_strides": contiguous_strides(tuple(t.shape)),
-            "_offset": 0,
-        }
-
-    def read_struct(self, t: torch.Tensor) -> dict[str, Any]:
-        return self._struct(self._buffer(t), t)
-
-    def write_struct(self, t: torch.Tensor) -> dict[str, Any]:
-        buf = self._buffer(t)
-        self.results.append((t, buf))
-        return self._struct(buf, t)
-
-    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype)
-
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.zeros(shape, dtype=dtype)
-
-    def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
-        _submit(self.device, kernel, n, kwargs)
-        for t, buf in self.results:
-            flat = t.detach().view(-1) if t.is_contiguous() else None
-            raw = buf.to_numpy().view(np.uint8)[: t.numel() * t.element_size()]
-            if flat is not None:
-                flat.numpy().view(np.uint8)[:] = raw
-            else:
-                staged = torch.from_numpy(raw.copy()).view(t.dtype).reshape(t.shape)
-                with torch.no_grad():
-                    t.copy_(staged)
-
-
-BINDINGS: dict[str, type[Binding]] = {"cuda": CudaBinding, "vulkan": VulkanBinding}

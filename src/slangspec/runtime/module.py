@@ -1,5 +1,10 @@
 """User-facing modules and functions: ``m.fn(*args)`` specializes on the call signature and runs
-the specialization's kernels; the cache and the miss path sit behind ``Builder``."""
+the specialization's kernels; the cache and the miss path sit behind ``Builder``.
+
+slangpy is imported only where something must be compiled or reflected (``Module.device``,
+``Module.compiler``, ``Module._reflect``), and on Vulkan, where it also dispatches: a CUDA process
+whose kernels and function descriptions are all cached never imports it.
+"""
 
 from __future__ import annotations
 
@@ -16,24 +21,20 @@ import xxhash
 
 from ..cache import Cache
 from ..cache_store import FORWARD, key_of
-from ..compiler import Compiler
-from ..devices import device_identity, select_device, torch_device
+from ..devices import device_identity, device_kind, open_device, torch_device
 from ..preimage import module_closure, preimage, toolchain
 from ..signature_text import has_numpy
 from ..signatures import ArgumentError, call_signature
-from ..specializer import (
-    FunctionInfo,
-    SpecializationPlan,
-    function_info,
-    has_function,
-    plan_from_signature,
-)
-from .builder import Builder, Kernel
-from .launch import BINDINGS
+from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
+from .builder import Builder, Kernel, needing_slang
+from .cuda_driver import make_current, primary_context
+from .launch import Binding, CudaBinding
 from .specialization import Specialization
 
 if TYPE_CHECKING:
     import slangpy as spy
+
+    from ..compiler import Compiler
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _compilers: dict[tuple[int, str], Compiler] = {}
@@ -61,18 +62,26 @@ class Module:
         self.source = source
         self.cache = cache
         self.shaders = cache.shader_cache()
-        self.device_kind, self.device = select_device(device, self.shaders)
+        self.device_kind = device_kind(device)
         self.torch_device = torch_device(self.device_kind)
-        self.binding = BINDINGS[self.device_kind]
+        self._device: spy.Device | None = None
+        self.context = 0
+        """torch's CUDA context, which cached kernels are loaded into and launched in."""
+        self.binding: Binding
+        if self.device_kind == "cuda":
+            self.context = primary_context(self.torch_device.index)
+            self.binding = CudaBinding(self.torch_device, self.context)
+        else:
+            from .vulkan_binding import VulkanBinding
+
+            self.binding = VulkanBinding(self.device)
         self.user_include_paths = list(include_paths)
         self.include_paths = [directory, *include_paths, cache.kernel_dir]
         self.defines = dict(defines)
-        compiler_key = (id(self.device), str(cache.module_cache))
-        self.compiler = _compilers.get(compiler_key)
-        if self.compiler is None:
-            self.compiler = _compilers[compiler_key] = Compiler(self.device, cache.module_cache)
+        self._compiler: Compiler | None = None
         self._slang_module = None
         self._device_identity: dict[str, str] | None = None
+        self.toolchain = toolchain(cache)
         # Hashed once per module object: a running module keeps the code it loaded.
         self.sources = module_closure(self.path, self.user_include_paths)
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
@@ -81,7 +90,7 @@ class Module:
         self.functions_key = key_of(
             {
                 "functions_of": name,
-                "toolchain": toolchain(),
+                "toolchain": self.toolchain,
                 "sources": self.sources,
                 "defines": self.defines,
             }
@@ -93,24 +102,67 @@ class Module:
     def __repr__(self) -> str:
         return f"<slangspec.Module {self.name} on {self.device_kind}>"
 
+    @property
+    def device(self) -> spy.Device:
+        """slangpy's device, opened on first use: on CUDA only when something must be compiled,
+        sharing torch's context."""
+        if self._device is None:
+            if self.device_kind == "cuda":
+                make_current(self.context)
+            self._device = open_device(self.device_kind, self.shaders)
+        return self._device
+
+    @property
+    def compiler(self) -> Compiler:
+        """The compiler on ``device``, shared by every module of that device and cache."""
+        if self._compiler is None:
+            from ..compiler import Compiler
+
+            key = (id(self.device), str(self.cache.module_cache))
+            compiler = _compilers.get(key)
+            if compiler is None:
+                compiler = _compilers[key] = Compiler(self.device, self.cache.module_cache)
+            self._compiler = compiler
+        return self._compiler
+
     def __getattr__(self, name: str) -> Function:
         if name.startswith("__"):
             raise AttributeError(name)
         fn = self._functions.get(name)
         if fn is None:
-            if not self._has_function(name):
+            with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
+                known = self._known(name)
+            if known is False:
                 raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
             fn = self._functions[name] = Function(self, name)
         return fn
 
-    def _has_function(self, name: str) -> bool:
-        """Whether the module has function ``name``: as the cache remembers it for this very
-        module content, else reflected (and remembered)."""
+    def _known(self, name: str) -> bool | FunctionInfo:
+        """What the cache remembers of function ``name`` for this very module content (else
+        what reflection finds, remembered): False when the module lacks it, its description
+        when it has one, True when it has one that cannot be described (an overload set)."""
         known = self.cache.functions(self.functions_key).get(name)
+        if isinstance(known, dict):
+            try:
+                return FunctionInfo.from_json(known)
+            except (TypeError, KeyError, ValueError):
+                known = None
         if known is None:
-            known = has_function(self._front_end(), name)
-            self.cache.note_function(self.functions_key, name, known)
+            known = self._reflect(name)
+            remembered = known.to_json() if isinstance(known, FunctionInfo) else known
+            self.cache.note_function(self.functions_key, name, remembered)
         return known
+
+    def _reflect(self, name: str) -> bool | FunctionInfo:
+        from ..specializer.reflect import function_info, has_function
+
+        front_end = self._front_end()
+        if not has_function(front_end, name):
+            return False
+        try:
+            return function_info(front_end, self.name, name) or False
+        except TypeError:
+            return True  # an overload set: function_info explains it where it is called
 
     def _front_end(self) -> spy.SlangModule:
         if self._slang_module is None:
@@ -118,17 +170,26 @@ class Module:
         return self._slang_module
 
     def function_info(self, name: str) -> FunctionInfo:
-        """Reflect ``name``; front-end compiles the module on first use."""
-        info = function_info(self._front_end(), self.name, name)
-        if info is None:
+        """The description of function ``name``: from the cache, else reflected (the Slang
+        front-end compiles the module on first use)."""
+        known = self._known(name)
+        if isinstance(known, FunctionInfo):
+            return known
+        if known is False:
             raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
+        from ..specializer.reflect import function_info
+
+        info = function_info(self._front_end(), self.name, name)
+        assert info is not None, "the module has the function"
         return info
 
     def preimage(self, function: str, signature: str) -> dict[str, Any]:
         """The cache-key preimage of one specialization of this module."""
         if self._device_identity is None:
-            self._device_identity = device_identity(self.device_kind, self.device)
+            vulkan = self.device if self.device_kind == "vulkan" else None
+            self._device_identity = device_identity(self.device_kind, vulkan)
         return preimage(
+            toolchain=self.toolchain,
             device=self._device_identity,
             module=self.name,
             sources=self.sources,
@@ -167,7 +228,8 @@ class Function:
     @property
     def info(self) -> FunctionInfo:
         if self._info is None:
-            self._info = self.module.function_info(self.name)
+            with needing_slang(f"{self.id}: its description"):
+                self._info = self.module.function_info(self.name)
         return self._info
 
     def signature(self, *args: Any) -> str:
@@ -236,7 +298,7 @@ class Function:
                 return found.forward
             return builder.kernel(found, mask or FORWARD)[0]
 
-        spec = Specialization(found.plan, kernels, self.module.binding, self.module.device)
+        spec = Specialization(found.plan, kernels, self.module.binding)
         self._specs[signature] = spec
         return spec
 

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import slangpy as spy
 import torch
 
-from ..compiler import CompiledKernel
 from ..scalars import SLANG
 from ..specializer.plan import SpecializationPlan
-from .cuda_driver import DriverKernel
 from .launch import Binding
 
-KernelFactory = Callable[[str | None], CompiledKernel | DriverKernel]
+if TYPE_CHECKING:
+    from ..compiler import CompiledKernel
+    from .cuda_driver import DriverKernel
+
+KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
 _WRITTEN = ("RWTensor", "WTensor")
@@ -36,14 +37,13 @@ class Specialization:
         self,
         plan: SpecializationPlan,
         kernels: KernelFactory,
-        binding: type[Binding],
-        device: spy.Device,
+        binding: Binding,
     ) -> None:
         self.plan = plan
         self.name = f"{plan.module}::{plan.function}"
         self.autograd = bool(plan.backward_masks)
         self._kernels = kernels
-        self._binding = binding(device)
+        self._binding = binding
         self._forward = self._binding.prepare(kernels(None))
         self._backward: dict[str, Any] = {}
         self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}

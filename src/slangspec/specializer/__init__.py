@@ -1,7 +1,8 @@
-"""Reflection and type resolution: call signature -> SpecializationPlan."""
+"""Type resolution: call signature -> SpecializationPlan; reflection lives in ``reflect``, which
+imports slangpy and so is imported only where a module must be reflected."""
 
+from .info import FunctionInfo, ParamInfo, TypeInfo
 from .plan import ArgPlan, ReturnPlan, SpecializationPlan, plan_from_signature, resolve
-from .reflect import FunctionInfo, ParamInfo, TypeInfo, function_info, has_function
 
 __all__ = [
     "ArgPlan",
@@ -10,8 +11,6 @@ __all__ = [
     "ReturnPlan",
     "SpecializationPlan",
     "TypeInfo",
-    "function_info",
-    "has_function",
     "plan_from_signature",
     "resolve",
 ]

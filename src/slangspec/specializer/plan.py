@@ -23,7 +23,7 @@ from ..signatures import (
     TensorForm,
     parse_call_signature,
 )
-from .reflect import FunctionInfo, ParamInfo, TypeInfo
+from .info import FunctionInfo, ParamInfo, TypeInfo
 
 PLAN_FORMAT = 1
 

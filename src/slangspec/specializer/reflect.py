@@ -1,52 +1,22 @@
-"""Slang reflection -> FunctionInfo: the plain-data view of a function that resolution needs."""
+"""Slang reflection -> FunctionInfo: the plain-data view of a function that resolution needs.
+
+The only part of resolution that needs slangpy; a process whose functions the cache already
+describes never imports it."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
 
 import slangpy as spy
 
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
+from .info import TENSOR_INTERFACES, Direction, FunctionInfo, ParamInfo, TypeInfo
 
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType
 _SLANG_NAMES = {getattr(_Scalar, name): slang for name, slang in SLANG_NAME_OF_REFLECTED.items()}
 
-TypeKind = Literal["scalar", "vector", "tensor", "void", "other"]
-Direction = Literal["in", "out", "inout"]
-TENSOR_INTERFACES = ("ITensor", "IRWTensor", "IWTensor", "IDiffTensor")
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
-
-
-@dataclass(frozen=True)
-class TypeInfo:
-    """A parameter or return type."""
-
-    kind: TypeKind
-    name: str
-    scalar: str = ""
-    width: int = 0
-    interface: str = ""
-    dims: int = 0
-
-
-@dataclass(frozen=True)
-class ParamInfo:
-    name: str
-    type: TypeInfo
-    no_diff: bool
-    direction: Direction
-
-
-@dataclass(frozen=True)
-class FunctionInfo:
-    module: str
-    name: str
-    differentiable: bool
-    params: tuple[ParamInfo, ...]
-    returns: TypeInfo
 
 
 def type_info(t: spy.TypeReflection) -> TypeInfo:

@@ -1,0 +1,8 @@
+"""Counts of the compile work this process did, for tests and benchmarks to read."""
+
+from collections import Counter
+
+compile_counts: Counter[str] = Counter()
+"""What ran in this process: "specialize" (type resolution of a miss), "codegen" (a kernel
+source generated), "front_end" (a user module reflected), "kernel" (a kernel loaded or
+compiled through slangpy)."""

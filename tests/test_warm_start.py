@@ -1,0 +1,149 @@
+"""A warm process starts in torch's time: on CUDA, cached kernels run without slangpy, and a miss
+brings slangpy up (or, where it cannot be imported, says what was missing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from slangspec.slangpy_install import install_stamp
+from workers import HERE, SHADERS, run, worker
+
+
+def python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_runtime_imports_without_slangpy():
+    done = python(
+        """
+        import sys
+        sys.modules["slangpy"] = None
+        import slangspec.runtime, slangspec.bundle, slangspec.preimage
+        print(sorted(m for m in sys.modules if m.startswith("slangspec.")))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "slangspec.runtime.module" in done.stdout
+
+
+def test_a_warm_cuda_process_never_imports_slangpy(tmp_path, kind):
+    if kind != "cuda":
+        pytest.skip("a Vulkan process dispatches through slangpy")
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    warm = run(cache, "--signatures", "3", "--block-slangpy")
+    assert warm["ok"]
+    assert warm["slangpy_imported"] is False
+    assert warm["counts"] == {}
+
+
+def test_a_miss_without_slangpy_names_what_was_missing(tmp_path, kind):
+    if kind != "cuda":
+        pytest.skip("a Vulkan process dispatches through slangpy")
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "3")["ok"]
+    proc = worker(cache, "--signatures", "4", "--block-slangpy")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "SlangUnavailableError: cached::poly [" in err
+    assert "its forward kernel is not in the cache and needs slangpy" in err
+    assert "slangpy is blocked in this process" in err
+    # Where slangpy can be imported, the same miss is compiled.
+    again = run(cache, "--signatures", "4")
+    assert again["ok"]
+    assert again["counts"]["specialize"] == 1
+
+
+BACKWARD_MISS = """
+    import json, sys, threading
+    import torch
+    import slangspec
+    from slangspec.counts import compile_counts
+    from slangspec.runtime import builder
+
+    cache, mode, tdev, shaders, library = sys.argv[1:]
+    built_on = []
+    real_compile = builder.Builder._compile
+
+    def compile_noting_thread(self, source):
+        built_on.append(threading.current_thread() is threading.main_thread())
+        return real_compile(self, source)
+
+    builder.Builder._compile = compile_noting_thread
+    m = slangspec.load(f"{shaders}/cached.slang", include_paths=[library], cache_dir=cache)
+    a = torch.randn(1, device=tdev, requires_grad=True)
+    x = torch.randn(7, device=tdev, requires_grad=True)
+    y = m.poly(a, x)
+    before = "slangpy" in sys.modules
+    want_a = (x.detach() ** 2 + 3).sum().reshape(1)
+    if mode == "both":
+        y.sum().backward()
+        want_x = 2 * a.detach() * x.detach()
+        ok = torch.allclose(a.grad, want_a, rtol=1e-4) and torch.allclose(x.grad, want_x, rtol=1e-4)
+    else:
+        (grad_a,) = torch.autograd.grad(y.sum(), [a])
+        ok = torch.allclose(grad_a, want_a, rtol=1e-4)
+    ok = ok and torch.allclose(y, (a * x * x + 3 * a).detach(), rtol=1e-5)
+    print(json.dumps({"ok": bool(ok), "slangpy_before_backward": before,
+                      "built_on_main_thread": built_on, "counts": dict(compile_counts)}))
+"""
+
+
+def test_a_backward_miss_in_a_warm_process_is_built_where_autograd_runs_it(tmp_path, kind, tdev):
+    cache = str(tmp_path / "cache")
+    args = (str(SHADERS), str(HERE / "slang_lib"))
+    cold = python(BACKWARD_MISS, cache, "both", tdev, *args)
+    assert cold.returncode == 0, cold.stderr
+    assert json.loads(cold.stdout)["ok"]
+    # Only a's gradient: a backward kernel (grad mask "10") that no process built yet.
+    done = python(BACKWARD_MISS, cache, "a", tdev, *args)
+    assert done.returncode == 0, done.stderr
+    warm = json.loads(done.stdout)
+    assert warm["ok"]
+    assert warm["counts"].get("specialize", 0) == 0
+    assert warm["counts"]["kernel"] >= 1
+    if kind == "cuda":
+        assert warm["slangpy_before_backward"] is False
+        assert warm["built_on_main_thread"] == [False]
+
+
+def test_slangpy_versions_come_from_the_cache_without_importing_it(tmp_path):
+    code = """
+        import json, sys
+        if sys.argv[2] == "blocked":
+            sys.modules["slangpy"] = None
+        from slangspec.cache_store import Cache
+        from slangspec.preimage import toolchain
+        print(json.dumps(toolchain(Cache(sys.argv[1]))))
+    """
+    noted = python(code, str(tmp_path), "importable")
+    assert noted.returncode == 0, noted.stderr
+    read_back = python(code, str(tmp_path), "blocked")
+    assert read_back.returncode == 0, read_back.stderr
+    assert json.loads(read_back.stdout) == json.loads(noted.stdout)
+    elsewhere = python(code, str(tmp_path / "other"), "blocked")
+    assert elsewhere.returncode != 0
+    assert "slangspec needs slangpy's version for its cache keys" in elsewhere.stderr
+
+
+def test_the_install_stamp_changes_with_any_native_library(tmp_path):
+    package = tmp_path / "slangpy"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "libslang.so.1").write_bytes(b"x" * 10)
+    (package / "notes.txt").write_text("not a library")
+    before = install_stamp(package)
+    (package / "notes.txt").write_text("still not a library")
+    assert install_stamp(package) == before
+    (package / "libslang.so.1").write_bytes(b"x" * 11)
+    assert install_stamp(package) != before
