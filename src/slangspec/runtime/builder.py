@@ -49,8 +49,12 @@ def needing_slang(what: str) -> Iterator[None]:
         yield
     except SlangUnavailableError:
         raise
-    except (DeviceUnavailableError, ImportError) as exc:
+    except DeviceUnavailableError as exc:
         raise SlangUnavailableError(f"{what} is not in the cache and needs slangpy: {exc}") from exc
+    except ImportError as exc:
+        raise SlangUnavailableError(
+            f"{what} is not in the cache and needs slangpy, which cannot be imported ({exc})"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class Builder:
             with self.cache.lease(key, lambda: self.cache.lookup(key, pre) is not None):
                 entry = self.cache.lookup(key, pre)
                 if entry is None:
-                    what = f"{self.module.name}::{function} {signature}: its forward kernel"
+                    what = f"{signature}: its forward kernel"
                     with needing_slang(what):
                         return self._build(function, signature, key, pre)
                 outcome = "taken"
@@ -128,8 +132,8 @@ class Builder:
             if cached is not None:
                 return cached, "taken"
             start = time.perf_counter()
-            what = f"{found.plan.module}::{found.plan.function} {found.plan.signature}: "
-            what += "its forward kernel" if label == FORWARD else f"its backward kernel {label}"
+            piece = "forward kernel" if label == FORWARD else f"backward kernel for grads {label}"
+            what = f"{found.plan.signature}: its {piece}"
             with needing_slang(what):
                 name, kernel = self._compile(kernel_source(found.plan, label))
             if entry is not None:

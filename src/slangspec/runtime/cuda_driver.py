@@ -10,6 +10,11 @@ A kernel slangpy compiled is kept as a cubin with its parameter layout; a later 
 that with ``cuModuleLoadData`` into torch's own (primary) context and never imports slangpy nor
 starts Slang, which for a module importing slangpy's own library costs ~150 ms even when every
 Slang cache is warm, and opening slangpy's CUDA device ~300 ms more.
+
+The driver is declared here through ctypes rather than NVIDIA's ``cuda-bindings``: on the H200
+(``benchmarks/driver_launch.py``) the bindings launch 0.7 us faster (5.7 against 6.4 us, pack
+included) but importing them costs 48 ms, which a warm process pays before its first launch and
+would take some 70,000 launches to win back.
 """
 
 from __future__ import annotations
