@@ -7,8 +7,10 @@ own module and shader caches.
 ``--whole`` times the process as a user sees it: from just before ``exec`` to the first
 forward+backward result (synchronized), imports, device start-up and all, for slangspec warm and
 cold, slangpy with its caches (CUDA) and the same maths written in plain torch; medians, and
-each beside torch alone, with the median of each phase (milliseconds from the previous mark; the
-first from exec). The modes take turns, so that drift on a shared host hits them alike.
+each beside torch alone; then the same from "torch ready" (after ``import torch``, CUDA
+start-up and torch's own first backward, which every mode pays alike and which carry most of a
+shared host's noise) to the result; then the median of each phase (milliseconds from the
+previous mark; the first from exec). The modes take turns, so that drift hits them alike.
 
 Without ``--whole``, every measurement is a new process; timing starts after imports, the
 creation of slangpy's device (which a warm slangspec process on CUDA never needs) and torch's own
@@ -107,6 +109,7 @@ WHOLE = {
     "torch": """
 import torch
 MARK("import torch")
+READY()
 a = torch.randn(N, device=DEV, requires_grad=True)
 x = torch.randn(N, device=DEV, requires_grad=True)
 y = (a * x * x + 3.0 * a) if FUNCTION == "poly" else (a * x + a)
@@ -115,6 +118,7 @@ MARK("forward")
     "slangspec": """
 import torch
 MARK("import torch")
+READY()
 import slangspec
 MARK("import slangspec")
 m = slangspec.load(PATH, device=KIND, cache_dir=CACHE)
@@ -128,6 +132,7 @@ MARK("forward")
     "slangpy-cached": """
 import torch
 MARK("import torch")
+READY()
 import slangpy as spy
 torch.cuda.init()
 device = spy.Device(
@@ -153,13 +158,20 @@ def MARK(name):
     if "torch" in sys.modules and DEV == "cuda":
         sys.modules["torch"].cuda.synchronize()
     MARKS[name] = time.clock_gettime(time.CLOCK_MONOTONIC)
+
+def READY():
+    # CUDA start-up and torch's first backward with a gradient tensor (which imports sympy)
+    # cost every mode the same.
+    w = torch.ones(2, device=DEV, requires_grad=True)
+    (w * 2).backward(torch.ones_like(w))
+    MARK("torch ready")
 """
 _DONE = """
 y.backward(torch.ones_like(y))
 MARK("backward")
 print(json.dumps(MARKS))
 """
-PHASES = ("import torch", "import slangspec", "load", "forward", "backward")
+PHASES = ("import torch", "torch ready", "import slangspec", "load", "forward", "backward")
 
 
 def whole(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
@@ -187,7 +199,10 @@ def whole(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
 
 def whole_process(kind: str, repeat: int) -> None:
     modes = ["torch", "slangspec warm", "slangspec cold"] + (["slangpy"] if kind == "cuda" else [])
-    print(f"{'function':8s} {'mode':15s} {'median':>9s} {'over torch':>11s}   phases (medians)")
+    print(
+        f"{'function':8s} {'mode':15s} {'whole':>9s} {'over torch':>11s} {'after ready':>10s} "
+        f"{'over torch':>10s}   phases (medians, ms)"
+    )
     for function in MODULES:
         warm_cache, slangpy_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
         whole("slangspec", function, kind, warm_cache)  # fills the warm cache, unmeasured
@@ -201,15 +216,21 @@ def whole_process(kind: str, repeat: int) -> None:
                 )
                 runs[mode].append(whole(mode.split()[0], function, kind, cache))
         torch_alone = statistics.median(r["backward"] for r in runs["torch"])
+        torch_own = statistics.median(r["backward"] - r["torch ready"] for r in runs["torch"])
         for mode in modes:
             med = statistics.median(r["backward"] for r in runs[mode])
+            own = statistics.median(r["backward"] - r["torch ready"] for r in runs[mode])
             over = "" if mode == "torch" else f"{(med - torch_alone) * 1e3:+9.0f}ms"
+            own_over = "" if mode == "torch" else f"{(own - torch_own) * 1e3:+8.1f}ms"
             present = [name for name in PHASES if name in runs[mode][0]]
             steps = []
             for previous, name in zip([None, *present], present, strict=False):
                 took = [r[name] - (r[previous] if previous else 0.0) for r in runs[mode]]
                 steps.append(f"{name} {statistics.median(took) * 1e3:.0f}")
-            print(f"{function:8s} {mode:15s} {med * 1e3:7.0f}ms {over:>11s}   " + ", ".join(steps))
+            print(
+                f"{function:8s} {mode:15s} {med * 1e3:7.0f}ms {over:>11s} "
+                f"{own * 1e3:8.1f}ms {own_over:>10s}   " + ", ".join(steps)
+            )
 
 
 def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:

@@ -86,14 +86,12 @@ BACKWARD_MISS = """
     y = m.poly(a, x)
     before = "slangpy" in sys.modules
     want_a = (x.detach() ** 2 + 3).sum().reshape(1)
-    if mode == "both":
+    ok = torch.allclose(y, (a * x * x + 3 * a).detach(), rtol=1e-5)
+    if mode == "backward":
         y.sum().backward()
         want_x = 2 * a.detach() * x.detach()
-        ok = torch.allclose(a.grad, want_a, rtol=1e-4) and torch.allclose(x.grad, want_x, rtol=1e-4)
-    else:
-        (grad_a,) = torch.autograd.grad(y.sum(), [a])
-        ok = torch.allclose(grad_a, want_a, rtol=1e-4)
-    ok = ok and torch.allclose(y, (a * x * x + 3 * a).detach(), rtol=1e-5)
+        ok = ok and torch.allclose(a.grad, want_a, rtol=1e-4)
+        ok = ok and torch.allclose(x.grad, want_x, rtol=1e-4)
     print(json.dumps({"ok": bool(ok), "slangpy_before_backward": before,
                       "built_on_main_thread": built_on, "counts": dict(compile_counts)}))
 """
@@ -102,16 +100,17 @@ BACKWARD_MISS = """
 def test_a_backward_miss_in_a_warm_process_is_built_where_autograd_runs_it(tmp_path, kind, tdev):
     cache = str(tmp_path / "cache")
     args = (str(SHADERS), str(HERE / "slang_lib"))
-    cold = python(BACKWARD_MISS, cache, "both", tdev, *args)
+    # The first process builds the forward kernel only; the next finds it and misses the
+    # backward kernel, which it builds when autograd asks for it.
+    cold = python(BACKWARD_MISS, cache, "forward", tdev, *args)
     assert cold.returncode == 0, cold.stderr
     assert json.loads(cold.stdout.splitlines()[-1])["ok"]
-    # Only a's gradient: a backward kernel (grad mask "10") that no process built yet.
-    done = python(BACKWARD_MISS, cache, "a", tdev, *args)
+    done = python(BACKWARD_MISS, cache, "backward", tdev, *args)
     assert done.returncode == 0, done.stderr
     warm = json.loads(done.stdout.splitlines()[-1])
     assert warm["ok"]
     assert warm["counts"].get("specialize", 0) == 0
-    assert warm["counts"]["kernel"] >= 1
+    assert warm["counts"]["codegen"] == 1
     if kind == "cuda":
         assert warm["slangpy_before_backward"] is False
         assert warm["built_on_main_thread"] == [False]
