@@ -2,7 +2,7 @@
 own module and shader caches.
 
     python benchmarks/startup.py [--device cuda] [--repeat 3] [--json results.json]
-    python benchmarks/startup.py --whole [--device cuda] [--repeat 5]
+    python benchmarks/startup.py --whole [--device cuda] [--repeat 5] [--modes "slangspec warm"]
 
 ``--whole`` times the process as a user sees it: from just before ``exec`` to the first
 forward+backward result (synchronized), imports, device start-up and all, for slangspec warm and
@@ -197,8 +197,12 @@ def whole(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     return {name: t - start for name, t in marks.items()}
 
 
-def whole_process(kind: str, repeat: int) -> None:
-    modes = ["torch", "slangspec warm", "slangspec cold"] + (["slangpy"] if kind == "cuda" else [])
+WHOLE_MODES = ("torch", "slangspec warm", "slangspec cold", "slangpy")
+
+
+def whole_process(kind: str, repeat: int, only: list[str] | None = None) -> None:
+    modes = [m for m in WHOLE_MODES if m != "slangpy" or kind == "cuda"]
+    modes = ["torch", *(m for m in modes if m != "torch" and (not only or m in only))]
     print(
         f"{'function':8s} {'mode':15s} {'whole':>9s} {'over torch':>11s} {'after ready':>10s} "
         f"{'over torch':>10s}   phases (medians, ms)"
@@ -206,7 +210,7 @@ def whole_process(kind: str, repeat: int) -> None:
     for function in MODULES:
         warm_cache, slangpy_cache = tempfile.mkdtemp(), tempfile.mkdtemp()
         whole("slangspec", function, kind, warm_cache)  # fills the warm cache, unmeasured
-        if kind == "cuda":
+        if "slangpy" in modes:
             whole("slangpy", function, kind, slangpy_cache)
         runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
         for _ in range(repeat):
@@ -281,6 +285,13 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--whole", action="store_true", help="time whole processes from exec")
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        choices=WHOLE_MODES[1:],
+        default=None,
+        help="with --whole: only these modes beside torch (default: all)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--function", default="poly", help=argparse.SUPPRESS)
     p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
@@ -290,7 +301,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.function, kind, args.cache)), flush=True)
         return
     if args.whole:
-        whole_process(kind, args.repeat)
+        whole_process(kind, args.repeat, args.modes)
         return
     modes = ["slangspec cold", "slangspec warm"]
     if kind == "cuda":

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec import preimage
+from slangspec import preimage, toolchain
 from slangspec.cache_store import key_of, location
 from workers import load, report, run, worker
 
@@ -38,7 +38,7 @@ def base_preimage(**changes):
         "signature": "cached::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]",
     }
     fields.update(changes)
-    return preimage.preimage(toolchain=preimage.toolchain(), **fields)
+    return preimage.preimage(toolchain=toolchain.toolchain(), **fields)
 
 
 def test_key_changes_with_every_preimage_component():
@@ -138,7 +138,7 @@ def test_old_format_entry_is_never_served(tmp_path, tdev):
     # A shimmed entry as an older slangspec would have written it: the previous format number,
     # stored under the key the current format computes (as a truncated key or collision would).
     old = json.loads(json.dumps(pre))
-    old["toolchain"]["cache_format"] = preimage.CACHE_FORMAT - 1
+    old["toolchain"]["cache_format"] = toolchain.CACHE_FORMAT - 1
     m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"})
     before = slangspec.compiler.compile_counts["specialize"]
     with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
@@ -146,7 +146,7 @@ def test_old_format_entry_is_never_served(tmp_path, tdev):
     assert slangspec.compiler.compile_counts["specialize"] == before + 1
     torch.testing.assert_close(y, torch.full((4,), 7.0, device=tdev))
     assert m.cache.lookup(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
-        preimage.CACHE_FORMAT
+        toolchain.CACHE_FORMAT
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import slangspec
+from slangspec import toolchain
 from slangspec.cli import main
 from workers import run
 
@@ -127,7 +128,7 @@ def test_import_skips_what_does_not_fit_and_says_why(tmp_path):
             {
                 "format": "slangspec-bundle",
                 "version": 1,
-                "toolchain": {**slangspec.preimage.toolchain()},
+                "toolchain": {**toolchain.toolchain()},
                 "records": [
                     {
                         "module": "gone",
@@ -356,6 +357,7 @@ READERS = [
     ["cache", "show", "0"],
     ["cache", "evict", "--older-than", "30d"],
     ["cache", "clear", "--yes"],
+    ["cache", "export", "BUNDLE"],
 ]
 
 
@@ -363,6 +365,8 @@ READERS = [
 def test_commands_that_read_the_cache_import_neither_torch_nor_slangpy(tmp_path, args):
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "1")["ok"]
+    bundle = tmp_path / "bundle.json"
+    args = [str(bundle) if a == "BUNDLE" else a for a in args]
     code = (
         "import sys\n"
         "from slangspec.cli import main\n"
@@ -374,6 +378,8 @@ def test_commands_that_read_the_cache_import_neither_torch_nor_slangpy(tmp_path,
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    if "export" in args:
+        assert json.loads(bundle.read_text())["entries"]
 
 
 def test_import_slangspec_imports_neither_torch_nor_slangpy():

@@ -23,6 +23,13 @@ def python(code: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_the_errors_of_a_miss_without_slangpy_are_public():
+    import slangspec
+
+    assert issubclass(slangspec.SlangUnavailableError, slangspec.DeviceUnavailableError)
+    assert "SlangUnavailableError" in dir(slangspec)
+
+
 def test_the_runtime_imports_without_slangpy():
     done = python(
         """

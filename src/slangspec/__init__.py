@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from .cache import Cache as Cache
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
+    from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .runtime import Function as Function
     from .runtime import Module as Module
     from .runtime import UnknownFunctionError as UnknownFunctionError
     from .runtime import load as load
     from .runtime import load_source as load_source
+    from .runtime.builder import SlangUnavailableError as SlangUnavailableError
     from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .signatures import call_signature as call_signature
     from .signatures import grid as grid
@@ -30,9 +32,11 @@ _HOME = {
     "SIGNATURE_FORMAT": ".signature_text",
     "Cache": ".cache",
     "CacheWarning": ".cache_store",
+    "DeviceUnavailableError": ".devices",
     "EntryFilter": ".cache_store",
     "Function": ".runtime",
     "Module": ".runtime",
+    "SlangUnavailableError": ".runtime.builder",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime",
     "call_signature": ".signatures",

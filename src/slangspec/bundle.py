@@ -26,8 +26,7 @@ from .cache_store import Cache, key_of
 from .cache_store.keys import names, source_name
 from .cache_store.policy import regenerated
 from .cache_store.signing import SECRET_ENV, secret, sign, signed
-from .preimage import toolchain
-from .warm import items_from_records, module_for
+from .toolchain import toolchain
 
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 1
@@ -205,6 +204,9 @@ def _carried(
 
 def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
+    # Importing loads modules (torch, and slangpy where something is missing); exporting does not.
+    from .warm import items_from_records, module_for
+
     bundle = read_bundle(file)
     key_here = secret()
     skipped: list[dict[str, str]] = []

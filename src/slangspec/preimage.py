@@ -1,8 +1,8 @@
 """What a cache key covers: the canonical preimage of everything that can change a kernel.
 
-The runtime builds it and hands it to the cache, which keys by its hash and stores it with each
-entry to compare on every hit: neither a collision nor a damaged key can serve a kernel built
-from anything else.
+The runtime builds it, with ``toolchain``'s formats and versions, and hands it to the cache,
+which keys by its hash and stores it with each entry to compare on every hit: neither a
+collision nor a damaged key can serve a kernel built from anything else.
 """
 
 from __future__ import annotations
@@ -14,39 +14,11 @@ from typing import Any
 
 import xxhash
 
-from ._version import __version__
-from .codegen import CODEGEN_FORMAT
-from .signature_text import SIGNATURE_FORMAT
-from .slangpy_install import VersionMemo, Versions, slangpy_versions
-from .specializer.plan import PLAN_FORMAT
-
-CACHE_FORMAT = 1
-"""Bumped whenever the entry layout or the preimage changes shape."""
-
 _IMPORT_RE = re.compile(
     r'^\s*(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
     r'|^\s*(?:__include|#\s*include)\s+"([^"]+)"',
     re.MULTILINE,
 )
-
-
-_slangpy: Versions | None = None
-
-
-def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
-    """Formats and versions of everything in the chain; slangpy's are found once per process,
-    through ``memo`` when it knows them (see ``slangpy_install``)."""
-    global _slangpy
-    if _slangpy is None:
-        _slangpy = slangpy_versions(memo)
-    return {
-        "cache_format": CACHE_FORMAT,
-        "signature_format": SIGNATURE_FORMAT,
-        "plan_format": PLAN_FORMAT,
-        "codegen_format": CODEGEN_FORMAT,
-        "slangspec": __version__,
-        **_slangpy,
-    }
 
 
 def _resolve(name: str, relative_to: Path, search: Sequence[Path]) -> Path | None:

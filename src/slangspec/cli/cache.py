@@ -1,7 +1,7 @@
 """``specialize cache``: list, show, measure, evict, clear, verify, export and import.
 
-Only ``verify`` (which regenerates sources), ``export`` and ``import`` bring in the code
-generator and the builder, and only when they run.
+Only ``verify`` (which regenerates sources) and ``import`` bring in the code generator and the
+builder, and only when they run; the others import neither torch nor slangpy.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Plan -> Slang source for the forward and per-grad-mask backward kernels."""
 
-from .kernels import CODEGEN_FORMAT, ENTRY_POINT, backward_source, forward_source, kernel_source
+from .kernels import ENTRY_POINT, backward_source, forward_source, kernel_source
 
-__all__ = ["CODEGEN_FORMAT", "ENTRY_POINT", "backward_source", "forward_source", "kernel_source"]
+__all__ = ["ENTRY_POINT", "backward_source", "forward_source", "kernel_source"]

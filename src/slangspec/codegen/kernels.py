@@ -5,15 +5,14 @@ whose ``uniform`` parameters are bound by dispatch. Thread ``i`` runs the call a
 point of the row-major call shape. Elementwise arguments arrive as pointers with per-dimension
 element strides (0 along broadcast dimensions); backward kernels write each input's gradient
 over the full call shape, and dispatch sums it back to the input's shape.
+
+A change to what is generated for a plan bumps ``toolchain.CODEGEN_FORMAT``.
 """
 
 from __future__ import annotations
 
 from ..scalars import SLANG
 from ..specializer.plan import ArgPlan, SpecializationPlan
-
-CODEGEN_FORMAT = 1
-"""Bumped whenever generated sources change for the same plan."""
 
 ENTRY_POINT = "slangspec_main"
 THREADS_PER_GROUP = 128

@@ -1,7 +1,8 @@
 """Type resolution: (FunctionInfo, call signature) -> SpecializationPlan, plain serializable data.
 
 The plan depends only on the call signature, so it can be built, cached and warmed from a
-signature string alone.
+signature string alone. A change to its fields or their meaning bumps
+``toolchain.PLAN_FORMAT``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from ..signatures import (
     TensorForm,
     parse_call_signature,
 )
+from ..toolchain import PLAN_FORMAT
 from .info import FunctionInfo, ParamInfo, TypeInfo
-
-PLAN_FORMAT = 1
 
 ArgKind = Literal["elementwise", "uniform", "tensor", "grid"]
 Binding = Literal["pointer", "value", "index", "Tensor", "RWTensor", "WTensor", "PrimalTensor"]
