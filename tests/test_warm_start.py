@@ -129,7 +129,7 @@ def test_slangpy_versions_come_from_the_cache_without_importing_it(tmp_path):
         if sys.argv[2] == "blocked":
             sys.modules["slangpy"] = None
         from slangspec.cache_store import Cache
-        from slangspec.preimage import toolchain
+        from slangspec.toolchain import toolchain
         print(json.dumps(toolchain(Cache(sys.argv[1]))))
     """
     noted = python(code, str(tmp_path), "importable")
