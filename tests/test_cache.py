@@ -210,6 +210,42 @@ def test_damaged_cubins_are_dropped_and_rebuilt(tmp_path, kind, damage):
 # --- many processes -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("where", ["load_source", "file"])
+def test_a_build_that_clears_keep_breaking_is_finished_apart_from_the_cache(
+    tmp_path, tdev, monkeypatch, where
+):
+    from slangspec.runtime.builder import Builder
+
+    cache = tmp_path / "cache"
+    if where == "file":
+        m = load(cache)
+    else:
+        text = (HERE / "shaders" / "cached.slang").read_text()
+        m = slangspec.load_source(
+            "cached", text, include_paths=[HERE / "slang_lib"], cache_dir=cache
+        )
+    real = Builder._compiled
+    broken = []
+
+    def clear_then_fail(self, name, compiler=None, include_paths=None):
+        if compiler is not None:
+            assert not any(p.resolve().is_relative_to(cache.resolve()) for p in include_paths)
+            return real(self, name, compiler, include_paths)
+        slangspec.Cache(cache).clear()
+        broken.append(name)
+        raise RuntimeError("SLANG_FAIL, as when a clear removes what a build is reading")
+
+    monkeypatch.setattr(Builder, "_compiled", clear_then_fail)
+    a = torch.randn(1, device=tdev, requires_grad=True)
+    x = torch.randn(5, device=tdev, requires_grad=True)
+    y = m.poly(a, x)
+    y.sum().backward()
+    assert broken, "the builds in the cache were broken"
+    torch.testing.assert_close(y, (a * x * x + 3 * a).detach())
+    torch.testing.assert_close(a.grad, (x.detach() ** 2 + 3).sum().reshape(1))
+    torch.testing.assert_close(x.grad, (2 * a * x).detach())
+
+
 def test_four_cold_processes_compile_each_key_once(tmp_path):
     cache = tmp_path / "cache"
     procs = [worker(cache, "--signatures", "4") for _ in range(4)]

@@ -8,10 +8,12 @@ process) or "taken" (built by another process while this one waited on the lease
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from ..cache_store import FORWARD, CacheWarning, Entry, key_of
@@ -26,12 +28,11 @@ from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from
 if TYPE_CHECKING:
     import slangpy as spy
 
-    from ..compiler import CompiledKernel
+    from ..compiler import CompiledKernel, Compiler
     from .module import Module
 
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
-BUILD_ATTEMPTS = 8
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel"
 
@@ -150,23 +151,40 @@ class Builder:
             name = self.cache.write_source(source)
             return name, self._compiled(name)
 
-        return self._retried(attempt, lambda: not self.cache.source_ok(source_name(source)))
+        def apart() -> tuple[str, CompiledKernel]:
+            name = source_name(source)
+            with self._apart({name: source}) as (compiler, include_paths):
+                kernel = self._compiled(name, compiler, include_paths)
+            # Kept if it can be; a later process regenerates it from the plan if not.
+            with contextlib.suppress(OSError):
+                self.cache.write_source(source)
+            return name, kernel
+
+        return self._retried(attempt, lambda: not self.cache.source_ok(source_name(source)), apart)
 
     def front_end(self) -> spy.SlangModule:
         """The user's module through the Slang front-end, for reflection (see ``_retried``)."""
         m = self.module
+
+        def apart() -> spy.SlangModule:
+            with self._apart({}) as (compiler, include_paths):
+                return compiler.load_module(m.name, include_paths, m.defines, m.content)
+
         module = self._retried(
             lambda: m.compiler.load_module(m.name, m.include_paths, m.defines, m.content),
             lambda: False,
+            apart,
         )
         self.cache.note_compiled(m.module_names)
         return module
 
-    def _retried(self, attempt: Callable[[], T], lost: Callable[[], bool]) -> T:
+    def _retried(
+        self, attempt: Callable[[], T], lost: Callable[[], bool], apart: Callable[[], T]
+    ) -> T:
         """``attempt()``, done again in a fresh Slang session when it fails: ``RETRIES`` times
-        (another process may have been writing a compiled module it read), and up to
-        ``BUILD_ATTEMPTS`` in all while a concurrent ``cache clear`` or eviction keeps removing
-        files (the cache's layout changed, or ``lost()`` says so)."""
+        (another process may have been writing a compiled module it read); then, when a
+        concurrent ``cache clear`` or eviction keeps removing files under it (the cache's
+        layout changed, or ``lost()`` says so), once more ``apart()`` from the cache root."""
         tries = 0
         while True:
             tries += 1
@@ -175,25 +193,57 @@ class Builder:
                 return attempt()
             except Exception:
                 self._forget_session()
-                cleared = lost() or self.cache.layout_id() != layout
-                if tries == BUILD_ATTEMPTS or (tries > RETRIES and not cleared):
-                    raise
+                if tries <= RETRIES:
+                    continue
+                if lost() or self.cache.layout_id() != layout:
+                    return apart()
+                raise
+
+    @contextlib.contextmanager
+    def _apart(self, kernels: dict[str, str]) -> Iterator[tuple[Compiler, list[Path]]]:
+        """A compiler and include paths that read and write nothing under the cache root: the
+        generated ``kernels`` (by module name) and a module given as a source string are
+        written to a private directory, which also holds the Slang module cache."""
+        from ..compiler import Compiler
+
+        m = self.module
+        root = self.cache.root.resolve()
+        with tempfile.TemporaryDirectory(prefix="slangspec-apart-") as directory:
+            private = Path(directory)
+            for name, source in kernels.items():
+                (private / f"{name}.slang").write_text(source)
+            if m.source is not None:
+                (private / f"{m.name}.slang").write_text(m.source)
+            outside = [p for p in m.include_paths if not p.resolve().is_relative_to(root)]
+            yield Compiler(m.device, private / "slang"), [private, *outside]
 
     def _forget_session(self) -> None:
         """Drop the module's Slang session after a failed build: it keeps what it loaded."""
         m = self.module
         m.compiler.forget_session(m.include_paths, m.defines, m.content)
 
-    def _compiled(self, name: str) -> CompiledKernel:
+    def _compiled(
+        self,
+        name: str,
+        compiler: Compiler | None = None,
+        include_paths: list[Path] | None = None,
+    ) -> CompiledKernel:
+        """Compile the stored kernel ``name`` with the module's compiler, or with ``compiler``
+        through ``include_paths`` (a build apart from the cache, which notes nothing in it)."""
         m = self.module
+        apart = compiler is not None
+        compiler = compiler or m.compiler
+        paths = include_paths or m.include_paths
         if m.device_kind == "cuda":
-            kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+            kernel = compiler.kernel(name, paths, m.defines, m.content)
         else:
             with m.shaders.lock:
-                kernel = m.compiler.kernel(name, m.include_paths, m.defines, m.content)
+                kernel = compiler.kernel(name, paths, m.defines, m.content)
                 m.shaders.publish(m.device.shader_cache_stats.miss_count)
-        # slangpy may write a module's own compiled IR after loading it returns: count it again.
-        self.cache.note_compiled([name, *m.module_names])
+        if not apart:
+            # slangpy may write a module's own compiled IR after loading it returns: count it
+            # again.
+            self.cache.note_compiled([name, *m.module_names])
         return kernel
 
     def _from_cache(
