@@ -12,6 +12,8 @@ SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q tests -p no:cacheprovider
 run dispatch python3 benchmarks/dispatch.py --device cuda --json "$out/dispatch.json"
 run dispatch-side-stream python3 benchmarks/dispatch.py --device cuda --side-stream
 run startup python3 benchmarks/startup.py --device cuda --repeat 3 --json "$out/startup.json"
+run startup-whole python3 benchmarks/startup.py --whole --device cuda --repeat 5
+run driver-launch python3 benchmarks/driver_launch.py
 run breakdown python3 benchmarks/dispatch_breakdown.py --device cuda
 run phases python3 benchmarks/first_call_phases.py --device cuda
 run warm-jobs python3 benchmarks/warm_jobs.py --device cuda --jobs 1 4 8 16

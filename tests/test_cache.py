@@ -211,8 +211,9 @@ def test_damaged_cubins_are_dropped_and_rebuilt(tmp_path, kind, damage):
 
 
 @pytest.mark.parametrize("where", ["load_source", "file"])
-def test_a_build_that_clears_keep_breaking_is_finished_apart_from_the_cache(
-    tmp_path, tdev, monkeypatch, where
+@pytest.mark.parametrize("disturbed", [True, False], ids=["cleared", "undisturbed"])
+def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
+    tmp_path, tdev, monkeypatch, where, disturbed
 ):
     from slangspec.runtime.builder import Builder
 
@@ -231,9 +232,10 @@ def test_a_build_that_clears_keep_breaking_is_finished_apart_from_the_cache(
         if compiler is not None:
             assert not any(p.resolve().is_relative_to(cache.resolve()) for p in include_paths)
             return real(self, name, compiler, include_paths)
-        slangspec.Cache(cache).clear()
+        if disturbed:
+            slangspec.Cache(cache).clear()
         broken.append(name)
-        raise RuntimeError("SLANG_FAIL, as when a clear removes what a build is reading")
+        raise RuntimeError("SLANG_FAIL, as when a build reads a module a clear removed")
 
     monkeypatch.setattr(Builder, "_compiled", clear_then_fail)
     a = torch.randn(1, device=tdev, requires_grad=True)

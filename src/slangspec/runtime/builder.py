@@ -181,10 +181,11 @@ class Builder:
     def _retried(
         self, attempt: Callable[[], T], lost: Callable[[], bool], apart: Callable[[], T]
     ) -> T:
-        """``attempt()``, done again in a fresh Slang session when it fails: ``RETRIES`` times
-        (another process may have been writing a compiled module it read); then, when a
-        concurrent ``cache clear`` or eviction keeps removing files under it (the cache's
-        layout changed, or ``lost()`` says so), once more ``apart()`` from the cache root."""
+        """``attempt()``; when it fails while a concurrent ``cache clear`` or eviction removes
+        files under it (the cache's layout changed, or ``lost()`` says so), again in a fresh
+        Slang session, up to ``RETRIES`` times; then, or at once when nothing changed (what it
+        read from the cache may be half-written or stale), once ``apart()`` from the cache
+        root, whose failure is the build's."""
         tries = 0
         while True:
             tries += 1
@@ -193,11 +194,9 @@ class Builder:
                 return attempt()
             except Exception:
                 self._forget_session()
-                if tries <= RETRIES:
-                    continue
-                if lost() or self.cache.layout_id() != layout:
+                changed = lost() or self.cache.layout_id() != layout
+                if not changed or tries > RETRIES:
                     return apart()
-                raise
 
     @contextlib.contextmanager
     def _apart(self, kernels: dict[str, str]) -> Iterator[tuple[Compiler, list[Path]]]:
