@@ -387,3 +387,29 @@ def test_an_index_found_damaged_inside_a_transaction_is_replaced_without_a_crash
     assert "is damaged" in str(caught[0].message)
     tier.count(disk.HITS)
     assert tier.counters() == (1, 0)
+
+
+@pytest.mark.parametrize("recreated", [False, True], ids=["gone", "recreated empty"])
+def test_an_index_a_clear_removed_is_opened_again_from_another_thread(tmp_path, recreated):
+    c = slangspec.Cache(tmp_path / "c")
+    c.count_miss()
+    slangspec.Cache(tmp_path / "c").clear()
+    if recreated:
+        (tmp_path / "c" / "index").mkdir(parents=True)
+        sqlite3.connect(tmp_path / "c" / "index" / "cache.db").close()
+    seen: dict = {}
+
+    def autograd_like_thread() -> None:
+        # A thread that has not used the index yet opens a connection of its own.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            c.count_miss()
+            seen["misses"] = c.stats()["misses"]
+        seen["warnings"] = [str(w.message) for w in caught]
+
+    thread = threading.Thread(target=autograd_like_thread)
+    thread.start()
+    thread.join()
+    assert seen["warnings"] == []
+    assert seen["misses"] == 1
+    assert slangspec.Cache(tmp_path / "c").stats()["misses"] == 1

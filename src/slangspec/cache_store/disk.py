@@ -162,12 +162,30 @@ class DiskTier:
                     return method(self.index)
                 return getattr(self.index, method)(*args, **kwargs)
             except _TROUBLE as exc:
+                if attempt == 1 and self._removed(exc):
+                    self._reopen()
+                    continue
                 self._set_aside(exc)
             except sqlite3.DatabaseError as exc:
                 if attempt == 2:
                     raise
                 self._rebuild_index(exc)
         return fallback
+
+    def _removed(self, exc: Exception) -> bool:
+        """Whether ``exc`` says the index was removed under this process (a ``cache clear``
+        elsewhere): a connection opened since, on another thread say, finds no file or an empty
+        one."""
+        if not isinstance(exc, sqlite3.OperationalError):
+            return False
+        return "no such table" in str(exc) or not (self.root / INDEX / "cache.db").is_file()
+
+    def _reopen(self) -> None:
+        """Open the index afresh on next use, creating it again where it was removed."""
+        if self._index is not None:
+            with contextlib.suppress(Exception):
+                self._index.close()
+        self._index = None
 
     @contextlib.contextmanager
     def _transact(self) -> Iterator[None]:
