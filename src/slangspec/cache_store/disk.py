@@ -123,9 +123,7 @@ class DiskTier:
             CacheWarning,
             stacklevel=5,
         )
-        if self._index is not None:
-            with contextlib.suppress(Exception):
-                self._index.close()
+        self._drop_index()
         broken = self.root / f".{INDEX}.broken.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         with contextlib.suppress(FileNotFoundError):
             os.replace(self.root / INDEX, broken)
@@ -163,7 +161,7 @@ class DiskTier:
                 return getattr(self.index, method)(*args, **kwargs)
             except _TROUBLE as exc:
                 if attempt == 1 and self._removed(exc):
-                    self._reopen()
+                    self._drop_index()  # opened again, and created where removed, on next use
                     continue
                 self._set_aside(exc)
             except sqlite3.DatabaseError as exc:
@@ -180,8 +178,8 @@ class DiskTier:
             return False
         return "no such table" in str(exc) or not (self.root / INDEX / "cache.db").is_file()
 
-    def _reopen(self) -> None:
-        """Open the index afresh on next use, creating it again where it was removed."""
+    def _drop_index(self) -> None:
+        """Let go of the open index, however its close goes; the next use opens it afresh."""
         if self._index is not None:
             with contextlib.suppress(Exception):
                 self._index.close()
