@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent setup on Debian 12 as root: a Vulkan driver when no GPU is usable, then .venv with
-# torch (CPU build) and slangspec in editable mode with its dev extras.
+# Idempotent setup on Debian 12 as root: a Vulkan driver when no GPU is usable, redis-server for
+# the remote-tier tests, then .venv with torch (CPU build) and slangspec in editable mode with its
+# dev extras.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,6 +27,12 @@ if ! have_gpu && ! lavapipe_ok; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q -t bookworm-backports mesa-vulkan-drivers libvulkan1
+fi
+
+# The remote-tier tests start a real redis-server of their own.
+if ! command -v redis-server >/dev/null 2>&1; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server
 fi
 
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

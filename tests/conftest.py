@@ -31,3 +31,13 @@ def cache_dir(tmp_path_factory) -> str:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis-server of this test's own."""
+    from redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()

@@ -42,6 +42,7 @@ from .policy import (
     select,
     verify,
 )
+from .remote import RemoteSettings, RemoteTier, remote_settings
 from .shader_snapshots import ShaderSnapshots
 from .tier import Tier
 
@@ -58,27 +59,36 @@ class Cache:
     """How ``verify(repair=True)`` rebuilds a missing kernel source from its plan; without one,
     an entry with a missing source is dropped instead."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, remote: RemoteSettings | None = None
+    ) -> None:
         self.root = cache_root(path)
         self.disk = DiskTier(self.root)
         self.tiers: tuple[Tier, ...] = (self.disk,)
         """Nearest first; an entry is served from the first tier that has a servable one."""
+        self.remote = RemoteTier(remote) if remote is not None else None
+        """The shared tier behind the local one: a local miss is looked up there, and what this
+        process builds is published there."""
 
     @classmethod
-    def for_running(cls, path: str | os.PathLike[str] | None = None) -> Cache:
+    def for_running(
+        cls, path: str | os.PathLike[str] | None = None, remote: str | None = None
+    ) -> Cache:
         """The cache a process runs kernels from: the one at ``path`` when it is safe to (a
         directory of this user that no one else can write), else, with a warning, a private
-        cache of this process alone."""
+        cache of this process alone; behind it the remote tier at ``remote``, else at
+        ``SLANGSPEC_REMOTE``, when either is set."""
+        settings = remote_settings(remote)
         root = cache_root(path)
         problem = root_problem(root)
         if problem is None:
-            return cls(root)
+            return cls(root, settings)
         warnings.warn(
             f"slangspec cache {root} is not used: {problem}; this process keeps a private cache",
             CacheWarning,
             stacklevel=3,
         )
-        return cls(private_root())
+        return cls(private_root(), settings)
 
     def __repr__(self) -> str:
         return f"<slangspec.Cache {self.root}>"
@@ -138,7 +148,39 @@ class Cache:
                 stacklevel=2,
             )
             tier.delete(key)
-        return None
+        return None if self.remote is None else self._pull(key, preimage)
+
+    def _pull(self, key: str, preimage: dict[str, Any]) -> Entry | None:
+        """The remote tier's entry for ``key``, checked and installed locally; None when it has
+        none that may be served."""
+        assert self.remote is not None
+        found = self.remote.fetch(key)
+        if found is None:
+            return None
+        shared, blobs = found
+        if shared["preimage"] != preimage:
+            self.remote.warn(
+                f"preimage {key}", f"holds entry {key[:12]} built from another preimage"
+            )
+            return None
+        for name, data in blobs.items():
+            self.disk.write_blob(name, data)
+        now = time.time()
+        meta = {"created": now, "last_used": now, "hits": 0, "pulled": True}
+        row = seal({**shared, "meta": meta})
+        self.disk.put(key, row)
+        return Entry(key, row)
+
+    def publish(self, key: str) -> None:
+        """Share the local entry ``key`` and its blobs through the remote tier, if any."""
+        if self.remote is None or not self.remote.writable:
+            return
+        row = self.disk.get(key)
+        if not intact(row):
+            return
+        blobs = {name: self.disk.read_blob(name) for name in blobs_of(row)}
+        if None not in blobs.values():
+            self.remote.publish(key, row, blobs)
 
     def insert(
         self,
@@ -190,18 +232,37 @@ class Cache:
     def functions(self, key: str) -> dict[str, bool | dict[str, Any]]:
         """Function names of the module whose contents ``key`` hashes, as reflection found
         them: False for those it lacks, the plain-data description of those it has (True when
-        it has one undescribed); a name not there is unknown."""
-        return self.disk.functions(key)
+        it has one undescribed); a name not there is unknown. Looked up on the remote tier
+        too, where this process has no local record."""
+        known = self.disk.functions(key)
+        if self.remote is not None:
+            shared = self.remote.fact("functions:" + key) or {}
+            for name, value in shared.items():
+                if name not in known and isinstance(value, bool | dict):
+                    known[name] = value
+                    self.disk.note_function(key, name, value)
+        return known
 
     def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:
         self.disk.note_function(key, name, known)
+        if self.remote is not None:
+            self.remote.note_fact("functions:" + key, self.disk.functions(key))
 
     def slangpy_versions(self, stamp: str) -> dict[str, str] | None:
-        """The slangpy versions a process noted for the install it stamped ``stamp``."""
-        return self.disk.slangpy_versions(stamp)
+        """The slangpy versions a process noted for the install it stamped ``stamp`` (here, or
+        on the remote tier)."""
+        versions = self.disk.slangpy_versions(stamp)
+        if versions is None and self.remote is not None:
+            shared = self.remote.fact("slangpy:" + stamp)
+            if shared is not None and all(isinstance(v, str) for v in shared.values()):
+                versions = shared
+                self.disk.note_slangpy_versions(stamp, versions)
+        return versions
 
     def note_slangpy_versions(self, stamp: str, versions: dict[str, str]) -> None:
         self.disk.note_slangpy_versions(stamp, versions)
+        if self.remote is not None:
+            self.remote.note_fact("slangpy:" + stamp, versions)
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep a record of a specialization the JIT built, for replay elsewhere."""
@@ -241,9 +302,15 @@ class Cache:
 
     def lease(self, name: str, done: Callable[[], bool]) -> contextlib.AbstractContextManager[None]:
         """The compile lease ``name`` (see ``Tier.lease``), held where every process sharing
-        this cache sees it; one whose holder died is taken over at once on the holder's host,
+        this cache sees it (on the remote tier when this process publishes there, so machines
+        build a key once); one whose holder died is taken over at once on the holder's host,
         and lapses after ``SLANGSPEC_CACHE_LEASE`` seconds elsewhere."""
-        return self.tiers[-1].lease(name, done, lease_seconds())
+        seconds = lease_seconds()
+        if self.remote is not None and self.remote.writable:
+            return self.remote.lease(
+                name, done, seconds, lambda: self.disk.lease(name, done, seconds)
+            )
+        return self.tiers[-1].lease(name, done, seconds)
 
     def note_compiled(self, modules: Iterable[str]) -> None:
         """Count what slangpy compiled for these modules into the cache's size."""

@@ -107,6 +107,7 @@ class Builder:
         meta = {"compile_s": time.perf_counter() - start}
         entry = self.cache.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
         self._keep_binary(key, FORWARD, kernel)
+        self.cache.publish(key)
         self.cache.record(m.record(function, signature))
         self.cache.enforce_bound()
         return Found(key, pre, entry, plan, kernel, "built")
@@ -140,6 +141,7 @@ class Builder:
             if entry is not None:
                 self.cache.add_kernel(key, label, name, time.perf_counter() - start)
                 self._keep_binary(key, label, kernel)
+                self.cache.publish(key)
                 self.cache.enforce_bound()
             return kernel, "built"
 

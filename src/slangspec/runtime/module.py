@@ -325,17 +325,18 @@ def load(
     include_paths: Sequence[str | os.PathLike[str]] = (),
     defines: dict[str, str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    remote: str | None = None,
 ) -> Module:
-    """Load the Slang module at ``path``; its imports resolve beside it and in ``include_paths``."""
+    """Load the Slang module at ``path``; its imports resolve beside it and in ``include_paths``.
+    ``remote`` (else ``SLANGSPEC_REMOTE``) names a shared Redis tier behind the local cache."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no Slang module at {p}")
     if p.suffix != ".slang" or not _IDENT.fullmatch(p.stem):
         raise ValueError(f"{p}: expected a '<identifier>.slang' file name")
     includes = [Path(i).resolve() for i in include_paths]
-    return Module(
-        p.stem, p.resolve().parent, includes, defines or {}, device, Cache.for_running(cache_dir)
-    )
+    cache = Cache.for_running(cache_dir, remote)
+    return Module(p.stem, p.resolve().parent, includes, defines or {}, device, cache)
 
 
 def load_source(
@@ -346,11 +347,12 @@ def load_source(
     include_paths: Sequence[str | os.PathLike[str]] = (),
     defines: dict[str, str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    remote: str | None = None,
 ) -> Module:
     """Load a Slang module from a source string, named ``name`` for imports and errors."""
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
-    cache = Cache.for_running(cache_dir)
+    cache = Cache.for_running(cache_dir, remote)
     path = cache.write_module(name, source)
     includes = [Path(i).resolve() for i in include_paths]
     return Module(name, path.parent, includes, defines or {}, device, cache, source)

@@ -1,0 +1,325 @@
+"""The shared remote tier on a Redis server: what one machine builds, every machine sharing the
+server finds.
+
+Under a prefix, the server holds entries (``entry:<key>``: the entry's preimage, plan, kernel
+names and binaries, as JSON, and an HMAC when a secret is set), content-addressed blobs
+(``blob:<name>``: kernel sources and cubins), facts about inputs that spare a fresh machine
+the Slang front-end (``fact:<name>``: which functions a module's content has, which versions a
+slangpy install is) and compile leases (``lease:<name>``). A publisher
+writes the blobs first and the entry last, so a reader never meets an entry whose blobs were not
+written; one whose blobs Redis evicted since reads as a miss.
+
+Nothing read from the server is trusted beyond what it can prove: an entry must be whole JSON of
+the expected shape, every blob must hash to its name, and with ``SLANGSPEC_REMOTE_SECRET`` set
+the entry must carry a valid HMAC over itself and the SHA-256 of each blob. What fails is
+refused with a warning and built locally, and the local build is published over it.
+
+Every call is bounded (connect and operation timeouts); a server that is unreachable, slow, full
+or answering garbage is warned about once per cause and left alone for a while, and the process
+goes on from its local tier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .keys import canonical, names
+from .location import CacheWarning
+from .signing import MIN_SECRET_BYTES, sign, signed
+
+REMOTE_ENV = "SLANGSPEC_REMOTE"
+SECRET_ENV = "SLANGSPEC_REMOTE_SECRET"
+MODE_ENV = "SLANGSPEC_REMOTE_MODE"
+MODES = ("readwrite", "read")
+PREFIX = "slangspec:"
+CONNECT_TIMEOUT_S = 1.0
+OPERATION_TIMEOUT_S = 2.0
+QUIET_AFTER_FAILURE_S = 30.0
+"""How long a process leaves a server alone after a call to it failed."""
+_FAILED = object()
+PUBLISHED = ("preimage", "plan", "kernels", "binaries")
+"""The parts of an entry that are shared; use counts and times stay with each machine."""
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Where the remote tier is and how this process may use it."""
+
+    url: str
+    secret: bytes | None = None
+    read_only: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The URL without its password, for messages."""
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        user = parts.username or ""
+        netloc = f"{user}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+
+
+def remote_settings(url: str | None = None) -> RemoteSettings | None:
+    """The remote tier named by ``url``, else by ``SLANGSPEC_REMOTE``; None when neither is set.
+    ValueError naming the setting when a value is not one it accepts."""
+    source = "remote" if url else REMOTE_ENV
+    chosen = url or os.environ.get(REMOTE_ENV)
+    if not chosen:
+        return None
+    scheme = urlsplit(chosen).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(
+            f"{source}={chosen!r}: expected a redis://, rediss:// or unix:// URL, like "
+            "redis://host:6379/0"
+        )
+    mode = os.environ.get(MODE_ENV, "readwrite")
+    if mode not in MODES:
+        raise ValueError(f"{MODE_ENV}={mode!r}: expected one of {MODES}")
+    key = os.environ.get(SECRET_ENV)
+    if key is not None and len(key.encode()) < MIN_SECRET_BYTES:
+        raise ValueError(
+            f"{SECRET_ENV} is {len(key.encode())} bytes long: expected at least "
+            f"{MIN_SECRET_BYTES} (a random string, like the output of `openssl rand -hex 32`)"
+        )
+    return RemoteSettings(chosen, key.encode() if key else None, mode == "read")
+
+
+class RemoteTier:
+    """One Redis server as a shared tier (see the module's description)."""
+
+    def __init__(self, settings: RemoteSettings) -> None:
+        self.settings = settings
+        self._client: Any = None
+        self._quiet_until = 0.0
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<slangspec remote tier {self.settings.shown}>"
+
+    @property
+    def writable(self) -> bool:
+        return not self.settings.read_only
+
+    # -- every call goes through here: bounded, and quiet for a while after a failure ---------
+
+    def _redis(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import redis
+
+                self._client = redis.Redis.from_url(
+                    self.settings.url,
+                    socket_connect_timeout=CONNECT_TIMEOUT_S,
+                    socket_timeout=OPERATION_TIMEOUT_S,
+                    retry_on_timeout=False,
+                )
+            return self._client
+
+    def _call(self, what: Callable[[Any], Any], fallback: Any = None) -> Any:
+        """``what(client)``, or ``fallback`` when the server is being left alone or the call
+        fails (warned about once per kind of failure)."""
+        if time.monotonic() < self._quiet_until:
+            return fallback
+        import redis
+
+        try:
+            return what(self._redis())
+        except redis.RedisError as exc:
+            self._quiet_until = time.monotonic() + QUIET_AFTER_FAILURE_S
+            self.warn(type(exc).__name__, f"cannot be used now ({type(exc).__name__}: {exc})")
+            return fallback
+
+    def warn(self, cause: str, message: str) -> None:
+        """Warn once per ``cause`` in this process."""
+        if cause in self._warned:
+            return
+        self._warned.add(cause)
+        warnings.warn(
+            f"slangspec remote cache {self.settings.shown} {message}; computing locally",
+            CacheWarning,
+            stacklevel=4,
+        )
+
+    # -- entries and their blobs ------------------------------------------------------------
+
+    def fetch(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+        """The shared part of the entry under ``key`` and the blobs it names, each checked
+        (see the module's description); None when there is none, or it is refused."""
+        raw = self._call(lambda r: r.get(PREFIX + "entry:" + key))
+        if raw is None:
+            return None
+        try:
+            stored = json.loads(raw)
+            entry = {part: stored["entry"][part] for part in PUBLISHED}
+            wanted = sorted(_blob_names(entry))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self.warn("garbled", f"holds an entry {key[:12]} that does not decode ({exc})")
+            return None
+        found = self._call(
+            lambda r: r.mget([PREFIX + "blob:" + n for n in wanted]) if wanted else []
+        )
+        if found is None:
+            return None
+        blobs = dict(zip(wanted, found, strict=True))
+        missing = [n for n, data in blobs.items() if data is None]
+        if missing:
+            return None  # evicted by the server since: a miss
+        damaged = [n for n, data in blobs.items() if not names(n, data)]
+        if damaged:
+            self.warn("damaged", f"holds blob {damaged[0]} whose bytes do not match its name")
+            return None
+        secret = self.settings.secret
+        if secret is not None and not signed(
+            secret, entry, (blobs[n] for n in wanted), stored.get("signature")
+        ):
+            self.warn("unsigned", f"holds entry {key[:12]} without a valid signature")
+            return None
+        return entry, blobs
+
+    def publish(self, key: str, entry: dict[str, Any], blobs: dict[str, bytes]) -> None:
+        """Share an entry: its blobs first, then the entry, signed when a secret is set."""
+        if not self.writable:
+            return
+        shared = {part: entry[part] for part in PUBLISHED if part in entry}
+        shared.setdefault("binaries", {})
+        stored: dict[str, Any] = {"entry": shared}
+        wanted = sorted(_blob_names(shared))
+        if self.settings.secret is not None:
+            stored["signature"] = sign(self.settings.secret, shared, (blobs[n] for n in wanted))
+
+        def write(r: Any) -> None:
+            pipe = r.pipeline(transaction=False)
+            for name in wanted:
+                # Written even when present: a damaged copy there is replaced.
+                pipe.set(PREFIX + "blob:" + name, blobs[name])
+            pipe.execute()
+            r.set(PREFIX + "entry:" + key, canonical(stored))
+
+        self._call(write)
+
+    def fact(self, name: str) -> dict[str, Any] | None:
+        """A fact about inputs that a process noted for others (which functions a module has,
+        which versions a slangpy install is), checked like an entry; None when there is none
+        or it is refused."""
+        raw = self._call(lambda r: r.get(PREFIX + "fact:" + name))
+        if raw is None:
+            return None
+        try:
+            stored = json.loads(raw)
+            value = stored["value"]
+            if not isinstance(value, dict):
+                raise TypeError("not an object")
+        except (ValueError, TypeError, KeyError) as exc:
+            self.warn("garbled", f"holds a fact {name[:24]} that does not decode ({exc})")
+            return None
+        secret = self.settings.secret
+        if secret is not None and not signed(
+            secret, {"fact": name, "value": value}, (), stored.get("signature")
+        ):
+            self.warn("unsigned", f"holds fact {name[:24]} without a valid signature")
+            return None
+        return value
+
+    def note_fact(self, name: str, value: dict[str, Any]) -> None:
+        if not self.writable:
+            return
+        stored: dict[str, Any] = {"value": value}
+        if self.settings.secret is not None:
+            stored["signature"] = sign(self.settings.secret, {"fact": name, "value": value}, ())
+        self._call(lambda r: r.set(PREFIX + "fact:" + name, canonical(stored)))
+
+    def entry_count(self) -> int:
+        """Entries the server holds (a scan: for tools and tests, not the hot path)."""
+        return self._call(lambda r: sum(1 for _ in r.scan_iter(PREFIX + "entry:*")), 0)
+
+    # -- compile leases shared by every machine --------------------------------------------
+
+    @contextlib.contextmanager
+    def lease(
+        self,
+        name: str,
+        done: Callable[[], bool],
+        seconds: float,
+        local: Callable[[], contextlib.AbstractContextManager[None]],
+    ) -> Iterator[None]:
+        """Hold the compile lease ``name`` on the server until the block ends, renewed while
+        it runs, or stop waiting once ``done()``. Waiters are woken when the holder lets go. A
+        holder that dies frees it after ``seconds``. Without a usable server, ``local()``."""
+        key = PREFIX + "lease:" + name
+        channel = PREFIX + "landed:" + name
+        token = uuid.uuid4().hex
+        waiter = self._call(lambda r: _subscribed(r, channel), _FAILED)
+        if waiter is _FAILED:
+            with local():
+                yield
+            return
+        ms = int(seconds * 1000)
+        try:
+            while True:
+                taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
+                if taken is _FAILED:
+                    with local():
+                        yield
+                    return
+                if taken:
+                    break
+                if done():
+                    yield
+                    return
+                with contextlib.suppress(Exception):
+                    waiter.get_message(timeout=min(1.0, seconds))
+        finally:
+            with contextlib.suppress(Exception):
+                waiter.close()
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew, args=(key, token, seconds, stop), daemon=True
+        )
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+            self._call(lambda r: r.eval(_RELEASE, 1, key, token))
+            self._call(lambda r: r.publish(channel, token))
+
+    def _renew(self, key: str, token: str, seconds: float, stop: threading.Event) -> None:
+        while not stop.wait(seconds / 3):
+            self._call(lambda r: r.eval(_RENEW, 1, key, token, int(seconds * 1000)))
+
+
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+def _subscribed(client: Any, channel: str) -> Any:
+    waiter = client.pubsub(ignore_subscribe_messages=True)
+    waiter.subscribe(channel)
+    return waiter
+
+
+def _blob_names(entry: dict[str, Any]) -> set[str]:
+    found = set(entry["kernels"].values())
+    found.update(b["file"] for b in entry.get("binaries", {}).values())
+    if not all(isinstance(n, str) for n in found):
+        raise TypeError("blob names are not strings")
+    return found

@@ -1,0 +1,190 @@
+"""The shared remote tier, against a real redis-server: what one process builds, a process with
+an empty local cache finds; what the server hands out is checked; a server that fails never
+breaks a call."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+
+import pytest
+import torch
+
+import slangspec
+from slangspec.cache_store import CacheWarning
+from slangspec.cache_store.remote import PREFIX
+from slangspec.counts import compile_counts
+from workers import HERE, report, run, worker
+
+
+def remote_env(server, **more: str) -> dict[str, str]:
+    return {"SLANGSPEC_REMOTE": server.url, **more}
+
+
+def entries(server) -> list[bytes]:
+    return sorted(server.client().scan_iter(PREFIX + "entry:*"))
+
+
+def load(cache_dir, server, **kw):
+    return slangspec.load(
+        HERE / "shaders" / "cached.slang",
+        include_paths=[HERE / "slang_lib"],
+        cache_dir=cache_dir,
+        remote=server.url,
+        **kw,
+    )
+
+
+def poly_checked(m, tdev) -> None:
+    a = torch.randn(1, device=tdev, requires_grad=True)
+    x = torch.randn(7, device=tdev, requires_grad=True)
+    y = m.poly(a, x)
+    y.sum().backward()
+    torch.testing.assert_close(y, (a * x * x + 3 * a).detach())
+    torch.testing.assert_close(a.grad, (x.detach() ** 2 + 3).sum().reshape(1))
+    torch.testing.assert_close(x.grad, (2 * a * x).detach())
+
+
+def test_a_process_with_an_empty_local_cache_is_served_from_the_remote(
+    tmp_path, redis_server, kind
+):
+    cold = run(tmp_path / "first", "--signatures", "3", env=remote_env(redis_server))
+    assert cold["counts"]["specialize"] == 3
+    assert len(entries(redis_server)) == 3
+    forbid = "--forbid-slang" if kind == "cuda" else "--forbid-compile"
+    warm = run(tmp_path / "second", "--signatures", "3", forbid, env=remote_env(redis_server))
+    assert warm["ok"]
+    assert warm["counts"].get("specialize", 0) == 0
+    assert warm["counts"].get("codegen", 0) == 0
+    if kind == "cuda":
+        assert warm["counts"].get("kernel", 0) == 0  # cubins from the remote: no Slang
+    assert len(slangspec.Cache(tmp_path / "second").entries()) == 3
+
+
+def test_processes_with_separate_local_caches_build_each_key_once(tmp_path, redis_server):
+    procs = [
+        worker(tmp_path / f"node{i}", "--signatures", "4", env=remote_env(redis_server))
+        for i in range(4)
+    ]
+    reports = [report(p) for p in procs]
+    assert all(r["ok"] for r in reports)
+    assert sum(r["counts"].get("specialize", 0) for r in reports) == 4
+
+
+def test_read_only_mode_never_writes(tmp_path, redis_server, monkeypatch, tdev):
+    monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "read")
+    poly_checked(load(tmp_path / "c", redis_server), tdev)
+    assert redis_server.client().dbsize() == 0
+
+
+def tamper_entry(server, change) -> None:
+    client = server.client()
+    (key,) = entries(server)
+    stored = json.loads(client.get(key))
+    change(client, stored)
+    client.set(key, json.dumps(stored))
+
+
+def drop_a_blob(client, stored) -> None:
+    client.delete(PREFIX + "blob:" + next(iter(stored["entry"]["kernels"].values())))
+
+
+def flip_a_blob(client, stored) -> None:
+    name = PREFIX + "blob:" + next(iter(stored["entry"]["kernels"].values()))
+    data = bytearray(client.get(name))
+    data[len(data) // 2] ^= 0x5A
+    client.set(name, bytes(data))
+
+
+def other_preimage(client, stored) -> None:
+    stored["entry"]["preimage"]["defines"] = {"SCALE": "2"}
+
+
+def forged_signature(client, stored) -> None:
+    stored["signature"] = "0" * 64
+
+
+@pytest.mark.parametrize(
+    "change,warned",
+    [
+        (drop_a_blob, None),
+        (flip_a_blob, "do not match its name"),
+        (other_preimage, "built from another preimage"),
+        (forged_signature, "without a valid signature"),
+    ],
+    ids=["blob evicted", "blob bytes flipped", "other preimage", "forged signature"],
+)
+def test_what_the_remote_cannot_prove_is_refused_and_built_again(
+    tmp_path, redis_server, monkeypatch, tdev, change, warned
+):
+    if change is forged_signature:
+        monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
+    poly_checked(load(tmp_path / "first", redis_server), tdev)
+    tamper_entry(redis_server, change)
+    before = compile_counts["specialize"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        poly_checked(load(tmp_path / "second", redis_server), tdev)
+    assert compile_counts["specialize"] == before + 1
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    if warned is not None:
+        assert any(warned in m for m in messages), messages
+    # What was built here replaced what was refused: a third node is served.
+    before = dict(compile_counts)
+    poly_checked(load(tmp_path / "third", redis_server), tdev)
+    assert compile_counts["specialize"] == before["specialize"]
+    assert compile_counts["codegen"] == before["codegen"]
+
+
+def test_an_unsigned_entry_is_refused_where_a_secret_is_set(
+    tmp_path, redis_server, monkeypatch, tdev
+):
+    poly_checked(load(tmp_path / "first", redis_server), tdev)
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
+    before = compile_counts["specialize"]
+    with pytest.warns(CacheWarning, match="without a valid signature"):
+        poly_checked(load(tmp_path / "second", redis_server), tdev)
+    assert compile_counts["specialize"] == before + 1
+
+
+@pytest.mark.parametrize("fault", ["down", "paused"])
+def test_a_server_that_fails_leaves_results_right_and_calls_bounded(
+    tmp_path, redis_server, tdev, fault
+):
+    if fault == "down":
+        redis_server.stop()
+    else:
+        redis_server.client().execute_command("CLIENT", "PAUSE", "8000", "ALL")
+    start = time.monotonic()
+    with pytest.warns(CacheWarning, match="cannot be used now"):
+        poly_checked(load(tmp_path / "c", redis_server), tdev)
+    assert time.monotonic() - start < 30
+    assert slangspec.Cache(tmp_path / "c").entries(), "the local tier still caches"
+
+
+def test_remote_settings_are_checked(monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match="remote='http://x': expected a redis://"):
+        slangspec.Cache.for_running(tmp_path, remote="http://x")
+    monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "write-only")
+    with pytest.raises(ValueError, match="SLANGSPEC_REMOTE_MODE='write-only'"):
+        slangspec.Cache.for_running(tmp_path, remote="redis://127.0.0.1:1/0")
+    monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "read")
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "short")
+    with pytest.raises(ValueError, match="SLANGSPEC_REMOTE_SECRET is 5 bytes long"):
+        slangspec.Cache.for_running(tmp_path, remote="redis://127.0.0.1:1/0")
+
+
+def test_without_a_remote_redis_is_not_imported():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, slangspec\n"
+        "slangspec.Cache.for_running(sys.argv[1])\n"
+        "print('redis' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "/tmp/slangspec-no-remote"], capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
