@@ -188,3 +188,42 @@ def test_without_a_remote_redis_is_not_imported():
         [sys.executable, "-c", code, "/tmp/slangspec-no-remote"], capture_output=True, text=True
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_killed_lease_holder_is_taken_over_after_the_lease(tmp_path, redis_server):
+    env = remote_env(redis_server, SLANGSPEC_CACHE_LEASE="3")
+    holder = worker(tmp_path / "holder", "--lease-and-die", env=env)
+    out, _ = holder.communicate(timeout=300)
+    assert json.loads(out.strip().splitlines()[-1])["leased"]
+    assert list(redis_server.client().scan_iter(PREFIX + "lease:*")), "the lease outlived it"
+    after = run(tmp_path / "next", "--signatures", "1", env=env)
+    assert after["ok"]
+    assert after["counts"]["specialize"] == 1
+    assert after["lease_wait_s"] <= 3 + 0.5
+
+
+@pytest.mark.parametrize("fault", ["flushed", "restarted"])
+def test_a_server_flushed_or_restarted_mid_run_leaves_results_right(tmp_path, redis_server, fault):
+    import threading
+
+    stop = threading.Event()
+
+    def disturb() -> None:
+        while not stop.wait(0.3):
+            if fault == "flushed":
+                redis_server.client().flushall()
+            else:
+                redis_server.stop()
+                redis_server.start()
+
+    thread = threading.Thread(target=disturb)
+    thread.start()
+    try:
+        procs = [
+            worker(tmp_path / f"node{i}", "--signatures", "4", env=remote_env(redis_server))
+            for i in range(2)
+        ]
+        assert all(report(p)["ok"] for p in procs)
+    finally:
+        stop.set()
+        thread.join()

@@ -47,6 +47,8 @@ OPERATION_TIMEOUT_S = 2.0
 QUIET_AFTER_FAILURE_S = 30.0
 """How long a process leaves a server alone after a call to it failed."""
 _FAILED = object()
+lease_waits: list[float] = []
+"""Seconds each wait on another machine's lease took in this process, for tests and benchmarks."""
 PUBLISHED = ("preimage", "plan", "kernels", "binaries")
 """The parts of an entry that are shared; use counts and times stay with each machine."""
 
@@ -266,6 +268,7 @@ class RemoteTier:
                 yield
             return
         ms = int(seconds * 1000)
+        start = time.monotonic()
         try:
             while True:
                 taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
@@ -281,6 +284,7 @@ class RemoteTier:
                 with contextlib.suppress(Exception):
                     waiter.get_message(timeout=min(1.0, seconds))
         finally:
+            lease_waits.append(time.monotonic() - start)
             with contextlib.suppress(Exception):
                 waiter.close()
         stop = threading.Event()
