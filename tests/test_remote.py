@@ -70,6 +70,8 @@ def test_processes_with_separate_local_caches_build_each_key_once(tmp_path, redi
     reports = [report(p) for p in procs]
     assert all(r["ok"] for r in reports)
     assert sum(r["counts"].get("specialize", 0) for r in reports) == 4
+    # Each case's forward kernel and the backward kernel its gradients need, once in all.
+    assert sum(r["counts"].get("codegen", 0) for r in reports) == 8
 
 
 def test_read_only_mode_never_writes(tmp_path, redis_server, monkeypatch, tdev):

@@ -132,16 +132,20 @@ class Cache:
 
     # -- what the runtime reads and writes -----------------------------------------------------
 
-    def lookup(self, key: str, preimage: dict[str, Any]) -> Entry | None:
+    def lookup(self, key: str, preimage: dict[str, Any], label: str | None = None) -> Entry | None:
         """The entry for ``key`` if one is whole and was built from exactly ``preimage``; one that
-        is not is dropped, with a warning."""
+        is not is dropped, with a warning. With ``label``, a local entry that lacks that kernel
+        is completed from the remote tier when the remote has it."""
         for tier in self.tiers:
             row = tier.get(key)
             if row is None:
                 continue
             why = refusal(row, preimage)
             if why is None:
-                return Entry(key, row)
+                entry = Entry(key, row)
+                if label is None or label in entry.kernels or self.remote is None:
+                    return entry
+                return self._pull(key, preimage, entry) or entry
             warnings.warn(
                 f"slangspec cache entry {key[:12]} dropped: {why}; rebuilding",
                 CacheWarning,
@@ -150,9 +154,9 @@ class Cache:
             tier.delete(key)
         return None if self.remote is None else self._pull(key, preimage)
 
-    def _pull(self, key: str, preimage: dict[str, Any]) -> Entry | None:
-        """The remote tier's entry for ``key``, checked and installed locally; None when it has
-        none that may be served."""
+    def _pull(self, key: str, preimage: dict[str, Any], local: Entry | None = None) -> Entry | None:
+        """The remote tier's entry for ``key``, checked and installed locally (merged with the
+        ``local`` one's kernels and binaries); None when it has none that may be served."""
         assert self.remote is not None
         found = self.remote.fetch(key)
         if found is None:
@@ -167,6 +171,10 @@ class Cache:
             self.disk.write_blob(name, data)
         now = time.time()
         meta = {"created": now, "last_used": now, "hits": 0, "pulled": True}
+        if local is not None:
+            meta = local.row["meta"]
+            shared["kernels"] = {**shared["kernels"], **local.kernels}
+            shared["binaries"] = {**shared["binaries"], **local.binaries}
         row = seal({**shared, "meta": meta})
         self.disk.put(key, row)
         return Entry(key, row)

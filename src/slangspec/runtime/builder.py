@@ -119,17 +119,17 @@ class Builder:
         key, pre = found.key, found.preimage
         entry: Entry | None = found.entry
         if label not in found.entry.kernels:
-            entry = self.cache.lookup(key, pre)
+            entry = self.cache.lookup(key, pre, label)
         cached = self._from_cache(key, label, entry)
         if cached is not None:
             return cached, "cached"
 
         def built() -> bool:
-            latest = self.cache.lookup(key, pre)
+            latest = self.cache.lookup(key, pre, label)
             return latest is not None and label in latest.kernels
 
         with self.cache.lease(f"{key}:{label}", built):
-            entry = self.cache.lookup(key, pre)
+            entry = self.cache.lookup(key, pre, label)
             cached = self._from_cache(key, label, entry, quiet=True)
             if cached is not None:
                 return cached, "taken"
