@@ -229,3 +229,39 @@ def test_a_server_flushed_or_restarted_mid_run_leaves_results_right(tmp_path, re
     finally:
         stop.set()
         thread.join()
+
+
+def specialize(*args: str) -> dict:
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_push_and_pull_carry_entries_between_local_caches(tmp_path, redis_server, kind):
+    assert run(tmp_path / "built", "--signatures", "2")["ok"]  # no remote: local only
+    assert specialize(
+        "cache", "push", "--remote", redis_server.url, "--cache-dir", tmp_path / "built", "--json"
+    ) == {"entries": 2, "skipped": 0}
+    stats = specialize("cache", "stats", "--remote", redis_server.url, "--json")
+    assert stats["entries"] == 2 and stats["blobs"] >= 4
+    pulled = specialize(
+        "cache", "pull", "--remote", redis_server.url, "--cache-dir", tmp_path / "fresh", "--json"
+    )
+    assert pulled == {"pulled": 2, "present": 0, "refused": 0}
+    forbid = "--forbid-slang" if kind == "cuda" else "--forbid-compile"
+    assert run(tmp_path / "fresh", "--signatures", "2", forbid)["ok"]
+
+
+def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    monkeypatch.delenv("SLANGSPEC_REMOTE", raising=False)
+    result = CliRunner().invoke(main, ["cache", "pull", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no remote tier: pass --remote URL or set SLANGSPEC_REMOTE" in result.output

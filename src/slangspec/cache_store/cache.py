@@ -17,7 +17,7 @@ from typing import Any
 from . import report
 from .disk import HITS, MISSES, DiskTier
 from .entry import Entry, blobs_of, intact, refusal, seal
-from .keys import blob_name
+from .keys import blob_name, key_of
 from .location import (
     LEGACY_SCRATCH,
     PARTS,
@@ -167,6 +167,16 @@ class Cache:
                 f"preimage {key}", f"holds entry {key[:12]} built from another preimage"
             )
             return None
+        return self._install(key, shared, blobs, local)
+
+    def _install(
+        self,
+        key: str,
+        shared: dict[str, Any],
+        blobs: dict[str, bytes],
+        local: Entry | None = None,
+    ) -> Entry:
+        """Write a checked remote entry and its blobs into the local tier."""
         for name, data in blobs.items():
             self.disk.write_blob(name, data)
         now = time.time()
@@ -178,6 +188,51 @@ class Cache:
         row = seal({**shared, "meta": meta})
         self.disk.put(key, row)
         return Entry(key, row)
+
+    def push(self) -> dict[str, int]:
+        """Publish every whole local entry, and what is known of each module's functions, to
+        the remote tier; counts of what was pushed and of what was not whole."""
+        if self.remote is None or not self.remote.writable:
+            raise ValueError("no remote tier this process may write to (see SLANGSPEC_REMOTE)")
+        pushed = skipped = 0
+        for key, row in rows(self.disk):
+            blobs = {} if row is None else {n: self.disk.read_blob(n) for n in blobs_of(row)}
+            if row is None or None in blobs.values():
+                skipped += 1
+                continue
+            self.remote.publish(key, row, blobs)
+            pushed += 1
+        for key in self.disk.function_keys():
+            self.remote.note_fact("functions:" + key, self.disk.functions(key))
+        return {"entries": pushed, "skipped": skipped}
+
+    def pull(self, where: EntryFilter | None = None) -> dict[str, int]:
+        """Fetch the remote tier's entries that ``where`` matches (module, function and device
+        kind) into the local tier, each checked as a lookup would, and what it knows of modules'
+        functions and slangpy installs; counts of entries pulled, already here, and refused."""
+        if self.remote is None:
+            raise ValueError("no remote tier (see SLANGSPEC_REMOTE)")
+        counts = {"pulled": 0, "present": 0, "refused": 0}
+        now = time.time()
+        for key in self.remote.entry_keys():
+            if intact(self.disk.get(key)):
+                counts["present"] += 1
+                continue
+            found = self.remote.fetch(key)
+            if found is None or key_of(found[0]["preimage"]) != key:
+                counts["refused"] += 1
+                continue
+            shared, blobs = found
+            described = {"preimage": shared["preimage"], "meta": {"created": now, "last_used": now}}
+            if where is not None and not where.matches(key, described, now):
+                continue
+            self._install(key, shared, blobs)
+            counts["pulled"] += 1
+        for name in self.remote.fact_names("functions:"):
+            self.functions(name[len("functions:") :])
+        for name in self.remote.fact_names("slangpy:"):
+            self.slangpy_versions(name[len("slangpy:") :])
+        return counts
 
     def publish(self, key: str) -> None:
         """Share the local entry ``key`` and its blobs through the remote tier, if any."""

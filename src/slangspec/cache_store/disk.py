@@ -415,6 +415,10 @@ class DiskTier:
             return {}
         return {n: v for n, v in row["names"].items() if isinstance(v, bool | dict)}
 
+    def function_keys(self) -> list[str]:
+        """Keys of the modules whose functions are noted."""
+        return [k[len(FUNCTIONS) :] for k in self._keys(FUNCTIONS)]
+
     def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:
         with self._transact():
             names = self.functions(key)

@@ -234,6 +234,13 @@ class RemoteTier:
             return None
         return value
 
+    def fact_names(self, prefix: str) -> list[str]:
+        """Names of the facts that start with ``prefix`` (a scan: for tools)."""
+        start = len(PREFIX + "fact:")
+        pattern = PREFIX + "fact:" + prefix + "*"
+        found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(pattern)])
+        return sorted(found or [])
+
     def note_fact(self, name: str, value: dict[str, Any]) -> None:
         if not self.writable:
             return
@@ -242,9 +249,40 @@ class RemoteTier:
             stored["signature"] = sign(self.settings.secret, {"fact": name, "value": value}, ())
         self._call(lambda r: r.set(PREFIX + "fact:" + name, canonical(stored)))
 
-    def entry_count(self) -> int:
-        """Entries the server holds (a scan: for tools and tests, not the hot path)."""
-        return self._call(lambda r: sum(1 for _ in r.scan_iter(PREFIX + "entry:*")), 0)
+    def entry_keys(self) -> list[str]:
+        """Keys of the entries the server holds (a scan: for tools, not the hot path)."""
+        start = len(PREFIX + "entry:")
+        found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(PREFIX + "entry:*")])
+        return sorted(found or [])
+
+    def delete(self, key: str) -> None:
+        """Remove an entry (its blobs stay for other entries; Redis evicts what it must)."""
+        if self.writable:
+            self._call(lambda r: r.delete(PREFIX + "entry:" + key))
+
+    def stats(self) -> dict[str, Any]:
+        """What the server holds for slangspec, and the memory it uses in all."""
+
+        def count(r: Any) -> dict[str, Any]:
+            kinds = {"entry": 0, "blob": 0, "fact": 0, "lease": 0}
+            for k in r.scan_iter(PREFIX + "*", count=1000):
+                kind = k.decode()[len(PREFIX) :].split(":", 1)[0]
+                if kind in kinds:
+                    kinds[kind] += 1
+            memory = r.info("memory")
+            return {
+                "url": self.settings.shown,
+                "entries": kinds["entry"],
+                "blobs": kinds["blob"],
+                "facts": kinds["fact"],
+                "leases": kinds["lease"],
+                "used_memory": memory.get("used_memory", 0),
+                "maxmemory": memory.get("maxmemory", 0),
+                "read_only": self.settings.read_only,
+                "signed": self.settings.secret is not None,
+            }
+
+        return self._call(count) or {"url": self.settings.shown, "unavailable": True}
 
     # -- compile leases shared by every machine --------------------------------------------
 

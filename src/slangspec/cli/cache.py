@@ -1,4 +1,5 @@
-"""``specialize cache``: list, show, measure, evict, clear, verify, export and import.
+"""``specialize cache``: list, show, measure, evict, clear, verify, export and import; push to
+and pull from the shared remote tier.
 
 Only ``verify`` (which regenerates sources) and ``import`` bring in the code generator and the
 builder, and only when they run; the others import neither torch nor slangpy.
@@ -12,6 +13,7 @@ import click
 
 from ..cache import Cache
 from ..cache_store import EntryFilter
+from ..cache_store.remote import remote_settings
 from ..cache_store.signing import SECRET_ENV
 from ..signature_text import call_arguments
 from .common import (
@@ -26,7 +28,20 @@ from .common import (
     parse_size,
     print_json,
     print_table,
+    remote_option,
 )
+
+
+def _with_remote(cache_dir: str | None, remote: str | None) -> Cache:
+    """The cache at ``cache_dir`` with the remote tier ``remote`` (else ``SLANGSPEC_REMOTE``)
+    behind it; a usage error when neither names one."""
+    try:
+        settings = remote_settings(remote)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if settings is None:
+        raise UsageProblem("no remote tier: pass --remote URL or set SLANGSPEC_REMOTE")
+    return Cache(cache_dir, settings)
 
 
 @click.group()
@@ -105,9 +120,29 @@ def show(key, cache_dir, as_json):
 
 @cache.command()
 @cache_dir_option
+@click.option(
+    "--remote",
+    default=None,
+    metavar="URL",
+    help="Measure the shared remote tier at URL instead (redis://host:port/db).",
+)
 @json_option
-def stats(cache_dir, as_json):
+def stats(cache_dir, remote, as_json):
     """Entries, bytes, hits and misses, and entries per device."""
+    if remote is not None:
+        r = _with_remote(cache_dir, remote).remote
+        assert r is not None
+        s = r.stats()
+        if as_json:
+            print_json(s)
+            return
+        if s.get("unavailable"):
+            fail(f"remote tier {s['url']} cannot be reached")
+        for name in ("url", "entries", "blobs", "facts", "leases"):
+            click.echo(f"{name:9s} {s[name]}")
+        limit = human_bytes(s["maxmemory"]) if s["maxmemory"] else "no limit"
+        click.echo(f"memory    {human_bytes(s['used_memory'])} of {limit}")
+        return
     s = Cache(cache_dir).stats()
     if as_json:
         print_json(s)
@@ -230,3 +265,44 @@ def import_(file, device, cache_dir, as_json):
         click.echo(f"skipped {s['what']}: {s['why']}")
     if report["skipped"] and not (report["entries"] or report["records"]):
         fail("nothing could be imported")
+
+
+@cache.command()
+@remote_option
+@cache_dir_option
+@json_option
+def push(remote, cache_dir, as_json):
+    """Publish every whole local entry, with its kernels and binaries, to the remote tier."""
+    cache = _with_remote(cache_dir, remote)
+    try:
+        counts = cache.push()
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if as_json:
+        print_json(counts)
+        return
+    click.echo(f"pushed {counts['entries']} entries to {cache.remote.settings.shown}")
+    if counts["skipped"]:
+        click.echo(f"skipped {counts['skipped']} entries that are not whole here")
+
+
+@cache.command()
+@remote_option
+@click.option("--module", default=None, help="Only this module.")
+@click.option("--function", default=None, help="Only this function.")
+@click.option(
+    "--device", type=click.Choice(["cuda", "vulkan"]), default=None, help="Only this device kind."
+)
+@cache_dir_option
+@json_option
+def pull(remote, module, function, device, cache_dir, as_json):
+    """Fetch the remote tier's entries into the local cache, each checked as a lookup would."""
+    cache = _with_remote(cache_dir, remote)
+    counts = cache.pull(EntryFilter(module=module, function=function, device=device))
+    if as_json:
+        print_json(counts)
+        return
+    click.echo(
+        f"pulled {counts['pulled']} entries from {cache.remote.settings.shown} "
+        f"({counts['present']} already here, {counts['refused']} refused)"
+    )

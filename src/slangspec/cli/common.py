@@ -32,6 +32,12 @@ cache_dir_option = click.option(
     help="Cache directory (default: SLANGSPEC_CACHE_DIR, else the user cache directory).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+remote_option = click.option(
+    "--remote",
+    default=None,
+    metavar="URL",
+    help="The shared remote tier, redis://host:port/db (default: SLANGSPEC_REMOTE).",
+)
 
 
 def _parsed(parse: Callable[[str], Any], param: click.Parameter, value: str | None) -> Any:
