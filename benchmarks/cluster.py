@@ -1,0 +1,134 @@
+"""Machines sharing one Redis server, simulated as processes with separate local caches: how
+long each takes to its first forward+backward of a cold `mix2` (a function whose module imports
+slangpy's Slang library, the slow case to compile).
+
+    python benchmarks/cluster.py [--device cuda] [--nodes 8] [--repeat 3]
+
+Each round starts a fresh redis-server and fresh local caches, then times:
+- all cold: one node with no remote tier, which is what every node pays without one;
+- together: ``--nodes`` nodes starting at once on the cold key (how many compiled, the time of
+  the one that did, and the slowest of the others);
+- after: one more node starting once they are done, served by the remote tier.
+Each time runs from "torch ready" (after ``import torch``, CUDA start-up and torch's own first
+backward) to the node's first forward+backward result; medians over the rounds.
+
+The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
+spared type resolution and code generation only, and still compiles the shared sources through
+slangpy (whose module and shader caches stay local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+from redis_server import RedisServer  # noqa: E402  (the tests' real redis-server)
+
+NODE = """
+import json, sys, time
+import torch
+cache, remote, kind = sys.argv[1:4]
+dev = "cuda" if kind == "cuda" else "cpu"
+w = torch.ones(2, device=dev, requires_grad=True)
+(w * 2).backward(torch.ones_like(w))
+if dev == "cuda":
+    torch.cuda.synchronize()
+start = time.perf_counter()
+import slangspec
+from slangspec.counts import compile_counts
+m = slangspec.load(sys.argv[4], device=kind, cache_dir=cache, remote=remote or None)
+a = torch.randn(4096, device=dev, requires_grad=True)
+b = torch.randn(4096, device=dev, requires_grad=True)
+y = m.mix2(a, b, slangspec.grid((4096,)))
+y.backward(torch.ones_like(y))
+if dev == "cuda":
+    torch.cuda.synchronize()
+seconds = time.perf_counter() - start
+ok = torch.allclose(a.grad, b.detach() + 1) and torch.allclose(b.grad, a.detach())
+print(json.dumps({"seconds": seconds, "ok": bool(ok), "counts": dict(compile_counts)}))
+"""
+
+
+def start_node(cache: Path, remote: str, kind: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "SLANGSPEC_REMOTE"}
+    return subprocess.Popen(
+        [sys.executable, "-c", NODE, str(cache), remote, kind, str(HERE / "bench.slang")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def finish(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"a node failed ({proc.returncode}):\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    if not result["ok"]:
+        raise RuntimeError("a node computed a wrong gradient")
+    return result
+
+
+def one_round(kind: str, nodes: int) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix="slangspec-cluster-"))
+    cold = finish(start_node(root / "alone", "", kind))["seconds"]
+    server = RedisServer(root / "redis").start()
+    try:
+        procs = [start_node(root / f"node{i}", server.url, kind) for i in range(nodes)]
+        results = [finish(p) for p in procs]
+        after = finish(start_node(root / "late", server.url, kind))
+    finally:
+        server.stop()
+    compiled = [r for r in results if r["counts"].get("specialize", 0)]
+    others = [r["seconds"] for r in results if not r["counts"].get("specialize", 0)]
+    return {
+        "all cold": cold,
+        "compiled": len(compiled),
+        "first": max(r["seconds"] for r in compiled) if compiled else float("nan"),
+        "others, slowest": max(others) if others else float("nan"),
+        "after": after["seconds"],
+        "after compiled": after["counts"].get("specialize", 0) + after["counts"].get("codegen", 0),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
+    p.add_argument("--nodes", type=int, default=8)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    kind = args.device or os.environ.get("SLANGSPEC_DEVICE") or "vulkan"
+    rounds = []
+    for _ in range(args.repeat):
+        start = time.monotonic()
+        rounds.append(one_round(kind, args.nodes))
+        print(f"round {len(rounds)}: {json.dumps(rounds[-1])} ({time.monotonic() - start:.0f} s)")
+    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+    print(f"\n{kind}, {args.nodes} nodes, median of {args.repeat} rounds")
+    print(f"all cold (no remote)           {med['all cold'] * 1e3:9.1f} ms")
+    print(f"together: nodes that compiled  {med['compiled']:9.0f}")
+    print(f"together: the one compiling    {med['first'] * 1e3:9.1f} ms")
+    print(
+        f"together: slowest of the rest  {med['others, slowest'] * 1e3:9.1f} ms "
+        f"(+{(med['others, slowest'] - med['first']) * 1e3:.1f} ms)"
+    )
+    print(
+        f"after: a remote hit            {med['after'] * 1e3:9.1f} ms "
+        f"(1/{med['all cold'] / med['after']:.0f} of all cold)"
+    )
+
+
+if __name__ == "__main__":
+    main()
