@@ -265,3 +265,33 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["cache", "pull", "--cache-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "no remote tier: pass --remote URL or set SLANGSPEC_REMOTE" in result.output
+
+
+def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
+    tmp_path, redis_server, monkeypatch
+):
+    from slangspec.warm import parse_manifest, warm
+
+    monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(f"""
+[[module]]
+path = "{HERE / "shaders" / "cached.slang"}"
+include_paths = ["{HERE / "slang_lib"}"]
+
+[[module.function]]
+name = "poly"
+specializations = [["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]
+masks = "none"
+""")
+    items = parse_manifest(manifest)
+    m = load(tmp_path / "c", redis_server)
+    busy = m.poly.cache_key(items[0].signature)
+    # Another machine holds the first item's lease for two more seconds.
+    redis_server.client().set(PREFIX + "lease:" + busy, "elsewhere", px=2000)
+    order: list[str] = []
+    results = warm(
+        items, cache_dir=str(tmp_path / "c"), progress=lambda r: order.append(r.item.signature)
+    )
+    assert [r.status for r in results] == ["built", "built"]
+    assert order == [items[1].signature, items[0].signature]

@@ -47,7 +47,9 @@ from .signatures import (
     parse_call_signature,
 )
 
-WarmStatus = Literal["built", "cached", "missing", "present", "failed"]
+WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
+"""What became of one item; "deferred" (another machine is building it) is only ever passing:
+the item is taken up again once everything else was."""
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
 _DIM = re.compile(r"\d+|[A-Za-z_]\w*")
 _SCALARS = {"float": "f", "int": "i", "bool": "b"}
@@ -264,11 +266,15 @@ def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
 
 
 def warm_one(
-    item: WarmItem, device: str | None, cache_dir: str | None, dry_run: bool
+    item: WarmItem, device: str | None, cache_dir: str | None, dry_run: bool, defer: bool = False
 ) -> WarmResult:
-    """Build (or, with ``dry_run``, only check) one item; failures are results, not raises."""
+    """Build (or, with ``dry_run``, only check) one item; failures are results, not raises.
+    With ``defer``, an item another process holds the remote compile lease of is left for
+    later ("deferred")."""
     try:
         fn = getattr(module_for(item, device, cache_dir), item.function)
+        if defer and not dry_run and fn.leased_elsewhere(item.signature):
+            return WarmResult(item, "deferred", "another process is building it")
         if dry_run:
             missing = fn.missing(item.signature, item.masks)
             return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
@@ -286,25 +292,42 @@ def warm(
     dry_run: bool = False,
     progress: Callable[[WarmResult], None] = lambda _: None,
 ) -> list[WarmResult]:
-    """Build every item into the cache (``jobs`` worker processes); results in item order."""
+    """Build every item into the cache (``jobs`` worker processes); results in item order.
+    An item that another machine sharing the remote tier is building is taken up again after
+    the rest, by when it is most likely there to be fetched."""
+    done: dict[int, WarmResult] = {}
+
+    def finished(i: int, result: WarmResult) -> bool:
+        if result.status == "deferred":
+            return False
+        done[i] = result
+        progress(result)
+        return True
+
     if jobs <= 1 or len(items) <= 1:
-        results = []
-        for item in items:
-            results.append(warm_one(item, device, cache_dir, dry_run))
-            progress(results[-1])
-        return results
+        later = [
+            i
+            for i, item in enumerate(items)
+            if not finished(i, warm_one(item, device, cache_dir, dry_run, defer=True))
+        ]
+        for i in later:
+            finished(i, warm_one(items[i], device, cache_dir, dry_run))
+        return [done[i] for i in range(len(items))]
     # Forked workers skip re-importing torch and slangpy; that is safe only while this process
     # holds no device (no CUDA context, no Vulkan instance) to inherit.
     from . import devices
 
     context = multiprocessing.get_context("spawn" if devices.opened() else "fork")
-    done: dict[int, WarmResult] = {}
     with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         pending = {
-            pool.submit(warm_one, item, device, cache_dir, dry_run): i
+            pool.submit(warm_one, item, device, cache_dir, dry_run, True): i
             for i, item in enumerate(items)
         }
-        for f in futures.as_completed(pending):
-            done[pending[f]] = f.result()
-            progress(done[pending[f]])
+        while pending:
+            ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
+            for f in ready:
+                i = pending.pop(f)
+                if not finished(i, f.result()):
+                    # Queued behind every item not yet started: taken up after the rest.
+                    pending[pool.submit(warm_one, items[i], device, cache_dir, dry_run)] = i
     return [done[i] for i in range(len(items))]

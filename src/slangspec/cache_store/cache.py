@@ -375,6 +375,11 @@ class Cache:
             )
         return self.tiers[-1].lease(name, done, seconds)
 
+    def leased_remotely(self, name: str) -> bool:
+        """Whether the compile lease ``name`` is held on the remote tier (by any process of any
+        machine), so that work elsewhere can come first."""
+        return self.remote is not None and self.remote.writable and self.remote.leased(name)
+
     def note_compiled(self, modules: Iterable[str]) -> None:
         """Count what slangpy compiled for these modules into the cache's size."""
         self.disk.note_compiled(modules)

@@ -286,6 +286,10 @@ class RemoteTier:
 
     # -- compile leases shared by every machine --------------------------------------------
 
+    def leased(self, name: str) -> bool:
+        """Whether some process, on any machine, holds the compile lease ``name`` now."""
+        return bool(self._call(lambda r: r.exists(PREFIX + "lease:" + name), 0))
+
     @contextlib.contextmanager
     def lease(
         self,

@@ -274,6 +274,10 @@ class Function:
         outcomes.update(builder.kernel(found, label)[1] for label in labels)
         return "built" if "built" in outcomes else "cached"
 
+    def leased_elsewhere(self, signature: str) -> bool:
+        """Whether a process holds the remote compile lease of this specialization now."""
+        return self.module.cache.leased_remotely(self.cache_key(signature))
+
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
         nothing; every mask the plan can need when ``masks`` is None."""
