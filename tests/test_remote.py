@@ -295,3 +295,26 @@ masks = "none"
     )
     assert [r.status for r in results] == ["built", "built"]
     assert order == [items[1].signature, items[0].signature]
+
+
+def test_ls_evict_and_verify_act_on_the_remote(tmp_path, redis_server):
+    assert run(tmp_path / "node", "--signatures", "2", env=remote_env(redis_server))["ok"]
+    url = redis_server.url
+    listed = specialize("cache", "ls", "--remote", url, "--json")
+    assert sorted(e["function"] for e in listed) == ["poly", "poly"]
+    assert specialize("cache", "verify", "--remote", url, "--json")["problems"] == []
+    flip_a_blob(
+        redis_server.client(), json.loads(redis_server.client().get(entries(redis_server)[0]))
+    )
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    damaged = CliRunner().invoke(main, ["cache", "verify", "--remote", url, "--json"])
+    assert damaged.exit_code == 1
+    repaired = specialize("cache", "verify", "--remote", url, "--repair", "--json")
+    assert repaired["repaired"] == 1 and repaired["remaining"] == []
+    gone = specialize("cache", "evict", "--remote", url, "--function", "poly", "--json")
+    assert len(gone["evicted"]) == 1
+    assert entries(redis_server) == []
+    assert list(redis_server.client().scan_iter(PREFIX + "blob:*")) == []

@@ -234,6 +234,74 @@ class Cache:
             self.slangpy_versions(name[len("slangpy:") :])
         return counts
 
+    def remote_entries(self, where: EntryFilter | None = None) -> list[dict[str, Any]]:
+        """One dict per remote entry ``where`` matches (module, function, key, device kind), as
+        stored there; one that does not decode is listed as damaged."""
+        if self.remote is None:
+            raise ValueError("no remote tier (see SLANGSPEC_REMOTE)")
+        now = time.time()
+        out: list[dict[str, Any]] = []
+        for key, shared in self.remote.listing():
+            described = None
+            if shared is not None:
+                described = {
+                    "preimage": shared["preimage"],
+                    "meta": {"created": now, "last_used": now},
+                }
+            if where is not None and not where.matches(key, described, now):
+                continue
+            if shared is None:
+                out.append({"key": key, "damaged": True})
+                continue
+            pre = shared["preimage"]
+            out.append(
+                {
+                    "key": key,
+                    "module": pre["module"],
+                    "function": pre["function"],
+                    "signature": pre["signature"],
+                    "device": pre["device"]["kind"],
+                    "kernels": sorted(shared["kernels"]),
+                    "binaries": sorted(shared["binaries"]),
+                }
+            )
+        return out
+
+    def evict_remote(self, where: EntryFilter) -> list[str]:
+        """Remove the remote entries ``where`` matches, then the blobs no entry names."""
+        if self.remote is None or not self.remote.writable:
+            raise ValueError("no remote tier this process may write to (see SLANGSPEC_REMOTE)")
+        gone = [e["key"] for e in self.remote_entries(where)]
+        for key in gone:
+            self.remote.delete(key)
+        referenced: set[str] = set()
+        for _, shared in self.remote.listing():
+            if shared is not None:
+                referenced |= blobs_of(shared)
+        self.remote.drop_unreferenced_blobs(referenced)
+        return gone
+
+    def verify_remote(self, repair: bool = False) -> dict[str, Any]:
+        """Check every remote entry as a lookup would (shape, blobs against their names, the
+        key against its preimage, the signature where a secret is set); ``repair`` removes
+        what fails."""
+        if self.remote is None:
+            raise ValueError("no remote tier (see SLANGSPEC_REMOTE)")
+        keys = self.remote.entry_keys()
+        problems = []
+        for key in keys:
+            found = self.remote.fetch(key)
+            if found is None:
+                why = "missing blobs, damaged, or without a valid signature"
+            elif key_of(found[0]["preimage"]) != key:
+                why = "its key is not the hash of its preimage"
+            else:
+                continue
+            problems.append({"key": key, "problem": why})
+            if repair:
+                self.remote.delete(key)
+        return {"checked": len(keys), "problems": problems, "repaired": len(problems) * repair}
+
     def publish(self, key: str) -> None:
         """Share the local entry ``key`` and its blobs through the remote tier, if any."""
         if self.remote is None or not self.remote.writable:

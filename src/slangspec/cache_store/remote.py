@@ -255,6 +255,37 @@ class RemoteTier:
         found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(PREFIX + "entry:*")])
         return sorted(found or [])
 
+    def listing(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """Every entry key with its shared part as stored (not yet checked against its blobs
+        or signature), or None where it does not decode (a scan: for tools)."""
+        out = []
+        for key in self.entry_keys():
+            raw = self._call(lambda r, key=key: r.get(PREFIX + "entry:" + key))
+            if raw is None:
+                continue
+            try:
+                entry = json.loads(raw)["entry"]
+                shared = {part: entry[part] for part in PUBLISHED}
+                _blob_names(shared)
+                pre = shared["preimage"]
+                if not all(isinstance(v, str) for v in (pre["module"], pre["device"]["kind"])):
+                    raise TypeError("a preimage names its module and device kind")
+            except (ValueError, TypeError, KeyError, AttributeError):
+                shared = None
+            out.append((key, shared))
+        return out
+
+    def drop_unreferenced_blobs(self, referenced: set[str]) -> int:
+        """Remove the blobs no entry names; how many went."""
+        if not self.writable:
+            return 0
+        start = len(PREFIX + "blob:")
+        names = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(PREFIX + "blob:*")])
+        gone = [n for n in names or [] if n not in referenced]
+        if gone:
+            self._call(lambda r: r.delete(*(PREFIX + "blob:" + n for n in gone)))
+        return len(gone)
+
     def delete(self, key: str) -> None:
         """Remove an entry (its blobs stay for other entries; Redis evicts what it must)."""
         if self.writable:

@@ -56,10 +56,36 @@ def cache() -> None:
     "--device", type=click.Choice(["cuda", "vulkan"]), default=None, help="Only this device kind."
 )
 @cache_dir_option
+@click.option(
+    "--remote", default=None, metavar="URL", help="List the shared remote tier at URL instead."
+)
 @json_option
-def ls(module, function, device, cache_dir, as_json):
+def ls(module, function, device, cache_dir, remote, as_json):
     """List entries, most recently used first."""
-    entries = Cache(cache_dir).entries(EntryFilter(module=module, function=function, device=device))
+    where = EntryFilter(module=module, function=function, device=device)
+    if remote is not None:
+        listed = _with_remote(cache_dir, remote).remote_entries(where)
+        if as_json:
+            print_json(listed)
+            return
+        print_table(
+            ["key", "module", "function", "signature", "device", "kernels"],
+            [
+                (e["key"][:12], "(damaged)", "", "", "", "")
+                if "damaged" in e
+                else (
+                    e["key"][:12],
+                    e["module"],
+                    e["function"],
+                    call_arguments(e["signature"]),
+                    e["device"],
+                    ", ".join(e["kernels"]),
+                )
+                for e in listed
+            ],
+        )
+        return
+    entries = Cache(cache_dir).entries(where)
     if as_json:
         print_json(entries)
         return
@@ -169,13 +195,30 @@ def stats(cache_dir, remote, as_json):
 @click.option("--key", default=None, help="A key or key prefix.")
 @click.option("--device", type=click.Choice(["cuda", "vulkan"]), default=None)
 @cache_dir_option
+@click.option(
+    "--remote",
+    default=None,
+    metavar="URL",
+    help="Evict from the shared remote tier at URL instead (module, function, key and device "
+    "filters only).",
+)
 @json_option
-def evict(older_than, unused_since, max_size, module, function, key, device, cache_dir, as_json):
+def evict(
+    older_than, unused_since, max_size, module, function, key, device, cache_dir, remote, as_json
+):
     """Evict the entries every given filter matches, then shrink to --max-size."""
     where = EntryFilter(older_than, unused_since, module, function, key, device)
     if not where and max_size is None:
         raise click.UsageError("give at least one filter (or use 'specialize cache clear')")
-    gone = Cache(cache_dir).evict(where, max_size=max_size)
+    if remote is not None:
+        if older_than is not None or unused_since is not None or max_size is not None:
+            raise click.UsageError("--remote takes only --module, --function, --key and --device")
+        try:
+            gone = _with_remote(cache_dir, remote).evict_remote(where)
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from None
+    else:
+        gone = Cache(cache_dir).evict(where, max_size=max_size)
     if as_json:
         print_json({"evicted": gone})
         return
@@ -199,12 +242,23 @@ def clear(yes, cache_dir):
 @cache.command()
 @click.option("--repair", is_flag=True, help="Drop what is damaged and rebuild missing sources.")
 @cache_dir_option
+@click.option(
+    "--remote",
+    default=None,
+    metavar="URL",
+    help="Check the shared remote tier at URL instead (--repair removes what fails).",
+)
 @json_option
-def verify(repair, cache_dir, as_json):
+def verify(repair, cache_dir, remote, as_json):
     """Check every row, preimage, plan and kernel source; exit 1 if problems remain."""
-    c = Cache(cache_dir)
-    report = c.verify(repair=repair)
-    remaining = c.verify()["problems"] if repair else report["problems"]
+    if remote is not None:
+        c = _with_remote(cache_dir, remote)
+        check = c.verify_remote
+    else:
+        c = Cache(cache_dir)
+        check = c.verify
+    report = check(repair=repair)
+    remaining = check()["problems"] if repair else report["problems"]
     if as_json:
         print_json({**report, "remaining": remaining})
     else:
