@@ -2,7 +2,7 @@
 long each takes to its first forward+backward of a cold `mix2` (a function whose module imports
 slangpy's Slang library, the slow case to compile).
 
-    python benchmarks/cluster.py [--device cuda] [--nodes 8] [--repeat 3]
+    python benchmarks/cluster.py [--device cuda] [--nodes 8] [--repeat 3] [--warm-jobs 16]
 
 Each round starts a fresh redis-server and fresh local caches, then times:
 - all cold: one node with no remote tier, which is what every node pays without one;
@@ -11,6 +11,10 @@ Each round starts a fresh redis-server and fresh local caches, then times:
 - after: one more node starting once they are done, served by the remote tier.
 Each time runs from "torch ready" (after ``import torch``, CUDA start-up and torch's own first
 backward) to the node's first forward+backward result; medians over the rounds.
+
+With ``--warm-jobs J``, also the 24-specialization manifest of ``warm_jobs.py``: the wall time
+of one ``specialize warm --jobs J`` alone, against two at once with separate local caches
+sharing one server (the slower of the two), which split the manifest between them.
 
 The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
 spared type resolution and code generation only, and still compiles the shared sources through
@@ -32,6 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from redis_server import RedisServer  # noqa: E402  (the tests' real redis-server)
+from warm_jobs import manifest  # noqa: E402
 
 NODE = """
 import json, sys, time
@@ -101,6 +106,34 @@ def one_round(kind: str, nodes: int) -> dict[str, float]:
     }
 
 
+def warm_run(work: Path, name: str, jobs: int, kind: str, remote: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "SLANGSPEC_REMOTE"}
+    if remote:
+        env["SLANGSPEC_REMOTE"] = remote
+    command = [sys.executable, "-m", "slangspec", "warm", str(manifest(work)), "--jobs", str(jobs)]
+    command += ["--cache-dir", str(work / name), "--device", kind, "--json"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def warm_round(kind: str, jobs: int) -> dict[str, float]:
+    """Seconds of one warm run alone, and of the slower of two sharing one server."""
+    work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
+    start = time.perf_counter()
+    if warm_run(work, "alone", jobs, kind, "").wait() != 0:
+        raise RuntimeError("a warm run failed")
+    alone = time.perf_counter() - start
+    server = RedisServer(work / "redis").start()
+    try:
+        start = time.perf_counter()
+        procs = [warm_run(work, f"node{i}", jobs, kind, server.url) for i in range(2)]
+        if any(p.wait() != 0 for p in procs):
+            raise RuntimeError("a warm run failed")
+        together = time.perf_counter() - start
+    finally:
+        server.stop()
+    return {"alone": alone, "two sharing": together}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -108,6 +141,7 @@ def main() -> None:
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warm-jobs", type=int, default=None, help="also time the warm manifest")
     args = p.parse_args()
     kind = args.device or os.environ.get("SLANGSPEC_DEVICE") or "vulkan"
     rounds = []
@@ -128,6 +162,15 @@ def main() -> None:
         f"after: a remote hit            {med['after'] * 1e3:9.1f} ms "
         f"(1/{med['all cold'] / med['after']:.0f} of all cold)"
     )
+    if args.warm_jobs:
+        warms = [warm_round(kind, args.warm_jobs) for _ in range(args.repeat)]
+        alone = statistics.median(w["alone"] for w in warms)
+        shared = statistics.median(w["two sharing"] for w in warms)
+        print(f"warm --jobs {args.warm_jobs}, one alone          {alone:9.1f} s")
+        print(
+            f"warm --jobs {args.warm_jobs}, two sharing a server {shared:9.1f} s "
+            f"({shared / alone:.2f} of one alone)"
+        )
 
 
 if __name__ == "__main__":

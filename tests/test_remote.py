@@ -318,3 +318,29 @@ def test_ls_evict_and_verify_act_on_the_remote(tmp_path, redis_server):
     assert len(gone["evicted"]) == 1
     assert entries(redis_server) == []
     assert list(redis_server.client().scan_iter(PREFIX + "blob:*")) == []
+
+
+def test_publishing_keeps_the_kernels_another_machine_published_meanwhile(
+    tmp_path, redis_server, monkeypatch, tdev
+):
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
+    a = torch.ones(1, device=tdev, requires_grad=True)
+    x = torch.ones(7, device=tdev, requires_grad=True)
+    first = load(tmp_path / "first", redis_server)
+    signature = first.poly.signature(a, x)
+    first.poly.warm(signature, ["10"])
+    # Built at the same time elsewhere, without seeing the first: then published.
+    second = slangspec.load(
+        HERE / "shaders" / "cached.slang",
+        include_paths=[HERE / "slang_lib"],
+        cache_dir=tmp_path / "second",
+    )
+    second.poly.warm(signature, ["01"])
+    url = redis_server.url
+    pushed = specialize(
+        "cache", "push", "--remote", url, "--cache-dir", tmp_path / "second", "--json"
+    )
+    assert pushed == {"entries": 1, "skipped": 0}
+    (listed,) = specialize("cache", "ls", "--remote", url, "--json")
+    assert listed["kernels"] == ["01", "10", "forward"]
+    assert specialize("cache", "verify", "--remote", url, "--json")["problems"] == []

@@ -47,6 +47,9 @@ OPERATION_TIMEOUT_S = 2.0
 QUIET_AFTER_FAILURE_S = 30.0
 """How long a process leaves a server alone after a call to it failed."""
 _FAILED = object()
+_RACED = object()
+PUBLISH_ATTEMPTS = 5
+"""How often a publisher merges again when another one wrote the same entry meanwhile."""
 lease_waits: list[float] = []
 """Seconds each wait on another machine's lease took in this process, for tests and benchmarks."""
 PUBLISHED = ("preimage", "plan", "kernels", "binaries")
@@ -160,8 +163,9 @@ class RemoteTier:
         """The shared part of the entry under ``key`` and the blobs it names, each checked
         (see the module's description); None when there is none, or it is refused."""
         raw = self._call(lambda r: r.get(PREFIX + "entry:" + key))
-        if raw is None:
-            return None
+        return None if raw is None else self._checked(key, raw)
+
+    def _checked(self, key: str, raw: bytes) -> tuple[dict[str, Any], dict[str, bytes]] | None:
         try:
             stored = json.loads(raw)
             entry = {part: stored["entry"][part] for part in PUBLISHED}
@@ -169,14 +173,12 @@ class RemoteTier:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self.warn("garbled", f"holds an entry {key[:12]} that does not decode ({exc})")
             return None
-        found = self._call(
-            lambda r: r.mget([PREFIX + "blob:" + n for n in wanted]) if wanted else []
-        )
+        keys = [PREFIX + "blob:" + n for n in wanted]
+        found = self._call(lambda r: r.mget(keys) if keys else [])
         if found is None:
             return None
         blobs = dict(zip(wanted, found, strict=True))
-        missing = [n for n, data in blobs.items() if data is None]
-        if missing:
+        if any(data is None for data in blobs.values()):
             return None  # evicted by the server since: a miss
         damaged = [n for n, data in blobs.items() if not names(n, data)]
         if damaged:
@@ -191,25 +193,39 @@ class RemoteTier:
         return entry, blobs
 
     def publish(self, key: str, entry: dict[str, Any], blobs: dict[str, bytes]) -> None:
-        """Share an entry: its blobs first, then the entry, signed when a secret is set."""
+        """Share an entry: its blobs first, then the entry, signed when a secret is set. The
+        kernels of an entry another machine published under the same key meanwhile are kept
+        (when they pass the same checks a reader makes)."""
         if not self.writable:
             return
-        shared = {part: entry[part] for part in PUBLISHED if part in entry}
-        shared.setdefault("binaries", {})
-        stored: dict[str, Any] = {"entry": shared}
-        wanted = sorted(_blob_names(shared))
-        if self.settings.secret is not None:
-            stored["signature"] = sign(self.settings.secret, shared, (blobs[n] for n in wanted))
-
-        def write(r: Any) -> None:
-            pipe = r.pipeline(transaction=False)
-            for name in wanted:
-                # Written even when present: a damaged copy there is replaced.
-                pipe.set(PREFIX + "blob:" + name, blobs[name])
-            pipe.execute()
-            r.set(PREFIX + "entry:" + key, canonical(stored))
-
-        self._call(write)
+        ours = {part: entry[part] for part in PUBLISHED if part in entry}
+        ours.setdefault("binaries", {})
+        entry_key = PREFIX + "entry:" + key
+        for _ in range(PUBLISH_ATTEMPTS):
+            before = self._call(lambda r: r.get(entry_key), _FAILED)
+            if before is _FAILED:
+                return
+            shared, every_blob = ours, blobs
+            theirs = None if before is None else self._checked(key, before)
+            if theirs is not None and theirs[0]["preimage"] == ours["preimage"]:
+                shared = {
+                    **ours,
+                    "kernels": {**theirs[0]["kernels"], **ours["kernels"]},
+                    "binaries": {**theirs[0]["binaries"], **ours["binaries"]},
+                }
+                every_blob = {**theirs[1], **blobs}
+            stored: dict[str, Any] = {"entry": shared}
+            if self.settings.secret is not None:
+                wanted = sorted(_blob_names(shared))
+                signature = sign(self.settings.secret, shared, (every_blob[n] for n in wanted))
+                stored["signature"] = signature
+            data = canonical(stored)
+            written = self._call(
+                lambda r, before=before, data=data: _write(r, entry_key, before, blobs, data),
+                _FAILED,
+            )
+            if written is not _RACED:
+                return
 
     def fact(self, name: str) -> dict[str, Any] | None:
         """A fact about inputs that a process noted for others (which functions a module has,
@@ -386,6 +402,30 @@ _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
 return 0
 """
+
+
+def _write(
+    client: Any, entry_key: str, before: bytes | None, blobs: dict[str, bytes], data: bytes
+) -> object | None:
+    """Write ``blobs`` (even present ones: a damaged copy is replaced), then the entry, unless
+    it changed since it read ``before``; ``_RACED`` when it did."""
+    import redis
+
+    pipe = client.pipeline(transaction=False)
+    for name, blob in blobs.items():
+        pipe.set(PREFIX + "blob:" + name, blob)
+    pipe.execute()
+    with client.pipeline() as pipe:
+        try:
+            pipe.watch(entry_key)
+            if pipe.get(entry_key) != before:
+                return _RACED
+            pipe.multi()
+            pipe.set(entry_key, data)
+            pipe.execute()
+        except redis.WatchError:
+            return _RACED
+    return None
 
 
 def _subscribed(client: Any, channel: str) -> Any:
