@@ -344,3 +344,11 @@ def test_publishing_keeps_the_kernels_another_machine_published_meanwhile(
     (listed,) = specialize("cache", "ls", "--remote", url, "--json")
     assert listed["kernels"] == ["01", "10", "forward"]
     assert specialize("cache", "verify", "--remote", url, "--json")["problems"] == []
+
+
+def test_a_warm_process_with_local_answers_never_asks_the_server(tmp_path, redis_server, tdev):
+    poly_checked(load(tmp_path / "c", redis_server), tdev)
+    redis_server.stop()  # any call to it now would warn that it cannot be used
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        poly_checked(load(tmp_path / "c", redis_server), tdev)

@@ -360,18 +360,19 @@ class Cache:
     def count_miss(self) -> None:
         self.disk.count(MISSES)
 
-    def functions(self, key: str) -> dict[str, bool | dict[str, Any]]:
+    def functions(self, key: str, name: str | None = None) -> dict[str, bool | dict[str, Any]]:
         """Function names of the module whose contents ``key`` hashes, as reflection found
         them: False for those it lacks, the plain-data description of those it has (True when
-        it has one undescribed); a name not there is unknown. Looked up on the remote tier
-        too, where this process has no local record."""
+        it has one undescribed); a name not there is unknown. When this cache does not know
+        ``name`` (or, without one, always), the remote tier is asked too: a warm process with a
+        local answer never waits on the server."""
         known = self.disk.functions(key)
-        if self.remote is not None:
+        if self.remote is not None and (name is None or name not in known):
             shared = self.remote.fact("functions:" + key) or {}
-            for name, value in shared.items():
-                if name not in known and isinstance(value, bool | dict):
-                    known[name] = value
-                    self.disk.note_function(key, name, value)
+            for found, value in shared.items():
+                if found not in known and isinstance(value, bool | dict):
+                    known[found] = value
+                    self.disk.note_function(key, found, value)
         return known
 
     def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:

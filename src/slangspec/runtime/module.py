@@ -142,7 +142,7 @@ class Module:
         """What the cache remembers of function ``name`` for this very module content (else
         what reflection finds, remembered): False when the module lacks it, its description
         when it has one, True when it has one that cannot be described (an overload set)."""
-        known = self.cache.functions(self.functions_key).get(name)
+        known = self.cache.functions(self.functions_key, name).get(name)
         if isinstance(known, dict):
             try:
                 return FunctionInfo.from_json(known)
