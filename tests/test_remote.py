@@ -352,3 +352,14 @@ def test_a_warm_process_with_local_answers_never_asks_the_server(tmp_path, redis
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
         poly_checked(load(tmp_path / "c", redis_server), tdev)
+
+
+def test_what_comes_from_the_server_counts_against_the_local_bound(tmp_path, redis_server):
+    assert run(tmp_path / "built", "--signatures", "10", env=remote_env(redis_server))["ok"]
+    built = slangspec.Cache(tmp_path / "built")
+    bound = int(0.7 * sum(built.disk.measure().values()))
+    env = remote_env(redis_server, SLANGSPEC_CACHE_SIZE=str(bound))
+    assert run(tmp_path / "small", "--signatures", "10", env=env)["ok"]
+    small = slangspec.Cache(tmp_path / "small")
+    assert sum(small.disk.measure().values()) <= bound
+    assert 0 < len(small.entries()) < 10

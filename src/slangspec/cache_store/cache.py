@@ -167,7 +167,9 @@ class Cache:
                 f"preimage {key}", f"holds entry {key[:12]} built from another preimage"
             )
             return None
-        return self._install(key, shared, blobs, local)
+        entry = self._install(key, shared, blobs, local)
+        self.enforce_bound()  # what came from the server counts against this cache's bound
+        return entry
 
     def _install(
         self,
