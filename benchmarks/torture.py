@@ -38,6 +38,7 @@ import threading
 import time
 import zlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -163,12 +164,14 @@ KINDS = {
 }
 
 
-def damaged(cache_root: Path, trials: int, rng: random.Random) -> Counter[str]:
-    counts: Counter[str] = Counter()
+def damaged(cache_root: Path, trials: int, rng: random.Random, processes: int) -> Counter[str]:
+    """Damage is drawn in order (the seed decides it); the fresh processes then run
+    ``processes`` at a time, each on its own copy."""
     template = cache_root / "template"
     if outcome(worker(template, "--signatures", "3")) != "ok":
         raise RuntimeError("could not fill the template cache")
     kinds = [k for k, files in KINDS.items() if files(template)] + ["part"]
+    cases: list[tuple[Path, str]] = []
     for i in range(trials):
         cache = cache_root / f"damaged-{i}"
         shutil.copytree(template, cache)
@@ -181,9 +184,16 @@ def damaged(cache_root: Path, trials: int, rng: random.Random) -> Counter[str]:
             how = rng.choice(["flip", "truncate", "delete", "garbage", "directory"])
             for path in rng.sample(KINDS[kind](cache), k=max(1, len(KINDS[kind](cache)) // 2)):
                 _damage(path, how, rng)
-        counts[outcome(worker(cache, "--signatures", "3"), f"{kind} {how}")] += 1
+        cases.append((cache, f"{kind} {how}"))
+
+    def trial(case: tuple[Path, str]) -> str:
+        cache, what = case
+        result = outcome(worker(cache, "--signatures", "3"), what)
         shutil.rmtree(cache, ignore_errors=True)
-    return counts
+        return result
+
+    with ThreadPoolExecutor(max(1, processes)) as pool:
+        return Counter(pool.map(trial, cases))
 
 
 def _junk(rng: random.Random, tdev: str):
@@ -388,7 +398,10 @@ def main() -> None:
         what = f"{worst:.1f} s at most, of which {waited:.2f} s waiting on the dead one's lease"
         done(f"a process SIGKILLed while building, then a fresh one ({what})", counts)
     if "damaged" in wanted:
-        done("a file of every kind damaged, then a fresh process", damaged(root, n["damaged"], rng))
+        done(
+            f"a file of every kind damaged, then a fresh process ({args.processes} at a time)",
+            damaged(root, n["damaged"], rng, args.processes),
+        )
     if "fuzzed" in wanted:
         done(
             "fuzzed calls (right result, or TypeError/ValueError naming the function)",
