@@ -9,6 +9,8 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
+import time
 import warnings
 import zlib
 from pathlib import Path
@@ -528,3 +530,35 @@ def test_a_warm_process_knows_its_functions_without_reflecting(tmp_path):
         [sys.executable, "-c", code, str(cache), here], capture_output=True, text=True, timeout=120
     )
     assert out.stdout.split()[-2:] == ["False", "True"], out.stderr[-2000:]
+
+
+def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(tmp_path):
+    from slangspec.cache_store.disk import LOCK, DiskTier
+
+    (tmp_path / "c").mkdir()
+    holder, waiter = DiskTier(tmp_path / "c"), DiskTier(tmp_path / "c")
+    landed, all_waiting = threading.Event(), threading.Event()
+    looked: set[int] = set()
+    held: list[bool] = []
+
+    def done() -> bool:
+        if not landed.is_set():
+            looked.add(threading.get_ident())
+            if len(looked) == 4:
+                all_waiting.set()
+        return landed.is_set()
+
+    def wait() -> None:
+        with waiter.lease("k", done, 30):
+            held.append(waiter._read(LOCK + "k") is not None)
+
+    with holder.lease("k", lambda: False, 30):
+        threads = [threading.Thread(target=wait) for _ in range(4)]
+        for t in threads:
+            t.start()
+        assert all_waiting.wait(30)
+        time.sleep(0.5)  # from looking to waiting on the lease takes each of them far less
+        landed.set()
+    for t in threads:
+        t.join(30)
+    assert held == [False] * 4, "a woken waiter took the lease instead of the result"

@@ -4,7 +4,9 @@ breaks a call."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 import warnings
 
@@ -13,7 +15,7 @@ import torch
 
 import slangspec
 from slangspec.cache_store import CacheWarning
-from slangspec.cache_store.remote import PREFIX
+from slangspec.cache_store.remote import PREFIX, RemoteTier, remote_settings
 from slangspec.counts import compile_counts
 from workers import HERE, report, run, worker
 
@@ -356,10 +358,43 @@ def test_a_warm_process_with_local_answers_never_asks_the_server(tmp_path, redis
 
 def test_what_comes_from_the_server_counts_against_the_local_bound(tmp_path, redis_server):
     assert run(tmp_path / "built", "--signatures", "10", env=remote_env(redis_server))["ok"]
-    built = slangspec.Cache(tmp_path / "built")
-    bound = int(0.7 * sum(built.disk.measure().values()))
+    # What a cache served from the server holds: on CUDA, cubins without Slang's own caches.
+    assert run(tmp_path / "served", "--signatures", "10", env=remote_env(redis_server))["ok"]
+    served = slangspec.Cache(tmp_path / "served")
+    bound = int(0.7 * sum(served.disk.measure().values()))
     env = remote_env(redis_server, SLANGSPEC_CACHE_SIZE=str(bound))
     assert run(tmp_path / "small", "--signatures", "10", env=env)["ok"]
     small = slangspec.Cache(tmp_path / "small")
     assert sum(small.disk.measure().values()) <= bound
     assert 0 < len(small.entries()) < 10
+
+
+def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(redis_server):
+    landed, all_waiting = threading.Event(), threading.Event()
+    looked: set[int] = set()
+    held: list[bool] = []
+    client = redis_server.client()
+
+    def done() -> bool:
+        if not landed.is_set():
+            looked.add(threading.get_ident())
+            if len(looked) == 4:
+                all_waiting.set()
+        return landed.is_set()
+
+    def wait() -> None:
+        waiter = RemoteTier(remote_settings(redis_server.url))
+        with waiter.lease("k", done, 30, contextlib.nullcontext):
+            held.append(bool(client.exists(PREFIX + "lease:k")))
+
+    holder = RemoteTier(remote_settings(redis_server.url))
+    with holder.lease("k", lambda: False, 30, contextlib.nullcontext):
+        threads = [threading.Thread(target=wait) for _ in range(4)]
+        for t in threads:
+            t.start()
+        assert all_waiting.wait(30)
+        time.sleep(0.5)  # from looking to waiting on the lease takes each of them far less
+        landed.set()
+    for t in threads:
+        t.join(30)
+    assert held == [False] * 4, "a woken waiter took the lease instead of the result"

@@ -448,8 +448,9 @@ class DiskTier:
         token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
         delay = 0.01
         start = time.monotonic()
-        while not self._call("add", LOCK + name, token, expire=seconds, fallback=True):
-            if done():
+        # The result first: waiters that see it together must not take the lease in turns.
+        while not done():
+            if self._call("add", LOCK + name, token, expire=seconds, fallback=True):
                 break
             holder = self._read(LOCK + name)
             if _dead(holder):

@@ -360,6 +360,10 @@ class RemoteTier:
         start = time.monotonic()
         try:
             while True:
+                # The result first: waiters woken together must not take the lease in turns.
+                if done():
+                    yield
+                    return
                 taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
                 if taken is _FAILED:
                     with local():
@@ -367,9 +371,6 @@ class RemoteTier:
                     return
                 if taken:
                     break
-                if done():
-                    yield
-                    return
                 with contextlib.suppress(Exception):
                     waiter.get_message(timeout=min(1.0, seconds))
         finally:
