@@ -54,12 +54,20 @@ m = slangspec.load(sys.argv[4], device=kind, cache_dir=cache, remote=remote or N
 a = torch.randn(4096, device=dev, requires_grad=True)
 b = torch.randn(4096, device=dev, requires_grad=True)
 y = m.mix2(a, b, slangspec.grid((4096,)))
+if dev == "cuda":
+    torch.cuda.synchronize()
+forward = time.perf_counter() - start
 y.backward(torch.ones_like(y))
 if dev == "cuda":
     torch.cuda.synchronize()
 seconds = time.perf_counter() - start
 ok = torch.allclose(a.grad, b.detach() + 1) and torch.allclose(b.grad, a.detach())
-print(json.dumps({"seconds": seconds, "ok": bool(ok), "counts": dict(compile_counts)}))
+from slangspec.cache_store import disk, remote
+print(json.dumps({
+    "seconds": seconds, "forward": forward, "ok": bool(ok), "counts": dict(compile_counts),
+    "waits": [round(w, 3) for w in disk.lease_waits + remote.lease_waits],
+    "slangpy": "slangpy" in sys.modules,
+}))
 """
 
 
@@ -96,6 +104,8 @@ def one_round(kind: str, nodes: int) -> dict[str, float]:
         server.stop()
     compiled = [r for r in results if r["counts"].get("specialize", 0)]
     others = [r["seconds"] for r in results if not r["counts"].get("specialize", 0)]
+    for r in sorted(results, key=lambda r: r["seconds"]):
+        print(f"  node: {json.dumps(r)}")
     return {
         "all cold": cold,
         "compiled": len(compiled),
