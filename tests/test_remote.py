@@ -398,3 +398,34 @@ def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(redis_ser
     for t in threads:
         t.join(30)
     assert held == [False] * 4, "a woken waiter took the lease instead of the result"
+
+
+def test_a_cuda_node_waits_for_another_machines_reflection_instead_of_its_own(
+    tmp_path, redis_server, kind
+):
+    if kind != "cuda":
+        pytest.skip("elsewhere a node compiles what it fetches through Slang, so it reflects")
+    env = remote_env(redis_server)
+    assert run(tmp_path / "first", "--signatures", "1", env=env)["ok"]
+    client = redis_server.client()
+    # As if another machine were reflecting the module now: its functions not yet noted.
+    (fact,) = client.keys(PREFIX + "fact:functions:*")
+    noted = client.get(fact)
+    client.delete(fact)
+    lease = "functions:" + fact.decode().rsplit(":", 1)[1] + ":poly"
+    client.set(PREFIX + "lease:" + lease, "elsewhere", px=60_000)
+    node = worker(tmp_path / "second", "--signatures", "1", env=env)
+    deadline = time.monotonic() + 120
+    while not dict(client.pubsub_numsub(PREFIX + "landed:" + lease)).get(
+        (PREFIX + "landed:" + lease).encode()
+    ):
+        assert node.poll() is None, "the node went on without waiting for the reflection"
+        assert time.monotonic() < deadline, "the node never waited for the reflection"
+        time.sleep(0.05)
+    client.set(fact, noted)
+    client.delete(PREFIX + "lease:" + lease)
+    client.publish(PREFIX + "landed:" + lease, "elsewhere")
+    second = report(node)
+    assert second["ok"]
+    assert "front_end" not in second["counts"] and "specialize" not in second["counts"]
+    assert not second["slangpy_imported"]

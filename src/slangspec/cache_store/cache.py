@@ -446,6 +446,17 @@ class Cache:
             )
         return self.tiers[-1].lease(name, done, seconds)
 
+    def remote_lease(
+        self, name: str, done: Callable[[], bool]
+    ) -> contextlib.AbstractContextManager[None]:
+        """The lease ``name`` on the remote tier when this process publishes there, for work
+        that machines sharing it need done once; else no lease (processes of one machine do
+        such work each on their own)."""
+        if self.remote is not None and self.remote.writable:
+            nothing = contextlib.nullcontext
+            return self.remote.lease(name, done, lease_seconds(), nothing)
+        return contextlib.nullcontext()
+
     def leased_remotely(self, name: str) -> bool:
         """Whether the compile lease ``name`` is held on the remote tier (by any process of any
         machine), so that work elsewhere can come first."""

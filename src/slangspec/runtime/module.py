@@ -8,6 +8,7 @@ whose kernels and function descriptions are all cached never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -142,16 +143,33 @@ class Module:
         """What the cache remembers of function ``name`` for this very module content (else
         what reflection finds, remembered): False when the module lacks it, its description
         when it has one, True when it has one that cannot be described (an overload set)."""
+        known = self._remembered(name)
+        if known is None:
+            # CUDA machines sharing a remote tier reflect a module once, as they build a key
+            # once: one served cubins never starts Slang. Elsewhere each compiles what it
+            # fetches, through Slang, and waiting would only delay it.
+            lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if self.device_kind == "cuda":
+                name_of_lease = f"functions:{self.functions_key}:{name}"
+                lease = self.cache.remote_lease(
+                    name_of_lease, lambda: self._remembered(name) is not None
+                )
+            with lease:
+                known = self._remembered(name)
+                if known is None:
+                    known = self._reflect(name)
+                    remembered = known.to_json() if isinstance(known, FunctionInfo) else known
+                    self.cache.note_function(self.functions_key, name, remembered)
+        return known
+
+    def _remembered(self, name: str) -> bool | FunctionInfo | None:
+        """What the cache remembers of function ``name``; None when nothing usable."""
         known = self.cache.functions(self.functions_key, name).get(name)
         if isinstance(known, dict):
             try:
                 return FunctionInfo.from_json(known)
             except (TypeError, KeyError, ValueError):
-                known = None
-        if known is None:
-            known = self._reflect(name)
-            remembered = known.to_json() if isinstance(known, FunctionInfo) else known
-            self.cache.note_function(self.functions_key, name, remembered)
+                return None
         return known
 
     def _reflect(self, name: str) -> bool | FunctionInfo:
