@@ -14,7 +14,8 @@ backward) to the node's first forward+backward result; medians over the rounds.
 
 With ``--warm-jobs J``, also the 24-specialization manifest of ``warm_jobs.py``: the wall time
 of one ``specialize warm --jobs J`` alone, against two at once with separate local caches
-sharing one server (the slower of the two), which split the manifest between them.
+sharing one server (the slower of the two), which split the manifest between them. Where the
+host has 2·J cores, each run is held to J of its own, as on two machines.
 
 The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
 spared type resolution and code generation only, and still compiles the shared sources through
@@ -116,26 +117,43 @@ def one_round(kind: str, nodes: int) -> dict[str, float]:
     }
 
 
-def warm_run(work: Path, name: str, jobs: int, kind: str, remote: str) -> subprocess.Popen:
+def machine_cores(i: int, jobs: int) -> set[int] | None:
+    """The CPU cores of simulated machine ``i``: its own ``jobs`` of this host's, when the
+    host has enough for two; else None (the machines share every core)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2 * jobs:
+        return None
+    return set(cores[i * jobs : (i + 1) * jobs])
+
+
+def warm_run(
+    work: Path, name: str, jobs: int, kind: str, remote: str, cores: set[int] | None
+) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "SLANGSPEC_REMOTE"}
     if remote:
         env["SLANGSPEC_REMOTE"] = remote
     command = [sys.executable, "-m", "slangspec", "warm", str(manifest(work)), "--jobs", str(jobs)]
     command += ["--cache-dir", str(work / name), "--device", kind, "--json"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    pin = None if cores is None else lambda: os.sched_setaffinity(0, cores)
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=pin
+    )
 
 
 def warm_round(kind: str, jobs: int) -> dict[str, float]:
     """Seconds of one warm run alone, and of the slower of two sharing one server."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
     start = time.perf_counter()
-    if warm_run(work, "alone", jobs, kind, "").wait() != 0:
+    if warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)).wait() != 0:
         raise RuntimeError("a warm run failed")
     alone = time.perf_counter() - start
     server = RedisServer(work / "redis").start()
     try:
         start = time.perf_counter()
-        procs = [warm_run(work, f"node{i}", jobs, kind, server.url) for i in range(2)]
+        procs = [
+            warm_run(work, f"node{i}", jobs, kind, server.url, machine_cores(i, jobs))
+            for i in range(2)
+        ]
         if any(p.wait() != 0 for p in procs):
             raise RuntimeError("a warm run failed")
         together = time.perf_counter() - start
