@@ -4,8 +4,10 @@
     python benchmarks/dispatch.py [--device cuda] [--json results.json]
 
 Measures, after warm-up, the mean wall time per call (host and device; synchronized at the end
-of each timed batch) of a forward call and of forward+backward, at 1 and 1M elements, for an
-elementwise polynomial and a grid-indexed IDiffTensor function. The implementations take turns
+of each timed batch) of a forward call, of forward+backward with a ready cotangent, and of a
+training step (gradients cleared, output summed, backward; beside an autograd node that
+launches nothing, the floor), at 1 and 1M elements, for an elementwise polynomial and a
+grid-indexed IDiffTensor function. The implementations take turns
 over five rounds and each one's best batch counts, so drift in the machine's speed hits all
 alike. slangpy takes torch tensors only on CUDA (it crashes on CPU tensors), so on Vulkan only
 slangspec and torch are measured.
@@ -87,6 +89,30 @@ def cases(n: int, tdev: str):
     ]
 
 
+class _Floor(torch.autograd.Function):
+    """An autograd node that allocates its output and gradients and launches nothing: the
+    least any autograd integration costs per step."""
+
+    @staticmethod
+    def forward(ctx, a, x, *rest):
+        ctx.rest = len(rest)
+        return torch.empty_like(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.empty_like(grad), torch.empty_like(grad), *([None] * ctx.rest)
+
+
+def floor(a, x, *rest):
+    return _Floor.apply(a, x, *rest)
+
+
+MODES = ("forward", "forward+backward", "training step")
+"""forward: under no_grad; forward+backward: a ready cotangent; training step: gradients
+cleared, the output reduced with ``sum`` and backpropagated, as a training loop does (the
+cotangent torch then hands over is expanded from one element)."""
+
+
 def run(device_kind: str | None) -> list[dict]:
     m = slangspec.load(
         HERE / "bench.slang",
@@ -104,17 +130,23 @@ def run(device_kind: str | None) -> list[dict]:
                 import slangpy as spy
 
                 impls["slangpy"] = (getattr(spy_module, name), spy.grid((n,)))
-            for mode in ("forward", "forward+backward"):
+            for mode in MODES:
                 calls = {}
-                for impl, (fn, grid) in impls.items():
+                chosen = {**impls, "floor": (floor, None)} if mode == "training step" else impls
+                for impl, (fn, grid) in chosen.items():
                     call_args = tuple(grid if a == "grid" else a for a in args)
 
-                    def call(fn=fn, call_args=call_args, mode=mode, cot=cot):
+                    def call(fn=fn, call_args=call_args, mode=mode, cot=cot, args=args):
                         if mode == "forward":
                             with torch.no_grad():
                                 return fn(*call_args)
                         out = fn(*call_args)
-                        out.backward(cot)
+                        if mode == "training step":
+                            for t in args[:2]:
+                                t.grad = None
+                            out.sum().backward()
+                        else:
+                            out.backward(cot)
                         return out
 
                     calls[impl] = call
@@ -144,15 +176,17 @@ def main() -> None:
     has_spy = "slangpy" in rows[0]
     head = f"{'function':8s} {'elements':>9s} {'mode':17s} {'slangspec':>11s}"
     head += f" {'slangpy':>11s} {'ratio':>6s}" if has_spy else ""
-    print(head + f" {'torch':>11s}")
+    print(head + f" {'torch':>11s} {'/torch':>6s} {'floor':>11s}")
     for r in rows:
         line = f"{r['function']:8s} {r['elements']:9d} {r['mode']:17s}"
         line += f" {r['slangspec'] * 1e6:9.1f}us"
         if has_spy:
             line += f" {r['slangpy'] * 1e6:9.1f}us {r['slangspec'] / r['slangpy']:6.2f}"
-        print(line + f" {r['torch'] * 1e6:9.1f}us")
+        line += f" {r['torch'] * 1e6:9.1f}us {r['slangspec'] / r['torch']:6.2f}"
+        print(line + (f" {r['floor'] * 1e6:9.1f}us" if "floor" in r else ""))
     if has_spy:
         print("ratio = slangspec / slangpy (below 1: slangspec is faster)")
+    print("/torch = slangspec / torch; floor: an autograd node that launches nothing")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -158,6 +158,42 @@ def test_non_contiguous_inputs(ops, tdev):
     check_parity(ops.poly, lambda a, x: a * x * x + 3 * a, [a, x])
 
 
+def cotangents(shape, tdev):
+    """Cotangents of ``shape`` laid out as torch hands them to a backward: contiguous, expanded
+    from one element (what ``sum`` gives), transposed, and sliced with a step."""
+    rows, cols = shape
+    return {
+        "contiguous": torch.randn(rows, cols, device=tdev),
+        "expanded": torch.randn(1, device=tdev).expand(rows, cols),
+        "transposed": torch.randn(cols, rows, device=tdev).t(),
+        "sliced": torch.randn(rows, 2 * cols, device=tdev)[:, ::2],
+        "broadcast row": torch.randn(cols, device=tdev).expand(rows, cols),
+    }
+
+
+CASES = {
+    "poly": (2, (6, 7), lambda a, x: a * x * x + 3 * a),
+    "f3": (3, (6, 7), lambda a, b, c: a * b + torch.sin(c) * a + b * c * c),
+    "scale3": (1, (6, 3), lambda v: v * 1.5 + torch.tensor([1.5, 0.0, 1.0], device=v.device)),
+}
+
+
+@pytest.mark.parametrize(
+    "layout", ["contiguous", "expanded", "transposed", "sliced", "broadcast row"]
+)
+@pytest.mark.parametrize("function", sorted(CASES))
+def test_backward_takes_cotangents_of_any_layout(ops, tdev, layout, function):
+    arity, shape, torch_fn = CASES[function]
+    inputs = [leaf(*shape, tdev=tdev) for _ in range(arity)]
+    twins = [t.detach().clone().requires_grad_(True) for t in inputs]
+    out = ops.scale3(*inputs, 1.5) if function == "scale3" else getattr(ops, function)(*inputs)
+    cot = cotangents(shape, tdev)[layout]
+    out.backward(cot)
+    torch_fn(*twins).backward(cot)
+    for got, want in zip(inputs, twins, strict=True):
+        torch.testing.assert_close(got.grad, want.grad, **F32)
+
+
 def test_float16(ops, tdev):
     check_parity(
         ops.hpoly,

@@ -148,8 +148,15 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
             w.line(f"var p{i} = diffPair({value});")
             value = f"p{i}"
         passed.append(value)
+    # The cotangent is read in place, at its own strides: torch often hands an expanded one
+    # (stride 0, from a sum) or a transposed or sliced one.
+    rank = plan.call_rank
     w.params.append(f"uniform {SLANG[r.scalar].storage}* _dout")
-    loads = [f"_dout[_tid.x * {r.width} + {k}]" for k in range(r.width)] or ["_dout[_tid.x]"]
+    if rank or r.width:
+        w.params.append(f"uniform int _dout_st[{rank + (1 if r.width else 0)}]")
+    terms = [f"_idx[{d}] * _dout_st[{d}]" for d in range(rank)]
+    w.line(f"int _od = {' + '.join(terms) if terms else '0'};")
+    loads = [f"_dout[_od + {k} * _dout_st[{rank}]]" for k in range(r.width)] or ["_dout[_od]"]
     w.line(f"{r.slang_type} _d = {r.slang_type}({', '.join(loads)});")
     w.line(f"bwd_diff({plan.function})({', '.join([*passed, '_d'])});")
     for i, a in enumerate(plan.args):

@@ -220,7 +220,12 @@ class Specialization:
             call_shape = self.call_shape(args)
             self.check_size(args, call_shape)
         kw, tensor_grads = self._bind(bind, args, call_shape, mask)
-        kw["_dout"] = bind.read(grad_out.contiguous())[0]
+        # Read in place at its strides, unless one is past what a 32-bit index reaches.
+        if max(grad_out.stride(), default=0) > _MAX_EXTENT:
+            grad_out = grad_out.contiguous()
+        kw["_dout"], dout_strides = bind.read(grad_out)
+        if dout_strides:
+            kw["_dout_st"] = dout_strides
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:
