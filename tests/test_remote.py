@@ -269,8 +269,9 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
     assert "no remote tier: pass --remote URL or set SLANGSPEC_REMOTE" in result.output
 
 
+@pytest.mark.parametrize("held", ["compile lease", "warm claim"])
 def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
-    tmp_path, redis_server, monkeypatch
+    tmp_path, redis_server, monkeypatch, held
 ):
     from slangspec.warm import parse_manifest, warm
 
@@ -289,8 +290,9 @@ masks = "none"
     items = parse_manifest(manifest)
     m = load(tmp_path / "c", redis_server)
     busy = m.poly.cache_key(items[0].signature)
-    # Another machine holds the first item's lease for two more seconds.
-    redis_server.client().set(PREFIX + "lease:" + busy, "elsewhere", px=2000)
+    # Another machine compiles the first item, or warms it, for two more seconds.
+    name = busy if held == "compile lease" else "warm:" + busy
+    redis_server.client().set(PREFIX + "lease:" + name, "elsewhere", px=2000)
     order: list[str] = []
     results = warm(
         items, cache_dir=str(tmp_path / "c"), progress=lambda r: order.append(r.item.signature)
@@ -366,7 +368,8 @@ def test_what_comes_from_the_server_counts_against_the_local_bound(tmp_path, red
     assert run(tmp_path / "small", "--signatures", "10", env=env)["ok"]
     small = slangspec.Cache(tmp_path / "small")
     assert sum(small.disk.measure().values()) <= bound
-    assert 0 < len(small.entries()) < 10
+    # How many stay depends on what the index takes beside them: with small cubins, none may.
+    assert len(small.entries()) < 10
 
 
 def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(redis_server):

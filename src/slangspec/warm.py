@@ -269,16 +269,20 @@ def warm_one(
     item: WarmItem, device: str | None, cache_dir: str | None, dry_run: bool, defer: bool = False
 ) -> WarmResult:
     """Build (or, with ``dry_run``, only check) one item; failures are results, not raises.
-    With ``defer``, an item another process holds the remote compile lease of is left for
-    later ("deferred")."""
+    With ``defer``, an item that another process sharing the remote tier is warming (it
+    claimed it first) or compiling (it holds its compile lease) is left for later
+    ("deferred")."""
     try:
         fn = getattr(module_for(item, device, cache_dir), item.function)
-        if defer and not dry_run and fn.leased_elsewhere(item.signature):
-            return WarmResult(item, "deferred", "another process is building it")
         if dry_run:
             missing = fn.missing(item.signature, item.masks)
             return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
-        return WarmResult(item, fn.warm(item.signature, item.masks))
+        if not defer:
+            return WarmResult(item, fn.warm(item.signature, item.masks))
+        with fn.claimed(item.signature) as ours:
+            if not ours or fn.leased_elsewhere(item.signature):
+                return WarmResult(item, "deferred", "another process is building it")
+            return WarmResult(item, fn.warm(item.signature, item.masks))
     except Exception as exc:  # reported per item; the run goes on
         return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
 

@@ -457,6 +457,14 @@ class Cache:
             return self.remote.lease(name, done, lease_seconds(), nothing)
         return contextlib.nullcontext()
 
+    def claim(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """Try once, without waiting, to take the lease ``name`` on the remote tier when this
+        process publishes there: the block sees whether it holds it (always True without
+        such a tier), so machines can share out work instead of waiting on each other."""
+        if self.remote is not None and self.remote.writable:
+            return self.remote.claim(name, lease_seconds())
+        return contextlib.nullcontext(True)
+
     def leased_remotely(self, name: str) -> bool:
         """Whether the compile lease ``name`` is held on the remote tier (by any process of any
         machine), so that work elsewhere can come first."""

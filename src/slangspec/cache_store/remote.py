@@ -377,6 +377,28 @@ class RemoteTier:
             lease_waits.append(time.monotonic() - start)
             with contextlib.suppress(Exception):
                 waiter.close()
+        with self._holding(key, token, seconds, channel):
+            yield
+
+    @contextlib.contextmanager
+    def claim(self, name: str, seconds: float) -> Iterator[bool]:
+        """Try once to take the lease ``name``: within the block, True while this process holds
+        it (renewed, and let go at the end) or works without a usable server; False when
+        another holds it."""
+        key = PREFIX + "lease:" + name
+        token = uuid.uuid4().hex
+        ms = int(seconds * 1000)
+        taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
+        if not taken or taken is _FAILED:
+            yield taken is _FAILED
+            return
+        with self._holding(key, token, seconds, PREFIX + "landed:" + name):
+            yield True
+
+    @contextlib.contextmanager
+    def _holding(self, key: str, token: str, seconds: float, channel: str) -> Iterator[None]:
+        """Keep the lease ``key`` this process took with ``token`` for the block, then let go
+        and wake its waiters."""
         stop = threading.Event()
         renewer = threading.Thread(
             target=self._renew, args=(key, token, seconds, stop), daemon=True

@@ -296,6 +296,11 @@ class Function:
         """Whether a process holds the remote compile lease of this specialization now."""
         return self.module.cache.leased_remotely(self.cache_key(signature))
 
+    def claimed(self, signature: str) -> contextlib.AbstractContextManager[bool]:
+        """Claim this specialization's warming on the remote tier, without waiting (see
+        ``Cache.claim``): True within the block unless another process has claimed it."""
+        return self.module.cache.claim("warm:" + self.cache_key(signature))
+
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
         nothing; every mask the plan can need when ``masks`` is None."""
