@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -140,12 +141,23 @@ def warm_run(
     )
 
 
-def warm_round(kind: str, jobs: int) -> dict[str, float]:
-    """Seconds of one warm run alone, and of the slower of two sharing one server."""
+def finished(proc: subprocess.Popen) -> dict[str, int]:
+    """How many items of a warm run ended in each status."""
+    out, err = proc.communicate(timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"a warm run failed ({proc.returncode}):\n{err.decode()[-3000:]}")
+    statuses: dict[str, int] = {}
+    for result in json.loads(out):
+        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+    return statuses
+
+
+def warm_round(kind: str, jobs: int) -> dict[str, Any]:
+    """Seconds of one warm run alone, and of the slower of two sharing one server, with how
+    many items each of the two built."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
     start = time.perf_counter()
-    if warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)).wait() != 0:
-        raise RuntimeError("a warm run failed")
+    finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
     alone = time.perf_counter() - start
     server = RedisServer(work / "redis").start()
     try:
@@ -154,12 +166,11 @@ def warm_round(kind: str, jobs: int) -> dict[str, float]:
             warm_run(work, f"node{i}", jobs, kind, server.url, machine_cores(i, jobs))
             for i in range(2)
         ]
-        if any(p.wait() != 0 for p in procs):
-            raise RuntimeError("a warm run failed")
+        built = [finished(p).get("built", 0) for p in procs]
         together = time.perf_counter() - start
     finally:
         server.stop()
-    return {"alone": alone, "two sharing": together}
+    return {"alone": alone, "two sharing": together, "built by each": built}
 
 
 def main() -> None:
@@ -191,7 +202,10 @@ def main() -> None:
         f"(1/{med['all cold'] / med['after']:.0f} of all cold)"
     )
     if args.warm_jobs:
-        warms = [warm_round(kind, args.warm_jobs) for _ in range(args.repeat)]
+        warms = []
+        for _ in range(args.repeat):
+            warms.append(warm_round(kind, args.warm_jobs))
+            print(f"warm round {len(warms)}: {json.dumps(warms[-1])}", flush=True)
         alone = statistics.median(w["alone"] for w in warms)
         shared = statistics.median(w["two sharing"] for w in warms)
         print(f"warm --jobs {args.warm_jobs}, one alone          {alone:9.1f} s")
