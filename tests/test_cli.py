@@ -390,3 +390,22 @@ def test_import_slangspec_imports_neither_torch_nor_slangpy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_json_output_holds_only_json_when_native_code_prints(tmp_path):
+    # slangpy's logger prints its warnings on stdout (on CUDA: every device it opens).
+    code = (
+        "import os\n"
+        "from slangspec import Cache\n"
+        "stats = Cache.stats\n"
+        "def noisy(self):\n"
+        "    os.write(1, b'[WARN] what native code prints\\n')\n"
+        "    return stats(self)\n"
+        "Cache.stats = noisy\n"
+        "from slangspec.cli import main\n"
+        f"main(['cache', 'stats', '--json', '--cache-dir', {str(tmp_path / 'c')!r}])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["entries"] == 0
+    assert "[WARN] what native code prints" in out.stderr

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -31,7 +34,48 @@ cache_dir_option = click.option(
     default=None,
     help="Cache directory (default: SLANGSPEC_CACHE_DIR, else the user cache directory).",
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+_json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json``; with it, what native code prints while the command runs goes to stderr
+    (slangpy's logger prints its warnings on stdout), so stdout holds the JSON alone."""
+
+    @functools.wraps(command)
+    def run(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        if not as_json:
+            return command(*args, as_json=as_json, **kwargs)
+        with _native_stdout_to_stderr():
+            return command(*args, as_json=as_json, **kwargs)
+
+    return _json_flag(run)
+
+
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr for the block, and ``sys.stdout`` at a copy of the
+    old one; nothing changes where ``sys.stdout`` is not descriptor 1 (a test's capture)."""
+    try:
+        real = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        real = False
+    if not real:
+        yield
+        return
+    stdout = sys.stdout
+    stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(saved, "w", encoding=stdout.encoding, closefd=False)  # noqa: SIM115
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 remote_option = click.option(
     "--remote",
     default=None,
