@@ -9,8 +9,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import threading
-import time
 import warnings
 import zlib
 from pathlib import Path
@@ -21,7 +19,7 @@ import torch
 import slangspec
 from slangspec import preimage, toolchain
 from slangspec.cache_store import key_of, location
-from workers import load, report, run, worker
+from workers import held_by_woken_waiters, load, report, run, worker
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -537,28 +535,9 @@ def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(tmp_path)
 
     (tmp_path / "c").mkdir()
     holder, waiter = DiskTier(tmp_path / "c"), DiskTier(tmp_path / "c")
-    landed, all_waiting = threading.Event(), threading.Event()
-    looked: set[int] = set()
-    held: list[bool] = []
-
-    def done() -> bool:
-        if not landed.is_set():
-            looked.add(threading.get_ident())
-            if len(looked) == 4:
-                all_waiting.set()
-        return landed.is_set()
-
-    def wait() -> None:
-        with waiter.lease("k", done, 30):
-            held.append(waiter._read(LOCK + "k") is not None)
-
-    with holder.lease("k", lambda: False, 30):
-        threads = [threading.Thread(target=wait) for _ in range(4)]
-        for t in threads:
-            t.start()
-        assert all_waiting.wait(30)
-        time.sleep(0.5)  # from looking to waiting on the lease takes each of them far less
-        landed.set()
-    for t in threads:
-        t.join(30)
+    held = held_by_woken_waiters(
+        lambda: holder.lease("k", lambda: False, 30),
+        lambda done: waiter.lease("k", done, 30),
+        lambda: waiter._read(LOCK + "k") is not None,
+    )
     assert held == [False] * 4, "a woken waiter took the lease instead of the result"

@@ -17,7 +17,7 @@ import slangspec
 from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.remote import PREFIX, RemoteTier, remote_settings
 from slangspec.counts import compile_counts
-from workers import HERE, report, run, worker
+from workers import HERE, held_by_woken_waiters, report, run, worker
 
 
 def remote_env(server, **more: str) -> dict[str, str]:
@@ -208,7 +208,6 @@ def test_a_killed_lease_holder_is_taken_over_after_the_lease(tmp_path, redis_ser
 
 @pytest.mark.parametrize("fault", ["flushed", "restarted"])
 def test_a_server_flushed_or_restarted_mid_run_leaves_results_right(tmp_path, redis_server, fault):
-    import threading
 
     stop = threading.Event()
 
@@ -373,33 +372,14 @@ def test_what_comes_from_the_server_counts_against_the_local_bound(tmp_path, red
 
 
 def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(redis_server):
-    landed, all_waiting = threading.Event(), threading.Event()
-    looked: set[int] = set()
-    held: list[bool] = []
-    client = redis_server.client()
-
-    def done() -> bool:
-        if not landed.is_set():
-            looked.add(threading.get_ident())
-            if len(looked) == 4:
-                all_waiting.set()
-        return landed.is_set()
-
-    def wait() -> None:
-        waiter = RemoteTier(remote_settings(redis_server.url))
-        with waiter.lease("k", done, 30, contextlib.nullcontext):
-            held.append(bool(client.exists(PREFIX + "lease:k")))
-
     holder = RemoteTier(remote_settings(redis_server.url))
-    with holder.lease("k", lambda: False, 30, contextlib.nullcontext):
-        threads = [threading.Thread(target=wait) for _ in range(4)]
-        for t in threads:
-            t.start()
-        assert all_waiting.wait(30)
-        time.sleep(0.5)  # from looking to waiting on the lease takes each of them far less
-        landed.set()
-    for t in threads:
-        t.join(30)
+    waiter = RemoteTier(remote_settings(redis_server.url))
+    client = redis_server.client()
+    held = held_by_woken_waiters(
+        lambda: holder.lease("k", lambda: False, 30, contextlib.nullcontext),
+        lambda done: waiter.lease("k", done, 30, contextlib.nullcontext),
+        lambda: bool(client.exists(PREFIX + "lease:k")),
+    )
     assert held == [False] * 4, "a woken waiter took the lease instead of the result"
 
 

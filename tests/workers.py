@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import slangspec
@@ -40,3 +44,39 @@ def load(cache_dir):
     return slangspec.load(
         SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=cache_dir
     )
+
+
+def held_by_woken_waiters(
+    hold: Callable[[], contextlib.AbstractContextManager[None]],
+    wait: Callable[[Callable[[], bool]], contextlib.AbstractContextManager[None]],
+    held_now: Callable[[], bool],
+    waiters: int = 4,
+) -> list[bool]:
+    """Hold a lease (``hold()``) while ``waiters`` threads wait on it (``wait(done)``) until
+    each has looked for the result; then land the result and let go. Returns, per waiter,
+    whether the lease was held (``held_now()``) inside its block."""
+    landed, all_waiting = threading.Event(), threading.Event()
+    looked: set[int] = set()
+    held: list[bool] = []
+
+    def done() -> bool:
+        if not landed.is_set():
+            looked.add(threading.get_ident())
+            if len(looked) == waiters:
+                all_waiting.set()
+        return landed.is_set()
+
+    def waiter() -> None:
+        with wait(done):
+            held.append(held_now())
+
+    with hold():
+        threads = [threading.Thread(target=waiter) for _ in range(waiters)]
+        for t in threads:
+            t.start()
+        assert all_waiting.wait(30)
+        time.sleep(0.5)  # from looking to waiting on the lease takes each of them far less
+        landed.set()
+    for t in threads:
+        t.join(30)
+    return held

@@ -255,14 +255,9 @@ class Cache:
             if shared is None:
                 out.append({"key": key, "damaged": True})
                 continue
-            pre = shared["preimage"]
             out.append(
                 {
-                    "key": key,
-                    "module": pre["module"],
-                    "function": pre["function"],
-                    "signature": pre["signature"],
-                    "device": pre["device"]["kind"],
+                    **report.described(key, shared["preimage"]),
                     "kernels": sorted(shared["kernels"]),
                     "binaries": sorted(shared["binaries"]),
                 }

@@ -11,6 +11,18 @@ from .keys import key_of
 from .policy import EntryFilter, rows
 
 
+def described(key: str, preimage: dict[str, Any]) -> dict[str, Any]:
+    """What a listing says of every entry: its key, and the module, function, signature and
+    device kind its preimage names."""
+    return {
+        "key": key,
+        "module": preimage["module"],
+        "function": preimage["function"],
+        "signature": preimage["signature"],
+        "device": preimage["device"]["kind"],
+    }
+
+
 def entries(tier: DiskTier, where: EntryFilter | None = None) -> list[dict[str, Any]]:
     """One dict per entry ``where`` matches, most recently used first; a damaged row is listed
     as ``{"key": ..., "damaged": True}``."""
@@ -28,11 +40,7 @@ def entries(tier: DiskTier, where: EntryFilter | None = None) -> list[dict[str, 
         size = sum(p.stat().st_size for p in files if p.exists())
         out.append(
             {
-                "key": key,
-                "module": pre["module"],
-                "function": pre["function"],
-                "signature": pre["signature"],
-                "device": pre["device"]["kind"],
+                **described(key, pre),
                 "adapter": pre["device"]["adapter"],
                 "kernels": sorted(row["kernels"]),
                 "size": size + len(row["plan"]),

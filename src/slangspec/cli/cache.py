@@ -8,6 +8,8 @@ builder, and only when they run; the others import neither torch nor slangpy.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -68,45 +70,35 @@ def ls(module, function, device, cache_dir, remote, as_json):
         if as_json:
             print_json(listed)
             return
-        print_table(
-            ["key", "module", "function", "signature", "device", "kernels"],
-            [
-                (e["key"][:12], "(damaged)", "", "", "", "")
-                if "damaged" in e
-                else (
-                    e["key"][:12],
-                    e["module"],
-                    e["function"],
-                    call_arguments(e["signature"]),
-                    e["device"],
-                    ", ".join(e["kernels"]),
-                )
-                for e in listed
-            ],
-        )
+        _entry_table(listed, ["kernels"], lambda e: (", ".join(e["kernels"]),))
         return
     entries = Cache(cache_dir).entries(where)
     if as_json:
         print_json(entries)
         return
-    print_table(
-        ["key", "module", "function", "signature", "device", "size", "hits", "last used"],
-        [
-            (e["key"][:12], "(damaged)", "", "", "", "", "", "")
-            if "damaged" in e
-            else (
-                e["key"][:12],
-                e["module"],
-                e["function"],
-                call_arguments(e["signature"]),
-                e["device"],
-                human_bytes(e["size"]),
-                e["hits"],
-                ago(e["last_used"]),
-            )
-            for e in entries
-        ],
+    _entry_table(
+        entries,
+        ["size", "hits", "last used"],
+        lambda e: (human_bytes(e["size"]), e["hits"], ago(e["last_used"])),
     )
+
+
+def _entry_table(
+    entries: list[dict[str, Any]],
+    more_columns: list[str],
+    more: Callable[[dict[str, Any]], tuple[Any, ...]],
+) -> None:
+    """A table of entries: key and what each preimage says, then ``more_columns`` filled by
+    ``more``; a damaged entry shows its key and blanks."""
+    headers = ["key", "module", "function", "signature", "device", *more_columns]
+    rows = []
+    for e in entries:
+        if "damaged" in e:
+            rows.append((e["key"][:12], "(damaged)", *[""] * (len(headers) - 2)))
+            continue
+        said = (e["module"], e["function"], call_arguments(e["signature"]), e["device"])
+        rows.append((e["key"][:12], *said, *more(e)))
+    print_table(headers, rows)
 
 
 @cache.command()
