@@ -15,7 +15,7 @@ run dispatch-side-stream python3 benchmarks/dispatch.py --device cuda --side-str
 run startup python3 benchmarks/startup.py --device cuda --repeat 3 --json "$out/startup.json"
 run startup-whole python3 benchmarks/startup.py --whole --device cuda --repeat 5
 run driver-launch python3 benchmarks/driver_launch.py
-run cluster python3 benchmarks/cluster.py --device cuda --nodes 8 --repeat 3 --warm-jobs 16
+run cluster python3 benchmarks/cluster.py --device cuda --nodes 8 --repeat 3 --warm-jobs 8
 run breakdown python3 benchmarks/dispatch_breakdown.py --device cuda
 run phases python3 benchmarks/first_call_phases.py --device cuda
 run warm-jobs python3 benchmarks/warm_jobs.py --device cuda --jobs 1 4 8 16
