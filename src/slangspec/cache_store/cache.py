@@ -198,12 +198,10 @@ class Cache:
             raise ValueError("no remote tier this process may write to (see SLANGSPEC_REMOTE)")
         pushed = skipped = 0
         for key, row in rows(self.disk):
-            blobs = {} if row is None else {n: self.disk.read_blob(n) for n in blobs_of(row)}
-            if row is None or None in blobs.values():
+            if self._publish_row(key, row):
+                pushed += 1
+            else:
                 skipped += 1
-                continue
-            self.remote.publish(key, row, blobs)
-            pushed += 1
         for key in self.disk.function_keys():
             self.remote.note_fact("functions:" + key, self.disk.functions(key))
         return {"entries": pushed, "skipped": skipped}
@@ -225,8 +223,7 @@ class Cache:
                 counts["refused"] += 1
                 continue
             shared, blobs = found
-            described = {"preimage": shared["preimage"], "meta": {"created": now, "last_used": now}}
-            if where is not None and not where.matches(key, described, now):
+            if not _remote_matches(where, key, shared, now):
                 continue
             self._install(key, shared, blobs)
             counts["pulled"] += 1
@@ -244,13 +241,7 @@ class Cache:
         now = time.time()
         out: list[dict[str, Any]] = []
         for key, shared in self.remote.listing():
-            described = None
-            if shared is not None:
-                described = {
-                    "preimage": shared["preimage"],
-                    "meta": {"created": now, "last_used": now},
-                }
-            if where is not None and not where.matches(key, described, now):
+            if not _remote_matches(where, key, shared, now):
                 continue
             if shared is None:
                 out.append({"key": key, "damaged": True})
@@ -304,11 +295,17 @@ class Cache:
         if self.remote is None or not self.remote.writable:
             return
         row = self.disk.get(key)
-        if not intact(row):
-            return
-        blobs = {name: self.disk.read_blob(name) for name in blobs_of(row)}
-        if None not in blobs.values():
-            self.remote.publish(key, row, blobs)
+        if intact(row):
+            self._publish_row(key, row)
+
+    def _publish_row(self, key: str, row: dict[str, Any] | None) -> bool:
+        """Publish a local row with its blobs; False, publishing nothing, when it is not whole."""
+        assert self.remote is not None
+        blobs = {} if row is None else {n: self.disk.read_blob(n) for n in blobs_of(row)}
+        if row is None or None in blobs.values():
+            return False
+        self.remote.publish(key, row, blobs)
+        return True
 
     def insert(
         self,
@@ -543,3 +540,16 @@ class Cache:
                 self.shader_cache().discard()
                 report["repaired"] += 1
         return report
+
+
+def _remote_matches(
+    where: EntryFilter | None, key: str, shared: dict[str, Any] | None, now: float
+) -> bool:
+    """Whether a remote entry (None: one that does not decode) passes ``where``: the server
+    keeps no times, so only module, function, key and device filters can tell."""
+    if where is None:
+        return True
+    if shared is None:
+        return where.matches(key, None, now)
+    row = {"preimage": shared["preimage"], "meta": {"created": now, "last_used": now}}
+    return where.matches(key, row, now)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .entry import blobs_of
 from .keys import canonical, names
 from .location import CacheWarning
 from .signing import MIN_SECRET_BYTES, sign, signed
@@ -458,8 +459,8 @@ def _subscribed(client: Any, channel: str) -> Any:
 
 
 def _blob_names(entry: dict[str, Any]) -> set[str]:
-    found = set(entry["kernels"].values())
-    found.update(b["file"] for b in entry.get("binaries", {}).values())
+    """``blobs_of`` for an entry read from the server, whose names may not even be strings."""
+    found = blobs_of(entry)
     if not all(isinstance(n, str) for n in found):
         raise TypeError("blob names are not strings")
     return found
