@@ -43,22 +43,25 @@ def test_the_runtime_imports_without_slangpy():
     assert "slangspec.runtime.module" in done.stdout
 
 
-def test_a_warm_cuda_process_never_imports_slangpy(tmp_path, kind):
+@pytest.fixture
+def warm_cuda_cache(tmp_path, kind):
+    """A cache a cold CUDA process filled with three signatures."""
     if kind != "cuda":
         pytest.skip("a Vulkan process dispatches through slangpy")
     cache = tmp_path / "cache"
     assert run(cache, "--signatures", "3")["ok"]
-    warm = run(cache, "--signatures", "3", "--block-slangpy")
+    return cache
+
+
+def test_a_warm_cuda_process_never_imports_slangpy(warm_cuda_cache):
+    warm = run(warm_cuda_cache, "--signatures", "3", "--block-slangpy")
     assert warm["ok"]
     assert warm["slangpy_imported"] is False
     assert warm["counts"] == {}
 
 
-def test_a_miss_without_slangpy_names_what_was_missing(tmp_path, kind):
-    if kind != "cuda":
-        pytest.skip("a Vulkan process dispatches through slangpy")
-    cache = tmp_path / "cache"
-    assert run(cache, "--signatures", "3")["ok"]
+def test_a_miss_without_slangpy_names_what_was_missing(warm_cuda_cache):
+    cache = warm_cuda_cache
     proc = worker(cache, "--signatures", "4", "--block-slangpy")
     _, err = proc.communicate(timeout=300)
     assert proc.returncode != 0
