@@ -99,18 +99,25 @@ def tensor_signature(t: torch.Tensor) -> str:
     layout is in the key so that only strided tensors, checked on a miss, ever hit."""
     grad = t.requires_grad and torch.is_grad_enabled()
     key = (t.shape, t.dtype, grad, t.layout)
-    sig = _tensor_cache.get(key)
+    try:
+        sig = _tensor_cache.get(key)
+    except TypeError:  # sizes torch is tracing symbolically do not hash
+        return _tensor_form(t, grad)
     if sig is None:
-        if t.layout != torch.strided:
-            layout = str(t.layout).removeprefix("torch.").strip("_")
-            raise TypeError(f"cannot pass a {layout} tensor; expected a strided (dense) tensor")
-        if t.dtype not in NUMBER_OF_DTYPE:
-            dtype = str(t.dtype).removeprefix("torch.")
-            raise TypeError(f"cannot pass a {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
-        sig = format_arg(TensorForm(t.dim(), t.dtype, grad, extent_classes(t.shape)))
+        sig = _tensor_form(t, grad)
         if len(_tensor_cache) < 4096:
             _tensor_cache[key] = sig
     return sig
+
+
+def _tensor_form(t: torch.Tensor, grad: bool) -> str:
+    if t.layout != torch.strided:
+        layout = str(t.layout).removeprefix("torch.").strip("_")
+        raise TypeError(f"cannot pass a {layout} tensor; expected a strided (dense) tensor")
+    if t.dtype not in NUMBER_OF_DTYPE:
+        dtype = str(t.dtype).removeprefix("torch.")
+        raise TypeError(f"cannot pass a {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
+    return format_arg(TensorForm(t.dim(), t.dtype, grad, extent_classes(t.shape)))
 
 
 def signature(value: Any) -> str:

@@ -9,6 +9,7 @@ whose kernels and function descriptions are all cached never imports it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -100,6 +101,7 @@ class Module:
         """Keys what the cache remembers of which functions this module's content has."""
         self.builder = Builder(self)
         self._functions: dict[str, Function] = {}
+        self._traced_functions: dict[str, Function] = {}
 
     def __repr__(self) -> str:
         return f"<slangspec.Module {self.name} on {self.device_kind}>"
@@ -132,12 +134,31 @@ class Module:
             raise AttributeError(name)
         fn = self._functions.get(name)
         if fn is None:
-            with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
-                known = self._known(name)
-            if known is False:
-                raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
-            fn = self._functions[name] = Function(self, name)
+            if torch.compiler.is_compiling():
+                # Looking a function up reads the cache; a graph can hold only its outcome.
+                from . import traced
+
+                return functools.partial(traced.traced_call, self._operator_for(name))
+            fn = self._functions[name] = self._function(name)
         return fn
+
+    @torch._dynamo.assume_constant_result
+    def _operator_for(self, name: str) -> str:
+        """The operator name of function ``name``, for a graph torch is compiling (which
+        guards on ``_functions``, so this leaves it alone)."""
+        from . import traced
+
+        fn = self._functions.get(name) or self._traced_functions.get(name)
+        if fn is None:
+            fn = self._traced_functions[name] = self._function(name)
+        return traced.operator_name(fn)
+
+    def _function(self, name: str) -> Function:
+        with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
+            known = self._known(name)
+        if known is False:
+            raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
+        return Function(self, name)
 
     def _known(self, name: str) -> bool | FunctionInfo:
         """What the cache remembers of function ``name`` for this very module content (else
@@ -240,6 +261,7 @@ class Function:
         self.id = f"{module.name}::{name}"
         self._info: FunctionInfo | None = None
         self._specs: dict[str, Specialization] = {}
+        self.operator_name: str | None = None
 
     def __repr__(self) -> str:
         return f"<slangspec.Function {self.id}>"
@@ -331,6 +353,8 @@ class Function:
         return spec
 
     def __call__(self, *args: Any) -> torch.Tensor | None:
+        if torch.compiler.is_compiling():
+            return self._traced(args)
         try:
             signature = call_signature(self.id, args)
         except ArgumentError as exc:
@@ -343,6 +367,18 @@ class Function:
                 torch.from_numpy(a).to(device) if isinstance(a, np.ndarray) else a for a in args
             )
         return spec(args)
+
+    def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
+        """This call as a torch operator, for a graph torch is compiling."""
+        from . import traced
+
+        return traced.traced_call(self._operator(), *args)
+
+    @torch._dynamo.assume_constant_result
+    def _operator(self) -> str:
+        from . import traced
+
+        return traced.operator_name(self)
 
 
 def load(

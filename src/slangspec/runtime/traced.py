@@ -1,0 +1,236 @@
+"""slangspec calls as torch operators, for code that torch.compile traces.
+
+Eager calls go straight to a specialization's kernels. While torch traces, a call becomes one
+of two custom operators instead, so that a compiled graph holds it without a break:
+
+- ``slangspec::call`` returns the function's result;
+- ``slangspec::call_writing`` returns nothing and is declared to write its tensors (a function
+  whose result is what it writes into ``IRWTensor``/``IWTensor`` arguments).
+
+Both take the call's arguments flattened into lists torch can describe (``pack``): the tensors,
+whether each took part in autograd when the call was traced, the other arguments' kinds, and
+their values. Each operator's fake implementation works the result's shape and dtype out of the
+specialization plan, running nothing; autograd runs ``slangspec::call_backward``, which picks
+the backward kernel of the call's grad mask as eager mode does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..signatures import call_signature, grid
+from .specialization import Specialization, _broadcast
+
+if TYPE_CHECKING:
+    from .module import Function
+
+_functions: dict[str, Function] = {}
+_numbers = itertools.count()
+
+
+def operator_name(fn: Function) -> str:
+    """The name the operators know ``fn`` by in this process."""
+    if fn.operator_name is None:
+        fn.operator_name = f"{fn.id}#{next(_numbers)}"
+        _functions[fn.operator_name] = fn
+    return fn.operator_name
+
+
+@torch._dynamo.assume_constant_result
+def returns_nothing(name: str) -> bool:
+    return _functions[name].info.returns.kind == "void"
+
+
+def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
+    """The call's arguments as operator inputs: tensors, their grad flags, one kind letter per
+    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank), floats, ints
+    (grid extents among them)."""
+    tensors: list[torch.Tensor] = []
+    grads: list[bool] = []
+    kinds: list[str] = []
+    floats: list[float] = []
+    ints: list[int] = []
+    grad_mode = torch.is_grad_enabled()
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            grads.append(a.requires_grad and grad_mode)
+            kinds.append("t")
+        elif isinstance(a, bool):
+            ints.append(int(a))
+            kinds.append("b")
+        elif isinstance(a, int):
+            ints.append(a)
+            kinds.append("i")
+        elif isinstance(a, float):
+            floats.append(a)
+            kinds.append("f")
+        elif isinstance(a, grid):
+            ints.extend(a.shape)
+            kinds.append(f"g{len(a.shape)}")
+        else:
+            raise TypeError(
+                f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
+                "a torch tensor, Python float/int/bool or slangspec.grid"
+            )
+    return tensors, grads, ",".join(kinds), floats, ints
+
+
+def unpack(
+    tensors: Sequence[torch.Tensor], kinds: str, floats: Sequence[float], ints: Sequence[int]
+) -> list[Any]:
+    args: list[Any] = []
+    t, f, i = iter(tensors), iter(floats), iter(ints)
+    for kind in kinds.split(",") if kinds else ():
+        if kind == "t":
+            args.append(next(t))
+        elif kind == "f":
+            args.append(next(f))
+        elif kind == "i":
+            args.append(next(i))
+        elif kind == "b":
+            args.append(bool(next(i)))
+        else:
+            args.append(grid([next(i) for _ in range(int(kind[1:]))]))
+    return args
+
+
+def _signature(fn: Function, args: list[Any], grads: Sequence[bool]) -> str:
+    """The call signature the traced call had: its tensors' grad flags as they were then."""
+    flagged = list(args)
+    with torch.enable_grad():
+        g = iter(grads)
+        for k, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and next(g):
+                flagged[k] = a.detach().requires_grad_(True)
+            elif isinstance(a, torch.Tensor):
+                flagged[k] = a.detach()
+        return call_signature(fn.id, flagged)
+
+
+def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:
+    fn = _functions[name]
+    signature = _signature(fn, args, grads)
+    return fn._specs.get(signature) or fn._specialize(signature)
+
+
+def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Tensor:
+    """An empty tensor of the result's shape, dtype and device, from the plan alone."""
+    fn = _functions[name]
+    plan = fn.plan_for_signature(_signature(fn, args, grads))
+    shapes = [
+        args[i].shape[: a.call_dims] for i, a in enumerate(plan.args) if a.kind == "elementwise"
+    ]
+    shapes += [args[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
+    r = plan.returns
+    if r is None:
+        raise TypeError(f"{fn.id} returns nothing; it is called through slangspec::call_writing")
+    tail = (r.width,) if r.width else ()
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    device = device or fn.module.torch_device
+    return torch.empty(_broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
+
+
+@torch.library.custom_op("slangspec::call", mutates_args=())
+def call(
+    name: str,
+    tensors: list[torch.Tensor],
+    grads: list[bool],
+    kinds: str,
+    floats: list[float],
+    ints: list[int],
+) -> torch.Tensor:
+    args = unpack(tensors, kinds, floats, ints)
+    out = _specialization(name, args, grads).forward(args)
+    assert out is not None
+    return out
+
+
+@call.register_fake
+def _(name, tensors, grads, kinds, floats, ints):
+    return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
+
+
+@torch.library.custom_op("slangspec::call_writing", mutates_args=("tensors",))
+def call_writing(
+    name: str,
+    tensors: list[torch.Tensor],
+    grads: list[bool],
+    kinds: str,
+    floats: list[float],
+    ints: list[int],
+) -> None:
+    args = unpack(tensors, kinds, floats, ints)
+    _specialization(name, args, grads).forward(args)
+
+
+@call_writing.register_fake
+def _(name, tensors, grads, kinds, floats, ints):
+    return None
+
+
+@torch.library.custom_op("slangspec::call_backward", mutates_args=())
+def call_backward(
+    name: str,
+    tensors: list[torch.Tensor],
+    grads: list[bool],
+    kinds: str,
+    floats: list[float],
+    ints: list[int],
+    grad_out: torch.Tensor,
+) -> list[torch.Tensor]:
+    """Gradients of the tensors whose grad flag is set, in order."""
+    args = unpack(tensors, kinds, floats, ints)
+    spec = _specialization(name, args, grads)
+    mask = ["0"] * len(args)
+    positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    for k, g in zip(positions, grads, strict=True):
+        if g and spec.plan.args[k].grad:
+            mask[k] = "1"
+    computed = spec.backward(args, grad_out, "".join(mask)) if "1" in mask else [None] * len(args)
+    return [
+        computed[k] if computed[k] is not None else torch.zeros_like(args[k])
+        for k, g in zip(positions, grads, strict=True)
+        if g
+    ]
+
+
+@call_backward.register_fake
+def _(name, tensors, grads, kinds, floats, ints, grad_out):
+    return [torch.empty_like(t) for t, g in zip(tensors, grads, strict=True) if g]
+
+
+def _setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    name, tensors, grads, kinds, floats, ints = inputs
+    ctx.save_for_backward(*tensors)
+    ctx.call = (name, grads, kinds, floats, ints)
+
+
+def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
+    name, grads, kinds, floats, ints = ctx.call
+    tensors = list(ctx.saved_tensors)
+    computed = iter(call_backward(name, tensors, grads, kinds, floats, ints, grad_out))
+    tensor_grads = [next(computed) if g else None for g in grads]
+    # Shaped as the inputs: torch takes lists of tensors apart, and empty lists, but
+    # holds any other list whole.
+    return None, tensor_grads, None, None, _none_like(floats), _none_like(ints)
+
+
+def _none_like(values: list) -> list | None:
+    return [] if not values else None
+
+
+call.register_autograd(_backward, setup_context=_setup)
+
+
+def traced_call(name: str, *args: Any) -> torch.Tensor | None:
+    """The function ``name`` names, called on ``args`` as an operator torch can trace."""
+    tensors, grads, kinds, floats, ints = pack(args)
+    if returns_nothing(name):
+        call_writing(name, tensors, grads, kinds, floats, ints)
+        return None
+    return call(name, tensors, grads, kinds, floats, ints)

@@ -1,0 +1,122 @@
+"""slangspec calls inside torch.compile: no graph break, and eager mode's results and gradients."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+from slangspec.counts import compile_counts
+
+SHADERS = Path(__file__).parent / "shaders"
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture(scope="module")
+def ops(cache_dir):
+    return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+
+
+def leaf(*shape, tdev, grad=True):
+    return torch.randn(*shape, device=tdev).requires_grad_(grad)
+
+
+def outputs_and_grads(fn, inputs):
+    """``fn``'s output and each input's gradient after backpropagating a fixed cotangent."""
+    twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    out = fn(*twins)
+    torch.manual_seed(1)
+    out.backward(torch.randn_like(out))
+    return out.detach(), [t.grad for t in twins]
+
+
+def assert_same(eager, compiled):
+    torch.testing.assert_close(compiled[0], eager[0], **TOL)
+    for e, c in zip(eager[1], compiled[1], strict=True):
+        if e is None:
+            assert c is None
+        else:
+            torch.testing.assert_close(c, e, **TOL)
+
+
+def model(ops, tdev):
+    """torch layers around elementwise, vector, grid-indexed IDiffTensor and frozen-input
+    slangspec calls."""
+    layer = torch.nn.Linear(4, 4, device=tdev)
+    frozen = torch.randn(4, 4, device=tdev)
+
+    def run(x, b, c):
+        h = layer(x)  # (N, 4)
+        y = ops.f3(h, b, c)
+        v = ops.scale3(y[:, :3], 2.0)  # (N, 3) as N float3
+        n = v.shape[0]
+        z = ops.mix2(v[:, 0].contiguous(), v[:, 1].contiguous(), slangspec.grid((n,)))
+        w = ops.gather2d(h[:4], frozen, slangspec.grid((4, 4)))
+        return z.sum() + w.sum() + torch.tanh(y).mean()
+
+    return run
+
+
+def test_a_model_mixing_torch_and_slangspec_compiles_without_a_graph_break(ops, tdev):
+    run = model(ops, tdev)
+    inputs = [leaf(6, 4, tdev=tdev), leaf(6, 4, tdev=tdev), leaf(6, 4, tdev=tdev, grad=False)]
+    explained = torch._dynamo.explain(run)(*inputs)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    compiled = torch.compile(run, fullgraph=True)
+    assert_same(outputs_and_grads(run, inputs), outputs_and_grads(compiled, inputs))
+
+
+@pytest.mark.parametrize("mask", ["".join(m) for m in itertools.product("01", repeat=3)])
+def test_fullgraph_matches_eager_under_every_grad_mask(ops, tdev, mask):
+    def f(a, b, c):
+        return ops.f3(a, b, c) * 2
+
+    inputs = [leaf(9, tdev=tdev, grad=g == "1") for g in mask]
+    if mask == "000":
+        eager = f(*inputs)
+        torch.testing.assert_close(torch.compile(f, fullgraph=True)(*inputs), eager, **TOL)
+        return
+    compiled = torch.compile(f, fullgraph=True)
+    assert_same(outputs_and_grads(f, inputs), outputs_and_grads(compiled, inputs))
+
+
+def test_sizes_in_one_signature_class_compile_no_kernel_again(ops, tdev):
+    def f(a, b, c):
+        return ops.f3(a, b, c)
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    first = [leaf(7, tdev=tdev) for _ in range(3)]
+    compiled(*first).sum().backward()
+    counts = dict(compile_counts)
+    for n in (9, 23):
+        inputs = [leaf(n, tdev=tdev) for _ in range(3)]
+        assert_same(outputs_and_grads(f, inputs), outputs_and_grads(compiled, inputs))
+    assert dict(compile_counts) == counts
+
+
+def test_a_function_that_writes_its_tensor_compiles(ops, tdev):
+    def f(o, v):
+        ops.fill(o, slangspec.grid((o.shape[0],)), v)
+        return o * 1
+
+    eager = f(torch.zeros(5, device=tdev), 1.5)
+    compiled = torch.compile(f, fullgraph=True)(torch.zeros(5, device=tdev), 1.5)
+    torch.testing.assert_close(compiled, eager)
+
+
+def test_a_bad_argument_raises_its_clear_error_while_tracing(ops, tdev):
+    def f(a, b, c):
+        return ops.f3(a, b, c)
+
+    bad = [leaf(3, tdev=tdev), torch.ones(3, dtype=torch.int64, device=tdev), leaf(3, tdev=tdev)]
+    with pytest.raises(Exception) as eager:
+        f(*bad)
+    with pytest.raises(Exception) as traced:
+        torch.compile(f, fullgraph=True)(*bad)
+    assert str(eager.value) in str(traced.value)
