@@ -120,3 +120,14 @@ def test_a_bad_argument_raises_its_clear_error_while_tracing(ops, tdev):
     with pytest.raises(Exception) as traced:
         torch.compile(f, fullgraph=True)(*bad)
     assert str(eager.value) in str(traced.value)
+
+
+def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(ops, tdev):
+    def f(o, v):
+        before = o.sum()
+        y = ops.stamp(o, slangspec.grid((o.shape[0],)), v)
+        return before + y.sum() + o.sum()
+
+    eager = f(torch.zeros(5, device=tdev), 1.5)
+    compiled = torch.compile(f, fullgraph=True)(torch.zeros(5, device=tdev), 1.5)
+    torch.testing.assert_close(compiled, eager)

@@ -1,15 +1,16 @@
 """slangspec calls as torch operators, for code that torch.compile traces.
 
 Eager calls go straight to a specialization's kernels. While torch traces, a call becomes one
-of two custom operators instead, so that a compiled graph holds it without a break:
+of these custom operators instead, so that a compiled graph holds it without a break:
 
 - ``slangspec::call`` returns the function's result;
-- ``slangspec::call_writing`` returns nothing and is declared to write its tensors (a function
-  whose result is what it writes into ``IRWTensor``/``IWTensor`` arguments).
+- ``slangspec::call_writing`` and ``slangspec::call_writing_returning``, for a function that
+  writes ``IRWTensor``/``IWTensor`` arguments, are declared to write its tensors; the second
+  also returns the function's result.
 
-Both take the call's arguments flattened into lists torch can describe (``pack``): the tensors,
+All take the call's arguments flattened into lists torch can describe (``pack``): the tensors,
 whether each took part in autograd when the call was traced, the other arguments' kinds, and
-their values. Each operator's fake implementation works the result's shape and dtype out of the
+their values. Their fake implementations work the result's shape and dtype out of the
 specialization plan, running nothing; autograd runs ``slangspec::call_backward``, which picks
 the backward kernel of the call's grad mask as eager mode does.
 """
@@ -41,8 +42,14 @@ def operator_name(fn: Function) -> str:
 
 
 @torch._dynamo.assume_constant_result
-def returns_nothing(name: str) -> bool:
-    return _functions[name].info.returns.kind == "void"
+def operator_kind(name: str) -> str:
+    """Which operator calls the function: "call", or for one that writes any of its tensor
+    arguments (``IRWTensor``/``IWTensor``) "writing" or, when it also returns a value,
+    "writing_returning"."""
+    info = _functions[name].info
+    if not any(p.type.interface in ("IRWTensor", "IWTensor") for p in info.params):
+        return "call"
+    return "writing" if info.returns.kind == "void" else "writing_returning"
 
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
@@ -127,8 +134,7 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     ]
     shapes += [args[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
     r = plan.returns
-    if r is None:
-        raise TypeError(f"{fn.id} returns nothing; it is called through slangspec::call_writing")
+    assert r is not None, "a function that returns nothing is called through call_writing"
     tail = (r.width,) if r.width else ()
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
     device = device or fn.module.torch_device
@@ -171,6 +177,26 @@ def call_writing(
 @call_writing.register_fake
 def _(name, tensors, grads, kinds, floats, ints):
     return None
+
+
+@torch.library.custom_op("slangspec::call_writing_returning", mutates_args=("tensors",))
+def call_writing_returning(
+    name: str,
+    tensors: list[torch.Tensor],
+    grads: list[bool],
+    kinds: str,
+    floats: list[float],
+    ints: list[int],
+) -> torch.Tensor:
+    args = unpack(tensors, kinds, floats, ints)
+    out = _specialization(name, args, grads).forward(args)
+    assert out is not None
+    return out
+
+
+@call_writing_returning.register_fake
+def _(name, tensors, grads, kinds, floats, ints):
+    return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
 
 
 @torch.library.custom_op("slangspec::call_backward", mutates_args=())
@@ -230,7 +256,11 @@ call.register_autograd(_backward, setup_context=_setup)
 def traced_call(name: str, *args: Any) -> torch.Tensor | None:
     """The function ``name`` names, called on ``args`` as an operator torch can trace."""
     tensors, grads, kinds, floats, ints = pack(args)
-    if returns_nothing(name):
+    kind = operator_kind(name)
+    if kind == "call":
+        return call(name, tensors, grads, kinds, floats, ints)
+    # Declared to write all its tensors: torch orders every use of them around it.
+    if kind == "writing":
         call_writing(name, tensors, grads, kinds, floats, ints)
         return None
-    return call(name, tensors, grads, kinds, floats, ints)
+    return call_writing_returning(name, tensors, grads, kinds, floats, ints)
