@@ -141,74 +141,50 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     return torch.empty(_broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
 
 
-@torch.library.custom_op("slangspec::call", mutates_args=())
-def call(
+_ARGUMENTS = (
+    "str name, Tensor{writes}[] tensors, bool[] grads, str kinds, float[] floats, SymInt[] ints"
+)
+
+
+def _forward(
     name: str,
     tensors: list[torch.Tensor],
     grads: list[bool],
     kinds: str,
     floats: list[float],
     ints: list[int],
-) -> torch.Tensor:
+) -> torch.Tensor | None:
     args = unpack(tensors, kinds, floats, ints)
-    out = _specialization(name, args, grads).forward(args)
-    assert out is not None
-    return out
+    return _specialization(name, args, grads).forward(args)
 
 
-@call.register_fake
-def _(name, tensors, grads, kinds, floats, ints):
+def _fake_result(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
 
 
-@torch.library.custom_op("slangspec::call_writing", mutates_args=("tensors",))
-def call_writing(
-    name: str,
-    tensors: list[torch.Tensor],
-    grads: list[bool],
-    kinds: str,
-    floats: list[float],
-    ints: list[int],
-) -> None:
-    args = unpack(tensors, kinds, floats, ints)
-    _specialization(name, args, grads).forward(args)
+def _operator(op: str, writes: bool, returns: str) -> Any:
+    arguments = _ARGUMENTS.format(writes="(a!)" if writes else "")
+    defined = torch.library.custom_op(
+        f"slangspec::{op}",
+        _forward,
+        mutates_args=("tensors",) if writes else (),
+        schema=f"({arguments}) -> {returns}",
+    )
+    defined.register_fake(_fake_result if returns == "Tensor" else lambda *_: None)
+    return defined
 
 
-@call_writing.register_fake
-def _(name, tensors, grads, kinds, floats, ints):
-    return None
+call = _operator("call", writes=False, returns="Tensor")
+call_writing = _operator("call_writing", writes=True, returns="()")
+call_writing_returning = _operator("call_writing_returning", writes=True, returns="Tensor")
 
 
-@torch.library.custom_op("slangspec::call_writing_returning", mutates_args=("tensors",))
-def call_writing_returning(
-    name: str,
-    tensors: list[torch.Tensor],
-    grads: list[bool],
-    kinds: str,
-    floats: list[float],
-    ints: list[int],
-) -> torch.Tensor:
-    args = unpack(tensors, kinds, floats, ints)
-    out = _specialization(name, args, grads).forward(args)
-    assert out is not None
-    return out
-
-
-@call_writing_returning.register_fake
-def _(name, tensors, grads, kinds, floats, ints):
-    return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
-
-
-@torch.library.custom_op("slangspec::call_backward", mutates_args=())
-def call_backward(
-    name: str,
-    tensors: list[torch.Tensor],
-    grads: list[bool],
-    kinds: str,
-    floats: list[float],
-    ints: list[int],
-    grad_out: torch.Tensor,
-) -> list[torch.Tensor]:
+@torch.library.custom_op(
+    "slangspec::call_backward",
+    mutates_args=(),
+    schema=f"({_ARGUMENTS.format(writes='')}, Tensor grad_out) -> Tensor[]",
+)
+def call_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
     """Gradients of the tensors whose grad flag is set, in order."""
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
