@@ -1,6 +1,7 @@
 """slangspec calls inside torch.compile: no graph break, and eager mode's results and gradients."""
 
 import itertools
+import warnings
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,39 @@ def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(op
     eager = f(torch.zeros(5, device=tdev), 1.5)
     compiled = torch.compile(f, fullgraph=True)(torch.zeros(5, device=tdev), 1.5)
     torch.testing.assert_close(compiled, eager)
+
+
+MASKS = ["".join(m) for m in itertools.product("01", repeat=3) if "1" in m]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("mask", MASKS)
+def test_gradcheck_in_float64_under_every_mask(ops, kind, tdev, mask, compiled):
+    if kind != "cuda":
+        pytest.skip("float64 kernels are CUDA's")
+
+    def f(a, b, c):
+        return ops.d3(a, b, c)
+
+    fn = torch.compile(f, fullgraph=True) if compiled else f
+    inputs = tuple(
+        torch.randn(5, dtype=torch.float64, device=tdev, requires_grad=g == "1") for g in mask
+    )
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)
+
+
+def test_cuda_graphs_hold_the_kernels_and_replay_new_inputs_right(ops, kind, tdev):
+    if kind != "cuda":
+        pytest.skip("CUDA graphs are CUDA's")
+
+    def f(a, b, c):
+        return ops.f3(a, b, c)
+
+    compiled = torch.compile(f, fullgraph=True, mode="reduce-overhead")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            inputs = [torch.randn(33, device=tdev) for _ in range(3)]
+            out = compiled(*inputs).clone()
+            torch.testing.assert_close(out, f(*inputs), **TOL)
+    assert not [w for w in caught if "CUDA Graph is empty" in str(w.message)]
