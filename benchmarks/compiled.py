@@ -10,8 +10,6 @@ Rows:
   call wrapped in ``torch.compiler.disable``, as calls were before they became operators);
 - fullgraph: torch.compile(fullgraph=True);
 - reduce-overhead: fullgraph in CUDA graphs (CUDA only).
-On Vulkan the graph-break row is left out: an eager call's backward run after a compiled
-frame cannot stage its tensors through slangpy there.
 Mean time per step after warm-up: the best batch of five rounds, the rows taking turns.
 """
 
@@ -72,10 +70,7 @@ def main() -> None:
         modes["reduce-overhead"] = lambda f: torch.compile(
             f, fullgraph=True, mode="reduce-overhead"
         )
-    else:
-        # An eager Vulkan call whose backward runs after a compiled frame cannot stage its
-        # tensors through slangpy (a known limit of the old route), so that row is CUDA's.
-        del modes["compiled, graph break"]
+
     fns = {}
     for mode, wrap in modes.items():
         for name, activation in variants.items():

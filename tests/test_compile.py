@@ -168,3 +168,16 @@ def test_cuda_graphs_hold_the_kernels_and_replay_new_inputs_right(ops, kind, tde
             out = compiled(*inputs).clone()
             torch.testing.assert_close(out, f(*inputs), **TOL)
     assert not [w for w in caught if "CUDA Graph is empty" in str(w.message)]
+
+
+def test_an_eager_call_kept_out_of_the_graph_backpropagates_from_compiled_code(ops, tdev):
+    square = torch.compiler.disable(ops.square)
+
+    def step(x):
+        y = square(x).sum()
+        y.backward()  # a graph break: backward runs from a frame torch compiled
+        return y
+
+    x = leaf(8, tdev=tdev)
+    torch.compile(step)(x)
+    torch.testing.assert_close(x.grad, 2 * x.detach(), **TOL)

@@ -297,6 +297,9 @@ class _SlangCall(torch.autograd.Function):
         return out
 
     @staticmethod
+    # Run as it is, never traced: autograd may enter it where torch.compile left its frame hook
+    # set (a backward called past a graph break), and tracing would stage stand-ins for tensors.
+    @torch._dynamo.disable
     def backward(ctx, grad_out: torch.Tensor):
         spec: Specialization = ctx.spec
         if torch.is_grad_enabled():
