@@ -265,26 +265,66 @@ def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
     return m
 
 
-def warm_one(
-    item: WarmItem, device: str | None, cache_dir: str | None, dry_run: bool, defer: bool = False
-) -> WarmResult:
-    """Build (or, with ``dry_run``, only check) one item; failures are results, not raises.
-    With ``defer``, an item that another process sharing the remote tier is warming (it
-    claimed it first) or compiling (it holds its compile lease) is left for later
-    ("deferred")."""
+def check_one(item: WarmItem, device: str | None, cache_dir: str | None) -> WarmResult:
+    """Whether the cache holds everything ``item`` names ("present") or what it lacks
+    ("missing"), compiling nothing; failures are results, not raises."""
     try:
         fn = getattr(module_for(item, device, cache_dir), item.function)
-        if dry_run:
-            missing = fn.missing(item.signature, item.masks)
-            return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
-        if not defer:
-            return WarmResult(item, fn.warm(item.signature, item.masks))
-        with fn.claimed(item.signature) as ours:
-            if not ours or fn.leased_elsewhere(item.signature):
-                return WarmResult(item, "deferred", "another process is building it")
-            return WarmResult(item, fn.warm(item.signature, item.masks))
+        missing = fn.missing(item.signature, item.masks)
+        return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
     except Exception as exc:  # reported per item; the run goes on
         return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def warm_task(
+    item: WarmItem, mask: str | None, device: str | None, cache_dir: str | None, defer: bool
+) -> tuple[WarmResult, tuple[str, ...]]:
+    """One kernel of ``item``: its forward kernel when ``mask`` is None, which also returns the
+    grad masks whose backward kernels are left to build; else that mask's backward kernel.
+    With ``defer``, an item that another process sharing the remote tier is warming (it
+    claimed it first) or compiling (it holds its compile lease) is left for later
+    ("deferred"). Failures are results, not raises."""
+    try:
+        fn = getattr(module_for(item, device, cache_dir), item.function)
+        if mask is not None:
+            return WarmResult(item, fn.warm(item.signature, [mask])), ()
+        if not defer:
+            return _forward_task(item, fn)
+        with fn.claimed(item.signature) as ours:
+            if not ours or fn.leased_elsewhere(item.signature):
+                return WarmResult(item, "deferred", "another process is building it"), ()
+            return _forward_task(item, fn)
+    except Exception as exc:  # reported per item; the run goes on
+        return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]), ()
+
+
+def _forward_task(item: WarmItem, fn: Any) -> tuple[WarmResult, tuple[str, ...]]:
+    status = fn.warm(item.signature, [])
+    masks = item.masks
+    if masks is None:
+        masks = fn.plan_for_signature(item.signature).backward_masks
+    return WarmResult(item, status), tuple(masks)
+
+
+def _combined(item: WarmItem, results: list[WarmResult]) -> WarmResult:
+    """An item's result from those of its kernels: the first failure, else "built" when any
+    kernel was built here, else "cached"."""
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        return failed[0]
+    return WarmResult(item, "built" if any(r.status == "built" for r in results) else "cached")
+
+
+def _executor(jobs: int) -> futures.Executor:
+    if jobs <= 1:
+        # One worker thread of this process: tasks run in the order they are queued.
+        return futures.ThreadPoolExecutor(max_workers=1)
+    # Forked workers skip re-importing torch and slangpy; that is safe only while this process
+    # holds no device (no CUDA context, no Vulkan instance) to inherit.
+    from . import devices
+
+    context = multiprocessing.get_context("spawn" if devices.opened() else "fork")
+    return futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context)
 
 
 def warm(
@@ -296,42 +336,43 @@ def warm(
     dry_run: bool = False,
     progress: Callable[[WarmResult], None] = lambda _: None,
 ) -> list[WarmResult]:
-    """Build every item into the cache (``jobs`` worker processes); results in item order.
-    An item that another machine sharing the remote tier is building is taken up again after
-    the rest, by when it is most likely there to be fetched."""
-    done: dict[int, WarmResult] = {}
+    """Build every item into the cache (``jobs`` workers); results in item order.
 
-    def finished(i: int, result: WarmResult) -> bool:
-        if result.status == "deferred":
-            return False
-        done[i] = result
-        progress(result)
-        return True
-
-    if jobs <= 1 or len(items) <= 1:
-        later = [
-            i
-            for i, item in enumerate(items)
-            if not finished(i, warm_one(item, device, cache_dir, dry_run, defer=True))
-        ]
-        for i in later:
-            finished(i, warm_one(items[i], device, cache_dir, dry_run))
-        return [done[i] for i in range(len(items))]
-    # Forked workers skip re-importing torch and slangpy; that is safe only while this process
-    # holds no device (no CUDA context, no Vulkan instance) to inherit.
-    from . import devices
-
-    context = multiprocessing.get_context("spawn" if devices.opened() else "fork")
-    with futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    Work is scheduled kernel by kernel: every item's forward kernel first (it resolves the
+    plan the backward kernels need), then each backward kernel as its forward lands, so that
+    workers stay busy to the end. An item that another machine sharing the remote tier is
+    building is taken up again after the rest, by when it is most likely there to be fetched.
+    """
+    with _executor(jobs) as pool:
+        if dry_run:
+            checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
+            results = [f.result() for f in checks]
+            for r in results:
+                progress(r)
+            return results
+        kernels: dict[int, list[WarmResult]] = {i: [] for i in range(len(items))}
+        done: dict[int, WarmResult] = {}
         pending = {
-            pool.submit(warm_one, item, device, cache_dir, dry_run, True): i
+            pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
             for i, item in enumerate(items)
         }
         while pending:
             ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
             for f in ready:
-                i = pending.pop(f)
-                if not finished(i, f.result()):
-                    # Queued behind every item not yet started: taken up after the rest.
-                    pending[pool.submit(warm_one, items[i], device, cache_dir, dry_run)] = i
+                i, _mask = pending.pop(f)
+                result, masks = f.result()
+                if result.status == "deferred":
+                    # Queued behind every task not yet started: taken up after the rest.
+                    task = pool.submit(warm_task, items[i], None, device, cache_dir, False)
+                    pending[task] = (i, None)
+                    continue
+                kernels[i].append(result)
+                for mask in masks:
+                    pending[pool.submit(warm_task, items[i], mask, device, cache_dir, False)] = (
+                        i,
+                        mask,
+                    )
+                if all(j != i for j, _ in pending.values()):
+                    done[i] = _combined(items[i], kernels[i])
+                    progress(done[i])
     return [done[i] for i in range(len(items))]
