@@ -2,6 +2,9 @@
 forward and up to seven backward kernels, into an empty cache per run.
 
     python benchmarks/warm_jobs.py [--jobs 1 2] [--device D]
+
+Also prints, per run, the seconds every process spent in each phase (benchmarks/phase_timer.py)
+and the workers' time outside them: what stays serial or idle as jobs grow.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from phase_timer import summary
 
 HERE = Path(__file__).parent
 SHAPES = (
@@ -49,24 +54,28 @@ specializations = [
     return path
 
 
-def run(jobs: int, device: str | None) -> float:
+_TIMED_CLI = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import phase_timer
+phase_timer.install(Path(sys.argv[2]))
+from slangspec.cli import main
+main(sys.argv[3:])
+"""
+
+
+def run(jobs: int, device: str | None) -> tuple[float, list[tuple[str, float, int]]]:
+    """Wall seconds of one warm run into an empty cache, and its phases (see phase_timer)."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-warm-"))
-    command = [
-        sys.executable,
-        "-m",
-        "slangspec",
-        "warm",
-        str(manifest(work)),
-        "--jobs",
-        str(jobs),
-        "--cache-dir",
-        str(work / "cache"),
-    ]
+    command = [sys.executable, "-c", _TIMED_CLI, str(HERE), str(work / "phases")]
+    command += ["warm", str(manifest(work)), "--jobs", str(jobs), "--cache-dir", str(work / "c")]
     if device:
         command += ["--device", device]
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    return wall, summary(work / "phases", wall, jobs)
 
 
 def main() -> None:
@@ -76,12 +85,22 @@ def main() -> None:
     p.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     args = p.parse_args()
+    runs = {}
     print(f"{'jobs':>4s} {'seconds':>8s} {'speed-up':>8s}", flush=True)
     base = None
     for jobs in args.jobs:
-        seconds = run(jobs, args.device)
+        seconds, phases = runs[jobs] = run(jobs, args.device)
         base = base or seconds
         print(f"{jobs:4d} {seconds:8.1f} {base / seconds:8.2f}", flush=True)
+    print("\nPhases, seconds summed over every process (inclusive: a compile may open the device)")
+    names = [name for name, *_ in next(iter(runs.values()))[1]]
+    print(f"{'phase':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
+    for name in names:
+        cells = []
+        for _, phases in runs.values():
+            found = {n: s for n, s, _ in phases}
+            cells.append(f"{found.get(name, 0.0):10.1f}")
+        print(f"{name:<36s}" + "".join(cells))
 
 
 if __name__ == "__main__":
