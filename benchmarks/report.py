@@ -93,7 +93,11 @@ def startup_figures(found: dict[str, list[Table]]) -> list[tuple[str, str, float
 def warm_figures(found: dict[str, list[Table]]) -> dict[str, list[tuple[float, float]]]:
     """(jobs, speed-up) per machine."""
     heading = "`specialize warm --jobs` (lavapipe, 2 cores)"
-    machines = {"lavapipe, 2 cores": 0, "H200, 16 cores": 1}
+    machines = {
+        "lavapipe, 2 cores": 0,
+        "H200, 16 cores": 1,
+        "H200, kernel by kernel (28dce91)": 2,
+    }
     return {
         name: [(float(r["jobs"]), float(r["speed-up"])) for r in section(found, heading, i)]
         for name, i in machines.items()
