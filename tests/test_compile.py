@@ -1,6 +1,8 @@
 """slangspec calls inside torch.compile: no graph break, and eager mode's results and gradients."""
 
 import itertools
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -181,3 +183,19 @@ def test_an_eager_call_kept_out_of_the_graph_backpropagates_from_compiled_code(o
     x = leaf(8, tdev=tdev)
     torch.compile(step)(x)
     torch.testing.assert_close(x.grad, 2 * x.detach(), **TOL)
+
+
+def test_eager_calls_never_import_torch_dynamo(tmp_path):
+    """Eager mode leaves torch.compile's machinery unloaded: importing it costs a new process
+    about 1.5 s before its first result."""
+    code = (
+        "import sys, torch, slangspec\n"
+        f"m = slangspec.load({str(SHADERS / 'ops.slang')!r}, cache_dir={str(tmp_path)!r})\n"
+        "dev = 'cuda' if m.device_kind == 'cuda' else 'cpu'\n"
+        "a = torch.rand(8, device=dev, requires_grad=True)\n"
+        "m.f3(a, a, a).sum().backward()\n"
+        "print(sorted(k for k in sys.modules if k.startswith('torch._dynamo')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

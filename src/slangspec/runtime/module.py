@@ -138,12 +138,11 @@ class Module:
                 # Looking a function up reads the cache; a graph can hold only its outcome.
                 from . import traced
 
-                return functools.partial(traced.traced_call, self._operator_for(name))
+                return functools.partial(traced.traced_call, traced.module_operator(self, name))
             fn = self._functions[name] = self._function(name)
         return fn
 
-    @torch._dynamo.assume_constant_result
-    def _operator_for(self, name: str) -> str:
+    def operator_for(self, name: str) -> str:
         """The operator name of function ``name``, for a graph torch is compiling (which
         guards on ``_functions``, so this leaves it alone)."""
         from . import traced
@@ -372,13 +371,7 @@ class Function:
         """This call as a torch operator, for a graph torch is compiling."""
         from . import traced
 
-        return traced.traced_call(self._operator(), *args)
-
-    @torch._dynamo.assume_constant_result
-    def _operator(self) -> str:
-        from . import traced
-
-        return traced.operator_name(self)
+        return traced.traced_call(traced.function_operator(self), *args)
 
 
 def load(

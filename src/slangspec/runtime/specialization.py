@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import struct
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -297,25 +299,39 @@ class _SlangCall(torch.autograd.Function):
         return out
 
     @staticmethod
-    # Run as it is, never traced: autograd may enter it where torch.compile left its frame hook
-    # set (a backward called past a graph break), and tracing would stage stand-ins for tensors.
-    @torch._dynamo.disable
     def backward(ctx, grad_out: torch.Tensor):
-        spec: Specialization = ctx.spec
-        if torch.is_grad_enabled():
-            raise RuntimeError(
-                f"{spec.name}: double backward is not supported; its backward kernel is not "
-                "differentiable (drop create_graph=True)"
-            )
-        args = list(ctx.others)
-        mask = ["0"] * len(args)
-        for (i, trainable), t, needed in zip(
-            spec._trainable, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
-        ):
-            args[i] = t
-            if needed and trainable:
-                mask[i] = "1"
-        if "1" not in mask:
-            return (None,) * (2 + len(spec._tensors))
-        grads = spec.backward(args, grad_out, "".join(mask), ctx.call_shape)
-        return (None, None, *(grads[i] for i in spec._tensors))
+        # Run as it is, never traced: autograd may enter here where torch.compile left its frame
+        # hook set (a backward called past a graph break), and tracing would stage stand-ins
+        # for tensors. Only a process that compiles has imported torch._dynamo (1.5 s).
+        if "torch._dynamo" in sys.modules:
+            return _untraced_backward()(ctx, grad_out)
+        return _backward(ctx, grad_out)
+
+
+@functools.cache
+def _untraced_backward() -> Callable[..., tuple[torch.Tensor | None, ...]]:
+    import torch._dynamo
+
+    return torch._dynamo.disable(_backward)
+
+
+def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    """The backward of a ``_SlangCall``: the kernel of the grad mask torch asks for."""
+    spec: Specialization = ctx.spec
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            f"{spec.name}: double backward is not supported; its backward kernel is not "
+            "differentiable (drop create_graph=True)"
+        )
+    args = list(ctx.others)
+    mask = ["0"] * len(args)
+    for (i, trainable), t, needed in zip(
+        spec._trainable, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
+    ):
+        args[i] = t
+        if needed and trainable:
+            mask[i] = "1"
+    if "1" not in mask:
+        return (None,) * (2 + len(spec._tensors))
+    grads = spec.backward(args, grad_out, "".join(mask), ctx.call_shape)
+    return (None, None, *(grads[i] for i in spec._tensors))

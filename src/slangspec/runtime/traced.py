@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch._dynamo
 
 from ..signatures import call_signature, grid
 from .specialization import Specialization, _broadcast
 
 if TYPE_CHECKING:
-    from .module import Function
+    from .module import Function, Module
 
 _functions: dict[str, Function] = {}
 _numbers = itertools.count()
@@ -39,6 +40,18 @@ def operator_name(fn: Function) -> str:
         fn.operator_name = f"{fn.id}#{next(_numbers)}"
         _functions[fn.operator_name] = fn
     return fn.operator_name
+
+
+# A graph holds what these return, not the cache look-ups behind them.
+@torch._dynamo.assume_constant_result
+def module_operator(module: Module, name: str) -> str:
+    """The operator name of ``module``'s function ``name``."""
+    return module.operator_for(name)
+
+
+@torch._dynamo.assume_constant_result
+def function_operator(fn: Function) -> str:
+    return operator_name(fn)
 
 
 @torch._dynamo.assume_constant_result
