@@ -199,3 +199,16 @@ def test_eager_calls_never_import_torch_dynamo(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_constant_mark_set_without_dynamo_is_the_one_torch_sets():
+    """The operators' name look-ups are marked constant the way
+    torch._dynamo.assume_constant_result marks a function; a torch that marks differently would
+    trace the cache look-ups instead."""
+
+    def plain() -> str:
+        return ""
+
+    ours = slangspec.runtime.module._constant_while_traced(lambda: "")
+    theirs = torch._dynamo.assume_constant_result(plain)
+    assert vars(ours) == vars(theirs) != {}

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +41,14 @@ if TYPE_CHECKING:
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _compilers: dict[tuple[int, str], Compiler] = {}
+
+
+def _constant_while_traced(method: Callable[..., str]) -> Callable[..., str]:
+    """torch._dynamo.assume_constant_result's mark, set without importing torch._dynamo (1.5 s
+    for a process that never compiles): a graph holds what the method returned, not the cache
+    look-ups behind it."""
+    method._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return method
 
 
 class UnknownFunctionError(AttributeError, ValueError):
@@ -138,11 +146,12 @@ class Module:
                 # Looking a function up reads the cache; a graph can hold only its outcome.
                 from . import traced
 
-                return functools.partial(traced.traced_call, traced.module_operator(self, name))
+                return functools.partial(traced.traced_call, self._operator_for(name))
             fn = self._functions[name] = self._function(name)
         return fn
 
-    def operator_for(self, name: str) -> str:
+    @_constant_while_traced
+    def _operator_for(self, name: str) -> str:
         """The operator name of function ``name``, for a graph torch is compiling (which
         guards on ``_functions``, so this leaves it alone)."""
         from . import traced
@@ -371,7 +380,13 @@ class Function:
         """This call as a torch operator, for a graph torch is compiling."""
         from . import traced
 
-        return traced.traced_call(traced.function_operator(self), *args)
+        return traced.traced_call(self._operator(), *args)
+
+    @_constant_while_traced
+    def _operator(self) -> str:
+        from . import traced
+
+        return traced.operator_name(self)
 
 
 def load(

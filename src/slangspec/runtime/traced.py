@@ -28,7 +28,7 @@ from ..signatures import call_signature, grid
 from .specialization import Specialization, _broadcast
 
 if TYPE_CHECKING:
-    from .module import Function, Module
+    from .module import Function
 
 _functions: dict[str, Function] = {}
 _numbers = itertools.count()
@@ -40,18 +40,6 @@ def operator_name(fn: Function) -> str:
         fn.operator_name = f"{fn.id}#{next(_numbers)}"
         _functions[fn.operator_name] = fn
     return fn.operator_name
-
-
-# A graph holds what these return, not the cache look-ups behind them.
-@torch._dynamo.assume_constant_result
-def module_operator(module: Module, name: str) -> str:
-    """The operator name of ``module``'s function ``name``."""
-    return module.operator_for(name)
-
-
-@torch._dynamo.assume_constant_result
-def function_operator(fn: Function) -> str:
-    return operator_name(fn)
 
 
 @torch._dynamo.assume_constant_result
