@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .cache_store import FORWARD
 from .scalars import MANIFEST_DTYPES
 from .signature_text import call_arguments, compose_call_signature
 from .signatures import (
@@ -48,8 +49,8 @@ from .signatures import (
 )
 
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
-"""What became of one item; "deferred" (another machine is building it) is only ever passing:
-the item is taken up again once everything else was."""
+"""What became of one item; "deferred" (another machine is building one of its kernels) is only
+ever passing: the kernel is taken up again once everything else was."""
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
 _DIM = re.compile(r"\d+|[A-Za-z_]\w*")
 _SCALARS = {"float": "f", "int": "i", "bool": "b"}
@@ -281,24 +282,25 @@ def warm_task(
 ) -> tuple[WarmResult, tuple[str, ...]]:
     """One kernel of ``item``: its forward kernel when ``mask`` is None, which also returns the
     grad masks whose backward kernels are left to build; else that mask's backward kernel.
-    With ``defer``, an item that another process sharing the remote tier is warming (it
+    With ``defer``, a kernel that another process sharing the remote tier is warming (it
     claimed it first) or compiling (it holds its compile lease) is left for later
     ("deferred"). Failures are results, not raises."""
     try:
         fn = getattr(module_for(item, device, cache_dir), item.function)
-        if mask is not None:
-            return WarmResult(item, fn.warm(item.signature, [mask])), ()
+        label = FORWARD if mask is None else mask
         if not defer:
-            return _forward_task(item, fn)
-        with fn.claimed(item.signature) as ours:
-            if not ours or fn.leased_elsewhere(item.signature):
+            return _kernel_task(item, fn, mask)
+        with fn.claimed(item.signature, label) as ours:
+            if not ours or fn.leased_elsewhere(item.signature, label):
                 return WarmResult(item, "deferred", "another process is building it"), ()
-            return _forward_task(item, fn)
+            return _kernel_task(item, fn, mask)
     except Exception as exc:  # reported per item; the run goes on
         return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]), ()
 
 
-def _forward_task(item: WarmItem, fn: Any) -> tuple[WarmResult, tuple[str, ...]]:
+def _kernel_task(item: WarmItem, fn: Any, mask: str | None) -> tuple[WarmResult, tuple[str, ...]]:
+    if mask is not None:
+        return WarmResult(item, fn.warm(item.signature, [mask])), ()
     status = fn.warm(item.signature, [])
     masks = item.masks
     if masks is None:
@@ -340,7 +342,7 @@ def warm(
 
     Work is scheduled kernel by kernel: every item's forward kernel first (it resolves the
     plan the backward kernels need), then each backward kernel as its forward lands, so that
-    workers stay busy to the end. An item that another machine sharing the remote tier is
+    workers stay busy to the end. A kernel that another machine sharing the remote tier is
     building is taken up again after the rest, by when it is most likely there to be fetched.
     """
     with _executor(jobs) as pool:
@@ -359,19 +361,17 @@ def warm(
         while pending:
             ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
             for f in ready:
-                i, _mask = pending.pop(f)
+                i, mask = pending.pop(f)
                 result, masks = f.result()
                 if result.status == "deferred":
                     # Queued behind every task not yet started: taken up after the rest.
-                    task = pool.submit(warm_task, items[i], None, device, cache_dir, False)
-                    pending[task] = (i, None)
+                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, False)
+                    pending[task] = (i, mask)
                     continue
                 kernels[i].append(result)
                 for mask in masks:
-                    pending[pool.submit(warm_task, items[i], mask, device, cache_dir, False)] = (
-                        i,
-                        mask,
-                    )
+                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, True)
+                    pending[task] = (i, mask)
                 if all(j != i for j, _ in pending.values()):
                     done[i] = _combined(items[i], kernels[i])
                     progress(done[i])

@@ -322,14 +322,24 @@ class Function:
         outcomes.update(builder.kernel(found, label)[1] for label in labels)
         return "built" if "built" in outcomes else "cached"
 
-    def leased_elsewhere(self, signature: str) -> bool:
-        """Whether a process holds the remote compile lease of this specialization now."""
-        return self.module.cache.leased_remotely(self.cache_key(signature))
+    def leased_elsewhere(self, signature: str, label: str = FORWARD) -> bool:
+        """Whether a process holds the remote compile lease of this specialization's kernel
+        ``label`` ("forward" or a grad mask) now."""
+        return self.module.cache.leased_remotely(self._kernel_name(signature, label))
 
-    def claimed(self, signature: str) -> contextlib.AbstractContextManager[bool]:
-        """Claim this specialization's warming on the remote tier, without waiting (see
-        ``Cache.claim``): True within the block unless another process has claimed it."""
-        return self.module.cache.claim("warm:" + self.cache_key(signature))
+    def claimed(
+        self, signature: str, label: str = FORWARD
+    ) -> contextlib.AbstractContextManager[bool]:
+        """Claim the warming of this specialization's kernel ``label`` on the remote tier,
+        without waiting (see ``Cache.claim``): True within the block unless another process
+        has claimed it."""
+        return self.module.cache.claim("warm:" + self._kernel_name(signature, label))
+
+    def _kernel_name(self, signature: str, label: str) -> str:
+        """The name a kernel's leases go by: the specialization's key for its forward kernel
+        (whose lease covers the whole entry), ``key:mask`` for a backward one."""
+        key = self.cache_key(signature)
+        return key if label == FORWARD else f"{key}:{label}"
 
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
