@@ -268,9 +268,19 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
     assert "no remote tier: pass --remote URL or set SLANGSPEC_REMOTE" in result.output
 
 
-@pytest.mark.parametrize("held", ["compile lease", "warm claim"])
+@pytest.mark.parametrize(
+    ("held", "masks", "lease"),
+    [
+        # Another machine compiles the first item, warms it, or warms only its backward kernel
+        # for grads "10", for two more seconds.
+        ("compile lease", '"none"', "{key}"),
+        ("warm claim", '"none"', "warm:{key}"),
+        ("backward warm claim", '["10"]', "warm:{key}:10"),
+    ],
+    ids=["compile lease", "warm claim", "backward warm claim"],
+)
 def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
-    tmp_path, redis_server, monkeypatch, held
+    tmp_path, redis_server, monkeypatch, held, masks, lease
 ):
     from slangspec.warm import parse_manifest, warm
 
@@ -284,13 +294,12 @@ include_paths = ["{HERE / "slang_lib"}"]
 [[module.function]]
 name = "poly"
 specializations = [["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]
-masks = "none"
+masks = {masks}
 """)
     items = parse_manifest(manifest)
     m = load(tmp_path / "c", redis_server)
     busy = m.poly.cache_key(items[0].signature)
-    # Another machine compiles the first item, or warms it, for two more seconds.
-    name = busy if held == "compile lease" else "warm:" + busy
+    name = lease.format(key=busy)
     redis_server.client().set(PREFIX + "lease:" + name, "elsewhere", px=2000)
     order: list[str] = []
     results = warm(
@@ -298,6 +307,7 @@ masks = "none"
     )
     assert [r.status for r in results] == ["built", "built"]
     assert order == [items[1].signature, items[0].signature]
+    assert m.poly.missing(items[0].signature, items[0].masks) == []
 
 
 def test_ls_evict_and_verify_act_on_the_remote(tmp_path, redis_server):
@@ -412,35 +422,3 @@ def test_a_cuda_node_waits_for_another_machines_reflection_instead_of_its_own(
     assert second["ok"]
     assert "front_end" not in second["counts"] and "specialize" not in second["counts"]
     assert not second["slangpy_imported"]
-
-
-def test_warm_takes_up_a_backward_kernel_another_machine_claimed_after_the_rest(
-    tmp_path, redis_server, monkeypatch
-):
-    from slangspec.warm import parse_manifest, warm
-
-    monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
-    manifest = tmp_path / "warm.toml"
-    manifest.write_text(f"""
-[[module]]
-path = "{HERE / "shaders" / "cached.slang"}"
-include_paths = ["{HERE / "slang_lib"}"]
-
-[[module.function]]
-name = "poly"
-specializations = [["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]
-masks = ["10"]
-""")
-    items = parse_manifest(manifest)
-    m = load(tmp_path / "c", redis_server)
-    busy = m.poly.cache_key(items[0].signature)
-    # Another machine warms the first item's backward kernel (not its forward one) for two
-    # more seconds.
-    redis_server.client().set(PREFIX + "lease:warm:" + busy + ":10", "elsewhere", px=2000)
-    order: list[str] = []
-    results = warm(
-        items, cache_dir=str(tmp_path / "c"), progress=lambda r: order.append(r.item.signature)
-    )
-    assert [r.status for r in results] == ["built", "built"]
-    assert order == [items[1].signature, items[0].signature]
-    assert m.poly.missing(items[0].signature, ["10"]) == []
