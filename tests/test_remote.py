@@ -194,6 +194,27 @@ def test_without_a_remote_redis_is_not_imported():
     assert out.stdout.strip() == "False", out.stderr
 
 
+@pytest.mark.parametrize("collecting", [True, False])
+def test_redis_is_imported_without_collections_and_the_collector_left_as_found(collecting):
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys\n"
+        "from slangspec.cache_store.remote import redis_py\n"
+        "gc.set_threshold(1)\n"
+        f"{'' if collecting else 'gc.disable()'}\n"
+        "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: runs.append(phase))\n"
+        "assert 'redis' not in sys.modules\n"
+        "module = redis_py()\n"
+        "gc.callbacks.clear()\n"
+        "print(module.__name__, len(runs), gc.isenabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["redis", "0", str(collecting)], out.stderr
+
+
 def test_a_killed_lease_holder_is_taken_over_after_the_lease(tmp_path, redis_server):
     env = remote_env(redis_server, SLANGSPEC_CACHE_LEASE="3")
     holder = worker(tmp_path / "holder", "--lease-and-die", env=env)
