@@ -15,7 +15,10 @@ backward) to the node's first forward+backward result; medians over the rounds.
 With ``--warm-jobs J``, also the 24-specialization manifest of ``warm_jobs.py``: the wall time
 of one ``specialize warm --jobs J`` alone, against two at once with separate local caches
 sharing one server (the slower of the two), which split the manifest between them. Where the
-host has 2·J cores, each run is held to J of its own, as on two machines.
+host has 2·J cores, each run is held to J of its own, as on two machines. Two machines do not
+share caches, memory bandwidth or power as two halves of one host do, so each round also times
+two runs at once that share nothing (no server): one machine's time with a neighbour loading
+the host as the second machine of the sharing pair does.
 
 The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
 spared type resolution and code generation only, and still compiles the shared sources through
@@ -152,25 +155,36 @@ def finished(proc: subprocess.Popen) -> dict[str, int]:
     return statuses
 
 
+def two_at_once(work: Path, name: str, jobs: int, kind: str, remote: str) -> tuple[float, list]:
+    """Seconds until the slower of two warm runs started together is done, and how many items
+    each built."""
+    start = time.perf_counter()
+    procs = [
+        warm_run(work, f"{name}{i}", jobs, kind, remote, machine_cores(i, jobs)) for i in range(2)
+    ]
+    built = [finished(p).get("built", 0) for p in procs]
+    return time.perf_counter() - start, built
+
+
 def warm_round(kind: str, jobs: int) -> dict[str, Any]:
-    """Seconds of one warm run alone, and of the slower of two sharing one server, with how
-    many items each of the two built."""
+    """Seconds of one warm run alone, of the slower of two sharing nothing, and of the slower
+    of two sharing one server, with how many items each of those two built."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
     start = time.perf_counter()
     finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
     alone = time.perf_counter() - start
+    neighbours, _ = two_at_once(work, "apart", jobs, kind, "")
     server = RedisServer(work / "redis").start()
     try:
-        start = time.perf_counter()
-        procs = [
-            warm_run(work, f"node{i}", jobs, kind, server.url, machine_cores(i, jobs))
-            for i in range(2)
-        ]
-        built = [finished(p).get("built", 0) for p in procs]
-        together = time.perf_counter() - start
+        together, built = two_at_once(work, "node", jobs, kind, server.url)
     finally:
         server.stop()
-    return {"alone": alone, "two sharing": together, "built by each": built}
+    return {
+        "alone": alone,
+        "beside a neighbour": neighbours,
+        "two sharing": together,
+        "built by each": built,
+    }
 
 
 def main() -> None:
@@ -207,11 +221,13 @@ def main() -> None:
             warms.append(warm_round(kind, args.warm_jobs))
             print(f"warm round {len(warms)}: {json.dumps(warms[-1])}", flush=True)
         alone = statistics.median(w["alone"] for w in warms)
+        apart = statistics.median(w["beside a neighbour"] for w in warms)
         shared = statistics.median(w["two sharing"] for w in warms)
-        print(f"warm --jobs {args.warm_jobs}, one alone          {alone:9.1f} s")
+        print(f"warm --jobs {args.warm_jobs}, one alone                 {alone:9.1f} s")
+        print(f"warm --jobs {args.warm_jobs}, one beside a neighbour    {apart:9.1f} s")
         print(
-            f"warm --jobs {args.warm_jobs}, two sharing a server {shared:9.1f} s "
-            f"({shared / alone:.2f} of one alone)"
+            f"warm --jobs {args.warm_jobs}, two sharing a server      {shared:9.1f} s "
+            f"({shared / alone:.2f} of one alone, {shared / apart:.2f} of one beside a neighbour)"
         )
 
 
