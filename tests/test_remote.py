@@ -205,14 +205,18 @@ def test_redis_is_imported_without_collections_and_the_collector_left_as_found(c
         "gc.set_threshold(1)\n"
         f"{'' if collecting else 'gc.disable()'}\n"
         "runs = []\n"
-        "gc.callbacks.append(lambda phase, info: runs.append(phase))\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(info))\n"
         "assert 'redis' not in sys.modules\n"
         "module = redis_py()\n"
         "gc.callbacks.clear()\n"
         "print(module.__name__, len(runs), gc.isenabled())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.split() == ["redis", "0", str(collecting)], out.stderr
+    name, collections, enabled = out.stdout.split()
+    assert (name, enabled) == ("redis", str(collecting)), out.stderr
+    # At this threshold the import alone sets off tens of thousands; the statements around
+    # the call may set off one or two.
+    assert int(collections) < 10
 
 
 def test_a_killed_lease_holder_is_taken_over_after_the_lease(tmp_path, redis_server):
