@@ -136,6 +136,25 @@ def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(op
     torch.testing.assert_close(compiled, eager)
 
 
+def test_a_function_that_writes_a_tensor_backpropagates_through_its_result(ops, tdev):
+    def f(o, x):
+        y = ops.note(o, slangspec.grid((x.shape[0],)), x)
+        return y * o  # o as the call left it
+
+    def run(fn):
+        o = torch.zeros(5, device=tdev)
+        out, (grad,) = outputs_and_grads(lambda x: fn(o, x), [x])
+        return out, grad, o
+
+    x = leaf(5, tdev=tdev)
+    eager_out, eager_grad, eager_o = run(f)
+    out, grad, o = run(torch.compile(f, fullgraph=True))
+    torch.testing.assert_close(out, eager_out, **TOL)
+    torch.testing.assert_close(grad, eager_grad, **TOL)
+    torch.testing.assert_close(o, eager_o)
+    assert not o.requires_grad
+
+
 MASKS = ["".join(m) for m in itertools.product("01", repeat=3) if "1" in m]
 
 

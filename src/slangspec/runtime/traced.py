@@ -5,8 +5,10 @@ of these custom operators instead, so that a compiled graph holds it without a b
 
 - ``slangspec::call`` returns the function's result;
 - ``slangspec::call_writing`` and ``slangspec::call_writing_returning``, for a function that
-  writes ``IRWTensor``/``IWTensor`` arguments, are declared to write its tensors; the second
-  also returns the function's result.
+  writes ``IRWTensor``/``IWTensor`` arguments, return what those arguments hold after the call
+  (the kernel writes into copies), which the traced code copies back into them; the second
+  also returns the function's result. Being functional, they can carry autograd: an operator
+  that mutates its inputs cannot.
 
 All take the call's arguments flattened into lists torch can describe (``pack``): the tensors,
 whether each took part in autograd when the call was traced, the other arguments' kinds, and
@@ -42,15 +44,22 @@ def operator_name(fn: Function) -> str:
     return fn.operator_name
 
 
+def _written(name: str) -> tuple[int, ...]:
+    """The positions of the function's ``IRWTensor``/``IWTensor`` parameters."""
+    params = _functions[name].info.params
+    return tuple(k for k, p in enumerate(params) if p.type.interface in ("IRWTensor", "IWTensor"))
+
+
 @torch._dynamo.assume_constant_result
-def operator_kind(name: str) -> str:
+def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
     """Which operator calls the function: "call", or for one that writes any of its tensor
-    arguments (``IRWTensor``/``IWTensor``) "writing" or, when it also returns a value,
-    "writing_returning"."""
-    info = _functions[name].info
-    if not any(p.type.interface in ("IRWTensor", "IWTensor") for p in info.params):
-        return "call"
-    return "writing" if info.returns.kind == "void" else "writing_returning"
+    arguments "writing" or, when it also returns a value, "writing_returning"; and the
+    positions of the arguments it writes."""
+    written = _written(name)
+    if not written:
+        return "call", written
+    returns = _functions[name].info.returns.kind != "void"
+    return ("writing_returning" if returns else "writing"), written
 
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
@@ -142,53 +151,84 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     return torch.empty(_broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
 
 
-_ARGUMENTS = (
-    "str name, Tensor{writes}[] tensors, bool[] grads, str kinds, float[] floats, SymInt[] ints"
-)
+_ARGUMENTS = "str name, Tensor[] tensors, bool[] grads, str kinds, float[] floats, SymInt[] ints"
 
 
-def _forward(
-    name: str,
-    tensors: list[torch.Tensor],
-    grads: list[bool],
-    kinds: str,
-    floats: list[float],
-    ints: list[int],
-) -> torch.Tensor | None:
+def _with_copies(name: str, args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
+    """``args`` with a copy in place of each argument the function writes, and the copies."""
+    args = list(args)
+    copies = []
+    for k in _written(name):
+        args[k] = args[k].clone()
+        copies.append(args[k])
+    return args, copies
+
+
+def _forward(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     args = unpack(tensors, kinds, floats, ints)
     return _specialization(name, args, grads).forward(args)
+
+
+def _forward_writing(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
+    args = unpack(tensors, kinds, floats, ints)
+    spec = _specialization(name, args, grads)
+    args, written = _with_copies(name, args)
+    spec.forward(args)
+    return written
+
+
+def _forward_writing_returning(
+    name, tensors, grads, kinds, floats, ints
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    args = unpack(tensors, kinds, floats, ints)
+    spec = _specialization(name, args, grads)
+    args, written = _with_copies(name, args)
+    return written, spec.forward(args)
 
 
 def _fake_result(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
 
 
-def _operator(op: str, writes: bool, returns: str) -> Any:
-    arguments = _ARGUMENTS.format(writes="(a!)" if writes else "")
+def _fake_written(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
+    args = unpack(tensors, kinds, floats, ints)
+    return [torch.empty_like(args[k]) for k in _written(name)]
+
+
+def _fake_written_returning(name, tensors, grads, kinds, floats, ints):
+    args = unpack(tensors, kinds, floats, ints)
+    return [torch.empty_like(args[k]) for k in _written(name)], _result_like(name, args, grads)
+
+
+def _operator(op: str, forward: Any, fake: Any, returns: str) -> Any:
     defined = torch.library.custom_op(
-        f"slangspec::{op}",
-        _forward,
-        mutates_args=("tensors",) if writes else (),
-        schema=f"({arguments}) -> {returns}",
+        f"slangspec::{op}", forward, mutates_args=(), schema=f"({_ARGUMENTS}) -> {returns}"
     )
-    defined.register_fake(_fake_result if returns == "Tensor" else lambda *_: None)
+    defined.register_fake(fake)
     return defined
 
 
-call = _operator("call", writes=False, returns="Tensor")
-call_writing = _operator("call_writing", writes=True, returns="()")
-call_writing_returning = _operator("call_writing_returning", writes=True, returns="Tensor")
+call = _operator("call", _forward, _fake_result, "Tensor")
+call_writing = _operator("call_writing", _forward_writing, _fake_written, "Tensor[]")
+call_writing_returning = _operator(
+    "call_writing_returning",
+    _forward_writing_returning,
+    _fake_written_returning,
+    "(Tensor[], Tensor)",
+)
 
 
 @torch.library.custom_op(
     "slangspec::call_backward",
     mutates_args=(),
-    schema=f"({_ARGUMENTS.format(writes='')}, Tensor grad_out) -> Tensor[]",
+    schema=f"({_ARGUMENTS}, Tensor grad_out) -> Tensor[]",
 )
 def call_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
     """Gradients of the tensors whose grad flag is set, in order."""
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
+    # A backward kernel re-runs the function's writes: into copies, never into saved inputs.
+    args, _ = _with_copies(name, args)
     mask = ["0"] * len(args)
     positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
     for k, g in zip(positions, grads, strict=True):
@@ -215,6 +255,8 @@ def _setup(ctx: Any, inputs: tuple, output: Any) -> None:
 
 def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
     name, grads, kinds, floats, ints = ctx.call
+    if grad_out is None:
+        return None, [None] * len(grads), None, None, _none_like(floats), _none_like(ints)
     tensors = list(ctx.saved_tensors)
     computed = iter(call_backward(name, tensors, grads, kinds, floats, ints, grad_out))
     tensor_grads = [next(computed) if g else None for g in grads]
@@ -227,17 +269,41 @@ def _none_like(values: list) -> list | None:
     return [] if not values else None
 
 
+def _setup_writing_returning(ctx: Any, inputs: tuple, output: Any) -> None:
+    """As ``_setup``, keeping what the written arguments hold after the call, as eager mode's
+    backward sees them: the traced code copies it into them, which the inputs' saved
+    versions would not survive."""
+    name, tensors, grads, kinds, floats, ints = inputs
+    saved = list(tensors)
+    positions = [k for k, kind in enumerate(kinds.split(",")) if kind == "t"]
+    for k, value in zip(_written(name), output[0], strict=True):
+        saved[positions.index(k)] = value
+    _setup(ctx, (name, saved, grads, kinds, floats, ints), output)
+
+
+def _backward_writing_returning(ctx: Any, _written: list, grad_out: torch.Tensor) -> tuple:
+    return _backward(ctx, grad_out)
+
+
 call.register_autograd(_backward, setup_context=_setup)
+call_writing_returning.register_autograd(
+    _backward_writing_returning, setup_context=_setup_writing_returning
+)
 
 
 def traced_call(name: str, *args: Any) -> torch.Tensor | None:
     """The function ``name`` names, called on ``args`` as an operator torch can trace."""
     tensors, grads, kinds, floats, ints = pack(args)
-    kind = operator_kind(name)
+    kind, written = operator_kind(name)
     if kind == "call":
         return call(name, tensors, grads, kinds, floats, ints)
-    # Declared to write all its tensors: torch orders every use of them around it.
+    result = None
     if kind == "writing":
-        call_writing(name, tensors, grads, kinds, floats, ints)
-        return None
-    return call_writing_returning(name, tensors, grads, kinds, floats, ints)
+        values = call_writing(name, tensors, grads, kinds, floats, ints)
+    else:
+        values, result = call_writing_returning(name, tensors, grads, kinds, floats, ints)
+    # In place, as the kernel writes in eager mode: torch orders every use of them around it.
+    # Not differentiable, as there: a written tensor does not take part in autograd.
+    for k, value in zip(written, values, strict=True):
+        args[k].copy_(value.detach())
+    return result
