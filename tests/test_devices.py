@@ -1,4 +1,8 @@
-"""Device selection and a smoke kernel straight through slangpy."""
+"""Device selection, closing devices at exit, and a smoke kernel straight through slangpy."""
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,6 +57,36 @@ def test_a_device_slangpy_cannot_open_names_the_kind(monkeypatch, tmp_path):
     monkeypatch.setattr(devices, "_open", refuse)
     with pytest.raises(devices.DeviceUnavailableError, match="vulkan: refused for the test"):
         devices.open_device("vulkan", shaders(tmp_path / "elsewhere"))
+
+
+CLOSED_AT_EXIT = """
+import atexit, sys
+import slangpy as spy
+import torch
+closed = []
+close = spy.Device.close
+spy.Device.close = lambda self: (closed.append(self), close(self))[1]
+atexit.register(lambda: print("devices closed before teardown:", len(closed)))
+import slangspec
+m = slangspec.load(sys.argv[1], device=sys.argv[2], cache_dir=sys.argv[3])
+dev = "cuda" if sys.argv[2] == "cuda" else "cpu"
+a = torch.rand(8, device=dev, requires_grad=True)
+m.poly(a, torch.rand(8, device=dev)).sum().backward()
+"""
+
+
+def test_a_process_closes_its_device_before_the_interpreter_tears_down(kind, tmp_path):
+    # A CUDA device shares torch's context; left to the teardown, it could be destroyed after
+    # that context and crash the process after its work was done.
+    shader = Path(__file__).parent / "shaders" / "ops.slang"
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSED_AT_EXIT, str(shader), kind, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "devices closed before teardown: 1" in done.stdout, done.stdout
 
 
 SMOKE = """

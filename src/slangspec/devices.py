@@ -8,6 +8,7 @@ cached launches them through the driver and never needs one.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from pathlib import Path
@@ -74,8 +75,24 @@ def open_device(kind: str, shaders: ShaderCache) -> spy.Device:
                 raise DeviceUnavailableError(f"{kind}: slangpy cannot be imported ({exc})") from exc
             except Exception as exc:
                 raise DeviceUnavailableError(f"{kind}: {exc}") from exc
+            if not _devices:
+                # Registered after torch's own exit handlers, so it runs before them.
+                atexit.register(close_devices)
             _devices[(kind, str(shaders.directory))] = device
         return device
+
+
+def close_devices() -> None:
+    """Close every device this process opened, its pending work done first. Run at exit: a
+    CUDA device shares torch's context, and one left to the interpreter's teardown can be
+    destroyed after that context is, which crashes the process after its work is done."""
+    with _lock:
+        opened_devices = list(_devices.values())
+        _devices.clear()
+    if opened_devices and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    for device in opened_devices:
+        device.close()
 
 
 def opened() -> bool:
