@@ -41,8 +41,9 @@ from typing import Any
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+from phase_timer import timeline  # noqa: E402
 from redis_server import RedisServer  # noqa: E402  (the tests' real redis-server)
-from warm_jobs import manifest  # noqa: E402
+from warm_jobs import TIMED_CLI, manifest  # noqa: E402
 
 NODE = """
 import json, sys, time
@@ -146,7 +147,8 @@ def machine_cores(i: int, jobs: int) -> set[int] | None:
 def warm_run(
     work: Path, name: str, jobs: int, kind: str, remote: str, cores: set[int] | None
 ) -> subprocess.Popen:
-    command = [sys.executable, "-m", "slangspec", "warm", str(manifest(work)), "--jobs", str(jobs)]
+    command = [sys.executable, "-c", TIMED_CLI, str(HERE), str(work / f"{name}.phases")]
+    command += ["warm", str(manifest(work)), "--jobs", str(jobs)]
     command += ["--cache-dir", str(work / name), "--device", kind, "--json"]
     pin = None if cores is None else lambda: os.sched_setaffinity(0, cores)
     return subprocess.Popen(
@@ -169,28 +171,35 @@ def finished(proc: subprocess.Popen) -> dict[str, int]:
     return statuses
 
 
-def two_at_once(work: Path, name: str, jobs: int, kind: str, remote: str) -> tuple[float, list]:
-    """Seconds until the slower of two warm runs started together is done, and how many items
-    each built."""
-    start = time.perf_counter()
+def two_at_once(
+    work: Path, name: str, jobs: int, kind: str, remote: str
+) -> tuple[float, list, list]:
+    """Seconds until the slower of two warm runs started together is done, how many items
+    each built, and each one's timeline (phase_timer)."""
+    began, start = time.time(), time.perf_counter()
     procs = [
         warm_run(work, f"{name}{i}", jobs, kind, remote, machine_cores(i, jobs)) for i in range(2)
     ]
     built = [finished(p).get("built", 0) for p in procs]
-    return time.perf_counter() - start, built
+    when = [
+        {k: round(v, 2) for k, v in timeline(work / f"{name}{i}.phases", began).items()}
+        for i in range(2)
+    ]
+    return time.perf_counter() - start, built, when
 
 
 def warm_round(kind: str, jobs: int) -> dict[str, Any]:
     """Seconds of one warm run alone, of the slower of two sharing nothing, and of the slower
-    of two sharing one server, with how many items each of those two built."""
+    of two sharing one server, with how many items each of those two built and when each
+    first compiled and last finished a phase."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
     start = time.perf_counter()
     finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
     alone = time.perf_counter() - start
-    neighbours, _ = two_at_once(work, "apart", jobs, kind, "")
+    neighbours, _, _ = two_at_once(work, "apart", jobs, kind, "")
     server = RedisServer(work / "redis").start()
     try:
-        together, built = two_at_once(work, "node", jobs, kind, server.url)
+        together, built, when = two_at_once(work, "node", jobs, kind, server.url)
     finally:
         server.stop()
     return {
@@ -198,6 +207,7 @@ def warm_round(kind: str, jobs: int) -> dict[str, Any]:
         "beside a neighbour": neighbours,
         "two sharing": together,
         "built by each": built,
+        "timeline of each": when,
     }
 
 

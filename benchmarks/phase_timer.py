@@ -1,9 +1,11 @@
 """Where a `specialize warm` run spends its time, phase by phase, in every worker process.
 
 ``install(directory)`` wraps the functions of each phase so that every call appends its
-duration to ``directory/<pid>.jsonl``; workers forked afterwards inherit the wrappers.
-``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang compile opens the
-device on its first call), so each is inclusive.
+start (epoch seconds) and duration to ``directory/<pid>.jsonl``; workers forked afterwards
+inherit the wrappers. ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang
+compile opens the device on its first call), so each is inclusive. ``timeline(directory,
+started)`` says when, from ``started``, the run first entered a phase, first compiled and last
+left a phase: what came before is start-up, what comes after is the tail.
 """
 
 from __future__ import annotations
@@ -43,6 +45,20 @@ def _owner(path: str) -> Any:
         return getattr(importlib.import_module(module), attribute)
 
 
+def _write(directory: Path, phase: str, began: float, seconds: float) -> None:
+    line = json.dumps({"phase": phase, "start": began, "s": seconds})
+    with open(directory / f"{os.getpid()}.jsonl", "a") as f:
+        f.write(line + "\n")
+
+
+def _records(directory: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in directory.glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+
+
 def install(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for phase, places in PHASES.items():
@@ -52,13 +68,11 @@ def install(directory: Path) -> None:
 
             @functools.wraps(original)
             def timed(*args: Any, _original: Any = original, _phase: str = phase, **kw: Any):
-                start = time.perf_counter()
+                began, start = time.time(), time.perf_counter()
                 try:
                     return _original(*args, **kw)
                 finally:
-                    line = json.dumps({"phase": _phase, "s": time.perf_counter() - start})
-                    with open(directory / f"{os.getpid()}.jsonl", "a") as f:
-                        f.write(line + "\n")
+                    _write(directory, _phase, began, time.perf_counter() - start)
 
             setattr(owner, name, timed)
 
@@ -68,13 +82,25 @@ def summary(directory: Path, wall_s: float, jobs: int) -> list[tuple[str, float,
     "idle": the time workers were not inside any top-level phase."""
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
-    for path in directory.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            seconds[record["phase"]] += record["s"]
-            calls[record["phase"]] += 1
+    for record in _records(directory):
+        seconds[record["phase"]] += record["s"]
+        calls[record["phase"]] += 1
     rows = [(phase, seconds[phase], calls[phase]) for phase in PHASES if calls[phase]]
     top = ("load the module", "Slang compile", "cubin from PTX", "cache writes")
     busy = sum(seconds[p] for p in top)
     rows.append(("workers' time outside those phases", max(0.0, wall_s * jobs - busy), 0))
     return rows
+
+
+def timeline(directory: Path, started: float) -> dict[str, float]:
+    """Seconds from ``started`` (epoch) to the first phase entered in any process, to the
+    first Slang compile, and to the end of the last phase."""
+    records = _records(directory)
+    if not records:
+        return {}
+    compiles = [r["start"] for r in records if r["phase"] == "Slang compile"]
+    return {
+        "first phase": min(r["start"] for r in records) - started,
+        "first compile": (min(compiles) if compiles else float("nan")) - started,
+        "last phase ends": max(r["start"] + r["s"] for r in records) - started,
+    }

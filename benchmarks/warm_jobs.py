@@ -4,7 +4,8 @@ forward and up to seven backward kernels, into an empty cache per run.
     python benchmarks/warm_jobs.py [--jobs 1 2] [--device D]
 
 Also prints, per run, the seconds every process spent in each phase (benchmarks/phase_timer.py)
-and the workers' time outside them: what stays serial or idle as jobs grow.
+and the workers' time outside them, and when the first phase and the first Slang compile
+began and the last phase ended: what stays serial or idle as jobs grow.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phase_timer import summary
+from phase_timer import summary, timeline
 
 HERE = Path(__file__).parent
 SHAPES = (
@@ -54,7 +55,7 @@ specializations = [
     return path
 
 
-_TIMED_CLI = """
+TIMED_CLI = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
@@ -65,17 +66,20 @@ main(sys.argv[3:])
 """
 
 
-def run(jobs: int, device: str | None) -> tuple[float, list[tuple[str, float, int]]]:
-    """Wall seconds of one warm run into an empty cache, and its phases (see phase_timer)."""
+def run(
+    jobs: int, device: str | None
+) -> tuple[float, list[tuple[str, float, int]], dict[str, float]]:
+    """Wall seconds of one warm run into an empty cache, its phases and their timeline (see
+    phase_timer)."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-warm-"))
-    command = [sys.executable, "-c", _TIMED_CLI, str(HERE), str(work / "phases")]
+    command = [sys.executable, "-c", TIMED_CLI, str(HERE), str(work / "phases")]
     command += ["warm", str(manifest(work)), "--jobs", str(jobs), "--cache-dir", str(work / "c")]
     if device:
         command += ["--device", device]
-    start = time.perf_counter()
+    began, start = time.time(), time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
     wall = time.perf_counter() - start
-    return wall, summary(work / "phases", wall, jobs)
+    return wall, summary(work / "phases", wall, jobs), timeline(work / "phases", began)
 
 
 def main() -> None:
@@ -89,7 +93,7 @@ def main() -> None:
     print(f"{'jobs':>4s} {'seconds':>8s} {'speed-up':>8s}", flush=True)
     base = None
     for jobs in args.jobs:
-        seconds, phases = runs[jobs] = run(jobs, args.device)
+        seconds, phases, _ = runs[jobs] = run(jobs, args.device)
         base = base or seconds
         print(f"{jobs:4d} {seconds:8.1f} {base / seconds:8.2f}", flush=True)
     print("\nPhases, seconds summed over every process (inclusive: a compile may open the device)")
@@ -97,10 +101,17 @@ def main() -> None:
     print(f"{'phase':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
     for name in names:
         cells = []
-        for _, phases in runs.values():
+        for _, phases, _ in runs.values():
             found = {n: s for n, s, _ in phases}
             cells.append(f"{found.get(name, 0.0):10.1f}")
         print(f"{name:<36s}" + "".join(cells))
+    print("\nWhen, seconds from the command's start")
+    print(f"{'':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
+    for name in ("first phase", "first compile", "last phase ends"):
+        print(
+            f"{name:<36s}" + "".join(f"{when.get(name, 0.0):10.1f}" for *_, when in runs.values())
+        )
+    print(f"{'command ends':<36s}" + "".join(f"{seconds:10.1f}" for seconds, *_ in runs.values()))
 
 
 if __name__ == "__main__":
