@@ -335,6 +335,46 @@ masks = {masks}
     assert m.poly.missing(items[0].signature, items[0].masks) == []
 
 
+def test_warming_reflects_a_module_another_machine_is_reflecting(
+    tmp_path, redis_server, monkeypatch, kind
+):
+    if kind != "cuda":
+        pytest.skip("only a CUDA process waits for another machine's reflection")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from slangspec.warm import parse_manifest, warm
+
+    monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(f"""
+[[module]]
+path = "{HERE / "shaders" / "cached.slang"}"
+include_paths = ["{HERE / "slang_lib"}"]
+
+[[module.function]]
+name = "poly"
+specializations = [["f32[1] grad", "f32[7] nograd"]]
+masks = "none"
+""")
+    client = redis_server.client()
+    for fact in client.keys(PREFIX + "fact:functions:*"):
+        client.delete(fact)
+    # As if another machine were reflecting the module, for longer than the test runs.
+    lease = "functions:" + load(tmp_path / "probe", redis_server).functions_key + ":poly"
+    client.set(PREFIX + "lease:" + lease, "elsewhere", px=600_000)
+    pool = ThreadPoolExecutor(1)
+    warming = pool.submit(warm, parse_manifest(manifest), cache_dir=str(tmp_path / "c"))
+    try:
+        results = warming.result(timeout=120)
+        held_meanwhile = client.exists(PREFIX + "lease:" + lease)
+    finally:
+        client.delete(PREFIX + "lease:" + lease)
+        client.publish(PREFIX + "landed:" + lease, "elsewhere")
+        pool.shutdown()
+    assert held_meanwhile, "the warm run waited until the other machine's reflection ended"
+    assert [r.status for r in results] == ["built"]
+
+
 def test_ls_evict_and_verify_act_on_the_remote(tmp_path, redis_server):
     assert run(tmp_path / "node", "--signatures", "2", env=remote_env(redis_server))["ok"]
     url = redis_server.url

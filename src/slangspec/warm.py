@@ -262,6 +262,7 @@ def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
             m = slangspec.load_source(item.name, item.source, **options)
         else:
             m = slangspec.load(item.path, **options)
+        m.waits_for_reflection = False
         _modules[key] = m
     return m
 

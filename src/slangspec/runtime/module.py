@@ -107,6 +107,10 @@ class Module:
             }
         )
         """Keys what the cache remembers of which functions this module's content has."""
+        self.waits_for_reflection = True
+        """Whether a CUDA process that finds another machine reflecting this module waits for
+        what it notes instead of starting Slang itself; warming turns it off, since its
+        workers start Slang to compile anyway and would only start later."""
         self.builder = Builder(self)
         self._functions: dict[str, Function] = {}
         self._traced_functions: dict[str, Function] = {}
@@ -175,10 +179,10 @@ class Module:
         known = self._remembered(name)
         if known is None:
             # CUDA machines sharing a remote tier reflect a module once, as they build a key
-            # once: one served cubins never starts Slang. Elsewhere each compiles what it
-            # fetches, through Slang, and waiting would only delay it.
+            # once: one served cubins never starts Slang. Elsewhere, and in a warming worker,
+            # Slang starts anyway, and waiting would only delay it.
             lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-            if self.device_kind == "cuda":
+            if self.device_kind == "cuda" and self.waits_for_reflection:
                 name_of_lease = f"functions:{self.functions_key}:{name}"
                 lease = self.cache.remote_lease(
                     name_of_lease, lambda: self._remembered(name) is not None
