@@ -191,11 +191,12 @@ def two_at_once(
 def warm_round(kind: str, jobs: int) -> dict[str, Any]:
     """Seconds of one warm run alone, of the slower of two sharing nothing, and of the slower
     of two sharing one server, with how many items each of those two built and when each
-    first compiled and last finished a phase."""
+    first compiled and last finished a phase (and when the run alone did)."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
-    start = time.perf_counter()
+    began, start = time.time(), time.perf_counter()
     finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
     alone = time.perf_counter() - start
+    alone_when = {k: round(v, 2) for k, v in timeline(work / "alone.phases", began).items()}
     neighbours, _, _ = two_at_once(work, "apart", jobs, kind, "")
     server = RedisServer(work / "redis").start()
     try:
@@ -204,6 +205,7 @@ def warm_round(kind: str, jobs: int) -> dict[str, Any]:
         server.stop()
     return {
         "alone": alone,
+        "timeline alone": alone_when,
         "beside a neighbour": neighbours,
         "two sharing": together,
         "built by each": built,
