@@ -171,6 +171,10 @@ def finished(proc: subprocess.Popen) -> dict[str, int]:
     return statuses
 
 
+def when_of(phases: Path, began: float) -> dict[str, float]:
+    return {k: round(v, 2) for k, v in timeline(phases, began).items()}
+
+
 def two_at_once(
     work: Path, name: str, jobs: int, kind: str, remote: str
 ) -> tuple[float, list, list]:
@@ -181,10 +185,7 @@ def two_at_once(
         warm_run(work, f"{name}{i}", jobs, kind, remote, machine_cores(i, jobs)) for i in range(2)
     ]
     built = [finished(p).get("built", 0) for p in procs]
-    when = [
-        {k: round(v, 2) for k, v in timeline(work / f"{name}{i}.phases", began).items()}
-        for i in range(2)
-    ]
+    when = [when_of(work / f"{name}{i}.phases", began) for i in range(2)]
     return time.perf_counter() - start, built, when
 
 
@@ -196,7 +197,7 @@ def warm_round(kind: str, jobs: int) -> dict[str, Any]:
     began, start = time.time(), time.perf_counter()
     finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
     alone = time.perf_counter() - start
-    alone_when = {k: round(v, 2) for k, v in timeline(work / "alone.phases", began).items()}
+    alone_when = when_of(work / "alone.phases", began)
     neighbours, _, _ = two_at_once(work, "apart", jobs, kind, "")
     server = RedisServer(work / "redis").start()
     try:
