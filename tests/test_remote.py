@@ -293,6 +293,24 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
     assert "no remote tier: pass --remote URL or set SLANGSPEC_REMOTE" in result.output
 
 
+def poly_items(tmp_path, specializations: str, masks: str) -> list:
+    """The warm items of a manifest of cached.slang's poly (TOML values as given)."""
+    from slangspec.warm import parse_manifest
+
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(f"""
+[[module]]
+path = "{HERE / "shaders" / "cached.slang"}"
+include_paths = ["{HERE / "slang_lib"}"]
+
+[[module.function]]
+name = "poly"
+specializations = {specializations}
+masks = {masks}
+""")
+    return parse_manifest(manifest)
+
+
 @pytest.mark.parametrize(
     ("held", "masks", "lease"),
     [
@@ -307,21 +325,11 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
 def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
     tmp_path, redis_server, monkeypatch, held, masks, lease
 ):
-    from slangspec.warm import parse_manifest, warm
+    from slangspec.warm import warm
 
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
-    manifest = tmp_path / "warm.toml"
-    manifest.write_text(f"""
-[[module]]
-path = "{HERE / "shaders" / "cached.slang"}"
-include_paths = ["{HERE / "slang_lib"}"]
-
-[[module.function]]
-name = "poly"
-specializations = [["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]
-masks = {masks}
-""")
-    items = parse_manifest(manifest)
+    specializations = '[["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]'
+    items = poly_items(tmp_path, specializations, masks)
     m = load(tmp_path / "c", redis_server)
     busy = m.poly.cache_key(items[0].signature)
     name = lease.format(key=busy)
@@ -342,20 +350,10 @@ def test_warming_reflects_a_module_another_machine_is_reflecting(
         pytest.skip("only a CUDA process waits for another machine's reflection")
     from concurrent.futures import ThreadPoolExecutor
 
-    from slangspec.warm import parse_manifest, warm
+    from slangspec.warm import warm
 
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
-    manifest = tmp_path / "warm.toml"
-    manifest.write_text(f"""
-[[module]]
-path = "{HERE / "shaders" / "cached.slang"}"
-include_paths = ["{HERE / "slang_lib"}"]
-
-[[module.function]]
-name = "poly"
-specializations = [["f32[1] grad", "f32[7] nograd"]]
-masks = "none"
-""")
+    items = poly_items(tmp_path, '[["f32[1] grad", "f32[7] nograd"]]', '"none"')
     client = redis_server.client()
     for fact in client.keys(PREFIX + "fact:functions:*"):
         client.delete(fact)
@@ -363,7 +361,7 @@ masks = "none"
     lease = "functions:" + load(tmp_path / "probe", redis_server).functions_key + ":poly"
     client.set(PREFIX + "lease:" + lease, "elsewhere", px=600_000)
     pool = ThreadPoolExecutor(1)
-    warming = pool.submit(warm, parse_manifest(manifest), cache_dir=str(tmp_path / "c"))
+    warming = pool.submit(warm, items, cache_dir=str(tmp_path / "c"))
     try:
         results = warming.result(timeout=120)
         held_meanwhile = client.exists(PREFIX + "lease:" + lease)
