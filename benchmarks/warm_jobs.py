@@ -61,8 +61,8 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import phase_timer
 phase_timer.install(Path(sys.argv[2]))
-from slangspec.cli import main
-main(sys.argv[3:])
+from slangspec.cli import run
+run(sys.argv[3:])
 """
 
 

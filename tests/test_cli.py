@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,45 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
     rows = json.loads(r.stdout)
     assert len(rows) == 6 and {x["status"] for x in rows} == {"built"}
     assert len(slangspec.Cache(tmp_path / "c").entries()) == 6
+
+
+def _processes_marked(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "environ").read_bytes():
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(proc.name))
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
+def test_the_program_leaves_no_worker_process_behind(tmp_path):
+    """``specialize warm --jobs`` exits without waiting for its workers' teardown; they must
+    still be gone, not left blocked on the pool's queue."""
+    marker = f"SLANGSPEC_TEST_MARK={os.getpid()}-{tmp_path.name}"
+    env = {**os.environ, "SLANGSPEC_TEST_MARK": marker.split("=", 1)[1]}
+    command = [sys.executable, "-m", "slangspec", "warm", str(manifest(tmp_path))]
+    command += ["--jobs", "2", "--cache-dir", str(tmp_path / "c"), "--json"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert [x["status"] for x in json.loads(out.stdout)] == ["built", "built"]
+    left = _processes_marked(marker)
+    for _ in range(300):
+        if not left:
+            break
+        time.sleep(0.1)
+        left = _processes_marked(marker)
+    assert not left, f"worker processes still running after the command: {left}"
+    dry = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr
+    empty = [*command[:-2], str(tmp_path / "empty"), "--dry-run"]
+    assert subprocess.run(empty, capture_output=True, timeout=300).returncode == 1
+    usage = subprocess.run([*command[:5], "--jobs", "0"], capture_output=True, timeout=300)
+    assert usage.returncode == 2
 
 
 @pytest.mark.parametrize(

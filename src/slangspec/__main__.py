@@ -1,5 +1,5 @@
 """``python -m slangspec`` runs the ``specialize`` command line."""
 
-from .cli import main
+from .cli import run
 
-main(prog_name="specialize")
+run()

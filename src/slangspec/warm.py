@@ -345,35 +345,62 @@ def warm(
     plan the backward kernels need), then each backward kernel as its forward lands, so that
     workers stay busy to the end. A kernel that another machine sharing the remote tier is
     building is taken up again after the rest, by when it is most likely there to be fetched.
+
+    Returns without waiting for the worker processes to exit: each has written its work to
+    the cache before reporting it, and their exits (on CUDA each tears down a context: 0.5 s
+    for 8 workers, 1.1 s for 16 on the H200) overlap with what the caller does next.
     """
-    with _executor(jobs) as pool:
+    pool = _executor(jobs)
+    try:
         if dry_run:
-            checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
-            results = [f.result() for f in checks]
-            for r in results:
-                progress(r)
-            return results
-        kernels: dict[int, list[WarmResult]] = {i: [] for i in range(len(items))}
-        done: dict[int, WarmResult] = {}
-        pending = {
-            pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
-            for i, item in enumerate(items)
-        }
-        while pending:
-            ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
-            for f in ready:
-                i, mask = pending.pop(f)
-                result, masks = f.result()
-                if result.status == "deferred":
-                    # Queued behind every task not yet started: taken up after the rest.
-                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, False)
-                    pending[task] = (i, mask)
-                    continue
-                kernels[i].append(result)
-                for mask in masks:
-                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, True)
-                    pending[task] = (i, mask)
-                if all(j != i for j, _ in pending.values()):
-                    done[i] = _combined(items[i], kernels[i])
-                    progress(done[i])
+            return _check(pool, items, device, cache_dir, progress)
+        return _build(pool, items, device, cache_dir, progress)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _check(
+    pool: futures.Executor,
+    items: Sequence[WarmItem],
+    device: str | None,
+    cache_dir: str | None,
+    progress: Callable[[WarmResult], None],
+) -> list[WarmResult]:
+    checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
+    results = [f.result() for f in checks]
+    for r in results:
+        progress(r)
+    return results
+
+
+def _build(
+    pool: futures.Executor,
+    items: Sequence[WarmItem],
+    device: str | None,
+    cache_dir: str | None,
+    progress: Callable[[WarmResult], None],
+) -> list[WarmResult]:
+    kernels: dict[int, list[WarmResult]] = {i: [] for i in range(len(items))}
+    done: dict[int, WarmResult] = {}
+    pending = {
+        pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
+        for i, item in enumerate(items)
+    }
+    while pending:
+        ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
+        for f in ready:
+            i, mask = pending.pop(f)
+            result, masks = f.result()
+            if result.status == "deferred":
+                # Queued behind every task not yet started: taken up after the rest.
+                task = pool.submit(warm_task, items[i], mask, device, cache_dir, False)
+                pending[task] = (i, mask)
+                continue
+            kernels[i].append(result)
+            for mask in masks:
+                task = pool.submit(warm_task, items[i], mask, device, cache_dir, True)
+                pending[task] = (i, mask)
+            if all(j != i for j, _ in pending.values()):
+                done[i] = _combined(items[i], kernels[i])
+                progress(done[i])
     return [done[i] for i in range(len(items))]
