@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 import slangspec
+from slangspec import cuda_api
 from slangspec.runtime import cuda_driver
 
 HERE = Path(__file__).parent
@@ -86,7 +87,7 @@ def main() -> None:
 
     results = {
         "make current, ctypes": per_call(
-            lambda: cuda_driver.make_current(context), args.launches, args.rounds
+            lambda: cuda_api.make_current(context), args.launches, args.rounds
         ),
         "make current, cuda-bindings": per_call(
             lambda: nv.cuCtxSetCurrent(nv_context), args.launches, args.rounds

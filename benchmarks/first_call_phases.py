@@ -26,9 +26,8 @@ def child(kind: str, cache: str) -> dict[str, float]:
     import torch
 
     import slangspec
-    from slangspec import devices
+    from slangspec import cuda_api, devices
     from slangspec.compiler import CompiledKernel
-    from slangspec.runtime import cuda_driver
 
     tdev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
@@ -48,7 +47,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
 
     shaders = slangspec.Cache(cache).shader_cache()
     if kind == "cuda":
-        cuda_driver.make_current(cuda_driver.primary_context(devices.torch_device(kind).index))
+        cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
     devices.open_device(kind, shaders)
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)

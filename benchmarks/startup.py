@@ -57,13 +57,12 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     (warmup * 2).backward(torch.ones_like(warmup))
     if mode == "slangspec":
         import slangspec
-        from slangspec import devices
-        from slangspec.runtime import cuda_driver
+        from slangspec import cuda_api, devices
 
         shaders = slangspec.Cache(cache).shader_cache()
         if kind == "cuda":
-            context = cuda_driver.primary_context(devices.torch_device(kind).index)
-            cuda_driver.make_current(context)
+            context = cuda_api.primary_context(devices.torch_device(kind).index)
+            cuda_api.make_current(context)
         devices.open_device(kind, shaders)
         args = _tensors(function, tdev, slangspec.grid)
         sync()

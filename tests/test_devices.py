@@ -10,10 +10,9 @@ import slangpy as spy
 import torch
 
 import slangspec
-from slangspec import devices
+from slangspec import cuda_api, devices
 from slangspec.cache_store import ShaderSnapshots
 from slangspec.compiler import Compiler
-from slangspec.runtime import cuda_driver
 
 
 def shaders(path):
@@ -104,7 +103,7 @@ void smoke(uint3 tid : SV_DispatchThreadID, uniform uint n, uniform float* x, un
 def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     shaders = slangspec.Cache(cache_dir).shader_cache()
     if kind == "cuda":
-        cuda_driver.make_current(cuda_driver.primary_context(devices.torch_device(kind).index))
+        cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
     device = devices.open_device(kind, shaders)
     (tmp_path / "smoke.slang").write_text(SMOKE)
     session = Compiler(device, tmp_path).session([tmp_path], {})

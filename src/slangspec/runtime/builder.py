@@ -20,10 +20,11 @@ from ..cache_store import FORWARD, CacheWarning, Entry, key_of
 from ..cache_store.keys import source_name
 from ..codegen import kernel_source
 from ..counts import compile_counts
+from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
 from ..specializer import SpecializationPlan, plan_from_signature
 from ..uniforms import Unpackable
-from .cuda_driver import CachedBinary, CudaDriverError, DriverKernel, cubin_from_ptx, make_current
+from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
 
 if TYPE_CHECKING:
     import slangpy as spy

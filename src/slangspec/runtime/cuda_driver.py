@@ -11,88 +11,34 @@ that with ``cuModuleLoadData`` into torch's own (primary) context and never impo
 starts Slang, which for a module importing slangpy's own library costs ~150 ms even when every
 Slang cache is warm, and opening slangpy's CUDA device ~300 ms more.
 
-The driver is declared here through ctypes rather than NVIDIA's ``cuda-bindings``: on the H200
-(``benchmarks/driver_launch.py``) the bindings launch 0.7 us faster (5.7 against 6.4 us, pack
-included) but importing them costs 48 ms, which a warm process pays before its first launch and
+The driver is declared through ctypes (``cuda_api``) rather than NVIDIA's ``cuda-bindings``: on
+the H200 (``benchmarks/driver_launch.py``) the bindings launch 0.7 us faster (5.7 against 6.4 us,
+pack included) but importing them costs 48 ms, which a warm process pays before its first launch and
 would take some 70,000 launches to win back.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..codegen import ENTRY_POINT
+from ..cuda_api import SIZE, CudaDriverError, P, check, driver
 from ..uniforms import Layout, UniformBlock
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
 
-_P = ctypes.c_void_p
-_SIZE = ctypes.c_size_t
-_UINT = ctypes.c_uint
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0  # CU_LAUNCH_PARAM_* markers of ``extra``
 _INPUT_PTX = 1  # CU_JIT_INPUT_PTX
 
 
-class CudaDriverError(RuntimeError):
-    """The CUDA driver refused a call."""
-
-
-@functools.cache
-def driver() -> ctypes.CDLL:
-    """libcuda, loaded once."""
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuLaunchKernel.argtypes = [_P, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _P, _P, _P]
-    lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(_P), _P, ctypes.c_char_p]
-    lib.cuFuncGetParamInfo.argtypes = [_P, _SIZE, ctypes.POINTER(_SIZE), ctypes.POINTER(_SIZE)]
-    lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(_P), ctypes.c_char_p]
-    lib.cuLinkCreate_v2.argtypes = [_UINT, _P, _P, ctypes.POINTER(_P)]
-    lib.cuLinkAddData_v2.argtypes = [_P, ctypes.c_int, ctypes.c_char_p, _SIZE, ctypes.c_char_p]
-    lib.cuLinkAddData_v2.argtypes += [_UINT, _P, _P]
-    lib.cuLinkComplete.argtypes = [_P, ctypes.POINTER(_P), ctypes.POINTER(_SIZE)]
-    lib.cuLinkDestroy.argtypes = [_P]
-    lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-    lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(_P), ctypes.c_int]
-    lib.cuCtxSetCurrent.argtypes = [_P]
-    return lib
-
-
-def _check(result: int, what: str) -> None:
-    if result:
-        name = ctypes.c_char_p()
-        driver().cuGetErrorName(result, ctypes.byref(name))
-        raise CudaDriverError(f"{what}: {(name.value or b'CUDA error').decode()} ({result})")
-
-
-@functools.cache
-def primary_context(ordinal: int) -> int:
-    """The primary context of CUDA device ``ordinal``: the one torch's runtime works in."""
-    lib = driver()
-    _check(lib.cuInit(0), "cuInit")
-    device = ctypes.c_int()
-    _check(lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
-    context = _P()
-    _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
-    return context.value or 0
-
-
-def make_current(context: int) -> None:
-    """Make ``context`` current on the calling thread: a thread that has not used CUDA yet (torch's
-    autograd thread, say) has none."""
-    result = driver().cuCtxSetCurrent(context)
-    if result:
-        _check(result, "cuCtxSetCurrent")
-
-
-def _param_bytes(function: _P) -> int:
+def _param_bytes(function: P) -> int:
     """Size of the kernel's parameter block, from the driver's view of its parameters."""
     end, index = 0, 0
-    offset, size = _SIZE(), _SIZE()
+    offset, size = SIZE(), SIZE()
     info = driver().cuFuncGetParamInfo
     while not info(function, index, ctypes.byref(offset), ctypes.byref(size)):
         end = max(end, offset.value + size.value)
@@ -103,16 +49,16 @@ def _param_bytes(function: _P) -> int:
 def cubin_from_ptx(ptx: bytes) -> bytes:
     """PTX compiled for the current context's GPU, so that loading it needs no JIT."""
     lib = driver()
-    state = _P()
-    _check(lib.cuLinkCreate_v2(0, None, None, ctypes.byref(state)), "cuLinkCreate")
+    state = P()
+    check(lib.cuLinkCreate_v2(0, None, None, ctypes.byref(state)), "cuLinkCreate")
     try:
         text = ptx if ptx.endswith(b"\0") else ptx + b"\0"
-        _check(
+        check(
             lib.cuLinkAddData_v2(state, _INPUT_PTX, text, len(text), b"kernel.ptx", 0, None, None),
             "cuLinkAddData",
         )
-        image, size = _P(), _SIZE()
-        _check(lib.cuLinkComplete(state, ctypes.byref(image), ctypes.byref(size)), "cuLinkComplete")
+        image, size = P(), SIZE()
+        check(lib.cuLinkComplete(state, ctypes.byref(image), ctypes.byref(size)), "cuLinkComplete")
         return ctypes.string_at(image, size.value)
     finally:
         lib.cuLinkDestroy(state)
@@ -127,9 +73,9 @@ class CachedBinary:
     group: int
 
 
-def _function(module: Any) -> _P:
-    function = _P()
-    _check(
+def _function(module: Any) -> P:
+    function = P()
+    check(
         driver().cuModuleGetFunction(ctypes.byref(function), module, ENTRY_POINT.encode()),
         "cuModuleGetFunction",
     )
@@ -152,11 +98,11 @@ class DriverKernel:
     @classmethod
     def from_binary(cls, binary: CachedBinary) -> DriverKernel:
         """Load a cached cubin; the module stays loaded for the life of the process."""
-        module = _P()
-        _check(driver().cuModuleLoadData(ctypes.byref(module), binary.cubin), "cuModuleLoadData")
+        module = P()
+        check(driver().cuModuleLoadData(ctypes.byref(module), binary.cubin), "cuModuleLoadData")
         return cls(_function(module), UniformBlock(binary.layout), binary.group, owner=module)
 
-    def __init__(self, function: _P, block: UniformBlock, group: int, owner: Any) -> None:
+    def __init__(self, function: P, block: UniformBlock, group: int, owner: Any) -> None:
         self._owner = owner
         self.block = block
         self._function = function
@@ -168,8 +114,8 @@ class DriverKernel:
         self._group = group
         self._lock = threading.Lock()
         self._buffer = ctypes.create_string_buffer(max(size, 1))
-        self._size = _SIZE(size)
-        self._extra = (_P * 5)(
+        self._size = SIZE(size)
+        self._extra = (P * 5)(
             _BUFFER_POINTER,
             ctypes.addressof(self._buffer),
             _BUFFER_SIZE,
@@ -186,4 +132,4 @@ class DriverKernel:
                 self._function, groups, 1, 1, self._group, 1, 1, 0, stream, None, self._extra
             )
         if result:
-            _check(result, "cuLaunchKernel")
+            check(result, "cuLaunchKernel")

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from .cuda_driver import DriverKernel, make_current
+from ..cuda_api import make_current
+from .cuda_driver import DriverKernel
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel

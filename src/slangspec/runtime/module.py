@@ -23,6 +23,7 @@ import xxhash
 
 from ..cache import Cache
 from ..cache_store import FORWARD, key_of
+from ..cuda_api import make_current, primary_context
 from ..devices import device_identity, device_kind, open_device, torch_device
 from ..preimage import module_closure, preimage
 from ..signature_text import has_numpy
@@ -30,7 +31,6 @@ from ..signatures import ArgumentError, call_signature
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
 from .builder import Builder, Kernel, needing_slang
-from .cuda_driver import make_current, primary_context
 from .launch import Binding, CudaBinding
 from .specialization import Specialization
 

@@ -1,0 +1,64 @@
+"""The CUDA driver through ctypes: the calls every part of slangspec that touches CUDA needs, and
+the primary context torch's runtime works in. Imports neither torch nor slangpy, so a process can
+create its context while it imports them (``warm_pool``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+P = ctypes.c_void_p
+SIZE = ctypes.c_size_t
+UINT = ctypes.c_uint
+
+
+class CudaDriverError(RuntimeError):
+    """The CUDA driver refused a call."""
+
+
+@functools.cache
+def driver() -> ctypes.CDLL:
+    """libcuda, loaded once."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuLaunchKernel.argtypes = [P, UINT, UINT, UINT, UINT, UINT, UINT, UINT, P, P, P]
+    lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
+    lib.cuFuncGetParamInfo.argtypes = [P, SIZE, ctypes.POINTER(SIZE), ctypes.POINTER(SIZE)]
+    lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
+    lib.cuLinkCreate_v2.argtypes = [UINT, P, P, ctypes.POINTER(P)]
+    lib.cuLinkAddData_v2.argtypes = [P, ctypes.c_int, ctypes.c_char_p, SIZE, ctypes.c_char_p]
+    lib.cuLinkAddData_v2.argtypes += [UINT, P, P]
+    lib.cuLinkComplete.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(SIZE)]
+    lib.cuLinkDestroy.argtypes = [P]
+    lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(P), ctypes.c_int]
+    lib.cuCtxSetCurrent.argtypes = [P]
+    return lib
+
+
+def check(result: int, what: str) -> None:
+    if result:
+        name = ctypes.c_char_p()
+        driver().cuGetErrorName(result, ctypes.byref(name))
+        raise CudaDriverError(f"{what}: {(name.value or b'CUDA error').decode()} ({result})")
+
+
+@functools.cache
+def primary_context(ordinal: int) -> int:
+    """The primary context of CUDA device ``ordinal``: the one torch's runtime works in."""
+    lib = driver()
+    check(lib.cuInit(0), "cuInit")
+    device = ctypes.c_int()
+    check(lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+    context = P()
+    check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    return context.value or 0
+
+
+def make_current(context: int) -> None:
+    """Make ``context`` current on the calling thread: a thread that has not used CUDA yet (torch's
+    autograd thread, say) has none."""
+    result = driver().cuCtxSetCurrent(context)
+    if result:
+        check(result, "cuCtxSetCurrent")
