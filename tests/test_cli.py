@@ -169,6 +169,23 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
     assert len(slangspec.Cache(tmp_path / "c").entries()) == 6
 
 
+def test_warm_workers_start_before_torch_is_imported():
+    """``warm --jobs`` forks its workers before the builder imports torch, so that each creates
+    its CUDA context while it imports torch itself: starting them must import neither."""
+    code = (
+        "import multiprocessing, sys\n"
+        "from slangspec import warm_pool\n"
+        "pool = warm_pool.start(3, None)\n"
+        "print(len(multiprocessing.active_children()), sorted(\n"
+        "    m for m in ('torch', 'slangpy') if m in sys.modules))\n"
+        "print(sorted(set(pool.map(abs, range(-6, 0)))))\n"
+        "pool.shutdown()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["3 []", "[1, 2, 3, 4, 5, 6]"]
+
+
 def _processes_marked(marker: str) -> list[int]:
     """Live processes whose environment holds ``marker``."""
     found = []

@@ -27,7 +27,6 @@ Argument specs::
 from __future__ import annotations
 
 import concurrent.futures as futures
-import multiprocessing
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -318,16 +317,13 @@ def _combined(item: WarmItem, results: list[WarmResult]) -> WarmResult:
     return WarmResult(item, "built" if any(r.status == "built" for r in results) else "cached")
 
 
-def _executor(jobs: int) -> futures.Executor:
+def _executor(jobs: int, device: str | None) -> futures.Executor:
     if jobs <= 1:
         # One worker thread of this process: tasks run in the order they are queued.
         return futures.ThreadPoolExecutor(max_workers=1)
-    # Forked workers skip re-importing torch and slangpy; that is safe only while this process
-    # holds no device (no CUDA context, no Vulkan instance) to inherit.
-    from . import devices
+    from . import warm_pool
 
-    context = multiprocessing.get_context("spawn" if devices.opened() else "fork")
-    return futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    return warm_pool.start(jobs, device)
 
 
 def warm(
@@ -338,8 +334,10 @@ def warm(
     jobs: int = 1,
     dry_run: bool = False,
     progress: Callable[[WarmResult], None] = lambda _: None,
+    pool: futures.Executor | None = None,
 ) -> list[WarmResult]:
-    """Build every item into the cache (``jobs`` workers); results in item order.
+    """Build every item into the cache (``jobs`` workers, or those of ``pool``, which
+    ``warm_pool.start`` made and the caller shuts down); results in item order.
 
     Work is scheduled kernel by kernel: every item's forward kernel first (it resolves the
     plan the backward kernels need), then each backward kernel as its forward lands, so that
@@ -350,13 +348,15 @@ def warm(
     the cache before reporting it, and their exits (on CUDA each tears down a context: 0.5 s
     for 8 workers, 1.1 s for 16 on the H200) overlap with what the caller does next.
     """
-    pool = _executor(jobs)
+    own = pool is None
+    workers = _executor(jobs, device) if pool is None else pool
     try:
         if dry_run:
-            return _check(pool, items, device, cache_dir, progress)
-        return _build(pool, items, device, cache_dir, progress)
+            return _check(workers, items, device, cache_dir, progress)
+        return _build(workers, items, device, cache_dir, progress)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if own:
+            workers.shutdown(wait=False, cancel_futures=True)
 
 
 def _check(

@@ -71,13 +71,33 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
 
     See the README for the manifest format and the argument-spec grammar.
     """
-    from ..warm import ManifestError, items_from_records, parse_manifest
-    from ..warm import warm as warm_items
-
     if recorded == (manifest is not None):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
+    from ..warm_pool import start
+
+    # Started before the builder imports torch, so that workers create their CUDA contexts
+    # while they import it.
+    pool = start(jobs, device) if jobs > 1 else None
+    try:
+        results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    if results is None:
+        click.echo("nothing to warm", err=True)
+        return
+    _report(results, as_json)
+    bad = {"failed", "missing"}
+    sys.exit(1 if any(r.status in bad for r in results) else 0)
+
+
+def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool):
+    """The results of warming what the command names; None when that is nothing."""
+    from ..warm import ManifestError, items_from_records, parse_manifest
+    from ..warm import warm as warm_items
+
     if recorded:
         items = items_from_records(_recorded(source, cache_dir))
     else:
@@ -86,25 +106,22 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
         except ManifestError as exc:
             raise UsageProblem(str(exc)) from None
     if not items:
-        click.echo("nothing to warm", err=True)
-        return
+        return None
     with click.progressbar(
         length=len(items),
         label="checking" if dry_run else "warming",
         file=sys.stderr,
         show_pos=True,
     ) as bar:
-        results = warm_items(
+        return warm_items(
             items,
             device=device,
             cache_dir=cache_dir,
             jobs=jobs,
             dry_run=dry_run,
             progress=lambda _: bar.update(1),
+            pool=pool,
         )
-    _report(results, as_json)
-    bad = {"failed", "missing"}
-    sys.exit(1 if any(r.status in bad for r in results) else 0)
 
 
 def _report(results: list[WarmResult], as_json: bool) -> None:

@@ -1,0 +1,58 @@
+"""The worker processes of ``warm --jobs``, started before this process imports torch.
+
+A CUDA worker spends 1-2 s creating its context (16 workers at once on an H200) and, forked
+from a process that has not imported torch yet, about as long importing torch. It does both at
+once: the context is created on a thread of its own while the worker imports, since the driver
+call releases the GIL. This module imports neither torch nor slangpy.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import contextlib
+import multiprocessing
+import os
+import sys
+import threading
+
+from .cuda_api import CudaDriverError, primary_context
+
+
+def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
+    """``jobs`` worker processes, all started before this returns. A worker for a CUDA device
+    (``device``, else ``SLANGSPEC_DEVICE``, else CUDA wherever the driver finds a GPU) begins
+    creating its context at once."""
+    pool = futures.ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("fork" if _fork_safe() else "spawn"),
+        initializer=_prepare,
+        initargs=(_wants_cuda(device),),
+    )
+    # The executor starts workers as tasks arrive; one task per worker starts them all now.
+    for _ in range(jobs):
+        pool.submit(os.getpid)
+    return pool
+
+
+def _fork_safe() -> bool:
+    """Whether a forked child may use CUDA and Vulkan: this process has opened neither."""
+    devices = sys.modules.get("slangspec.devices")
+    torch = sys.modules.get("torch")
+    return not (devices and devices.opened()) and not (torch and torch.cuda.is_initialized())
+
+
+def _wants_cuda(device: str | None) -> bool:
+    name = device or os.environ.get("SLANGSPEC_DEVICE")
+    return name is None or name.lower() == "cuda"
+
+
+def _prepare(cuda: bool) -> None:
+    if cuda:
+        threading.Thread(target=_create_context, name="slangspec-context", daemon=True).start()
+
+
+def _create_context() -> None:
+    # Device 0 is torch's current device in a new process. Without a driver or a GPU this
+    # leaves the worker as it was; choosing the device kind, later, reports why.
+    with contextlib.suppress(OSError, CudaDriverError):
+        primary_context(0)
