@@ -1,8 +1,8 @@
 """Where a `specialize warm` run spends its time, phase by phase, in every worker process.
 
-``install(directory)`` wraps the functions of each phase so that every call appends its
-start (epoch seconds) and duration to ``directory/<pid>.jsonl``; workers forked afterwards
-inherit the wrappers. ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang
+``install(directory)`` wraps the functions of each phase, as their modules are first
+imported, so that every call appends its start (epoch seconds) and duration to
+``directory/<pid>.jsonl``; workers forked afterwards inherit the wrappers. ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang
 compile opens the device on its first call), so each is inclusive. ``timeline(directory,
 started)`` says when, from ``started``, the run first entered a phase, first compiled and last
 left a phase: what came before is start-up, what comes after is the tail.
@@ -11,38 +11,32 @@ left a phase: what came before is start-up, what comes after is the tail.
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
 import json
 import os
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
     "open slangpy's device": [("slangspec.devices", "open_device")],
-    "Slang front-end (reflection)": [("slangspec.runtime.builder.Builder", "front_end")],
+    "Slang front-end (reflection)": [("slangspec.runtime.builder", "Builder.front_end")],
     "type resolution": [("slangspec.runtime.builder", "plan_from_signature")],
     "code generation": [("slangspec.runtime.builder", "kernel_source")],
-    "Slang compile": [("slangspec.runtime.builder.Builder", "_compiled")],
+    "Slang compile": [("slangspec.runtime.builder", "Builder._compiled")],
     "cubin from PTX": [("slangspec.runtime.builder", "cubin_from_ptx")],
     "cache writes": [
-        ("slangspec.cache_store.cache.Cache", name)
-        for name in ("insert", "add_kernel", "add_binary", "write_source", "write_binary")
-    ]
-    + [("slangspec.cache_store.cache.Cache", "record")],
-    "publishing to the remote tier": [("slangspec.cache_store.cache.Cache", "publish")],
+        ("slangspec.cache_store.cache", f"Cache.{name}")
+        for name in ("insert", "add_kernel", "add_binary", "write_source", "write_binary", "record")
+    ],
+    "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
 }
-
-
-def _owner(path: str) -> Any:
-    import importlib
-
-    module, _, attribute = path.rpartition(".")
-    try:
-        return importlib.import_module(path)
-    except ImportError:
-        return getattr(importlib.import_module(module), attribute)
+"""Each phase's functions: (module, attribute path in it)."""
 
 
 def _write(directory: Path, phase: str, began: float, seconds: float) -> None:
@@ -59,11 +53,16 @@ def _records(directory: Path) -> list[dict[str, Any]]:
     ]
 
 
-def install(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+def _wrap(module: ModuleType, directory: Path) -> None:
+    """Time every phase function of ``module``."""
     for phase, places in PHASES.items():
-        for owner_path, name in places:
-            owner = _owner(owner_path)
+        for module_name, attribute in places:
+            if module_name != module.__name__:
+                continue
+            *path, name = attribute.split(".")
+            owner: Any = module
+            for part in path:
+                owner = getattr(owner, part)
             original = getattr(owner, name)
 
             @functools.wraps(original)
@@ -75,6 +74,42 @@ def install(directory: Path) -> None:
                     _write(directory, _phase, began, time.perf_counter() - start)
 
             setattr(owner, name, timed)
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """Wraps a phase module's functions as soon as it is first imported, so that installing
+    the timer imports nothing (``warm --jobs`` forks its workers before importing torch)."""
+
+    def __init__(self, modules: set[str], directory: Path) -> None:
+        self.modules = modules
+        self.directory = directory
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in self.modules:
+            return None
+        self.modules.discard(name)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, directory = spec.loader, self.directory
+        run = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _wrap(module, directory)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    modules = {module for places in PHASES.values() for module, _ in places}
+    for name in sorted(modules):
+        if name in sys.modules:
+            _wrap(sys.modules[name], directory)
+            modules.discard(name)
+    sys.meta_path.insert(0, _WrapOnImport(modules, directory))
 
 
 def summary(directory: Path, wall_s: float, jobs: int) -> list[tuple[str, float, int]]:
