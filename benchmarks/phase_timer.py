@@ -2,8 +2,9 @@
 
 ``install(directory)`` wraps the functions of each phase, as their modules are first
 imported, so that every call appends its start (epoch seconds) and duration to
-``directory/<pid>.jsonl``; workers forked afterwards inherit the wrappers. ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang
-compile opens the device on its first call), so each is inclusive. ``timeline(directory,
+``directory/<pid>.jsonl``; workers forked afterwards inherit the wrappers.
+``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang compile opens the
+device on its first call), so each is inclusive. ``timeline(directory,
 started)`` says when, from ``started``, the run first entered a phase, first compiled and last
 left a phase: what came before is start-up, what comes after is the tail.
 """

@@ -1,5 +1,6 @@
 """Forward results and gradients of real Slang kernels against the same maths in torch."""
 
+import math
 import random
 from pathlib import Path
 
@@ -102,7 +103,9 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
         return
     cot = torch.randn(n, device=tdev)
     y.backward(cot)
-    assert zeros_shapes == [(n,)] * (ga + gb), "gradient storage for a frozen input"
+    zeroed = sum(math.prod(shape) for shape in zeros_shapes)
+    assert zeroed == n * (ga + gb), "gradient storage for a frozen input"
+    assert len(zeros_shapes) == 1, "one fill for every gradient the kernel accumulates into"
     if ga:
         torch.testing.assert_close(a.grad, cot * (b.detach() + 1), **F32)
     else:
@@ -111,6 +114,20 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
         torch.testing.assert_close(b.grad, cot * a.detach(), **F32)
     else:
         assert b.grad is None
+
+
+def test_idifftensor_gradients_of_different_sizes_share_one_buffer(ops, tdev):
+    n, step = 40, 3
+    big, small = leaf(n * step, tdev=tdev), leaf(n, tdev=tdev)
+    out = ops.strided(big, small, slangspec.grid((n,)), step)
+    torch.testing.assert_close(out, (big[::step] * small).detach(), **F32)
+    cot = torch.randn(n, device=tdev)
+    out.backward(cot)
+    expected_big = torch.zeros(n * step, device=tdev)
+    expected_big[::step] = cot * small.detach()
+    torch.testing.assert_close(big.grad, expected_big, **F32)
+    torch.testing.assert_close(small.grad, cot * big.detach()[::step], **F32)
+    assert big.grad.shape == big.shape and small.grad.shape == small.shape
 
 
 # --- gradient parity ---------------------------------------------------------------------------
