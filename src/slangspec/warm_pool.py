@@ -2,20 +2,25 @@
 
 A CUDA worker spends 1-2 s creating its context (16 workers at once on an H200) and, forked
 from a process that has not imported torch yet, about as long importing torch. It does both at
-once: the context is created on a thread of its own while the worker imports, since the driver
-call releases the GIL. This module imports neither torch nor slangpy.
+once, as soon as it starts: the context is created on a thread of its own while the worker
+imports, since the driver call releases the GIL, and the parent imports torch meanwhile. This
+module imports neither torch nor slangpy into the parent.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
 import contextlib
+import importlib
 import multiprocessing
 import os
 import sys
 import threading
 
 from .cuda_api import CudaDriverError, primary_context
+
+_BUILDER = ("slangspec.warm", "slangspec.runtime")
+"""What a worker imports before its first task: torch, and slangspec's builder."""
 
 
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
@@ -47,8 +52,11 @@ def _wants_cuda(device: str | None) -> bool:
 
 
 def _prepare(cuda: bool) -> None:
+    """Runs first in each worker: the context on a thread, the builder's imports meanwhile."""
     if cuda:
         threading.Thread(target=_create_context, name="slangspec-context", daemon=True).start()
+    for name in _BUILDER:
+        importlib.import_module(name)
 
 
 def _create_context() -> None:
