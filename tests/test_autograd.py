@@ -1,6 +1,5 @@
 """Forward results and gradients of real Slang kernels against the same maths in torch."""
 
-import math
 import random
 from pathlib import Path
 
@@ -103,9 +102,7 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
         return
     cot = torch.randn(n, device=tdev)
     y.backward(cot)
-    zeroed = sum(math.prod(shape) for shape in zeros_shapes)
-    assert zeroed == n * (ga + gb), "gradient storage for a frozen input"
-    assert len(zeros_shapes) == 1, "one fill for every gradient the kernel accumulates into"
+    assert zeros_shapes == [(n,)] * (ga + gb), "gradient storage for a frozen input"
     if ga:
         torch.testing.assert_close(a.grad, cot * (b.detach() + 1), **F32)
     else:
@@ -116,7 +113,7 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
         assert b.grad is None
 
 
-def test_idifftensor_gradients_of_different_sizes_share_one_buffer(ops, tdev):
+def test_idifftensor_gradients_of_two_sizes(ops, tdev):
     n, step = 40, 3
     big, small = leaf(n * step, tdev=tdev), leaf(n, tdev=tdev)
     out = ops.strided(big, small, slangspec.grid((n,)), step)

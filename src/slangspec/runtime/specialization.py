@@ -149,15 +149,10 @@ class Specialization:
                 )
 
     def _bind(
-        self,
-        bind: Binding,
-        args: Sequence[Any],
-        call_shape: tuple[int, ...],
-        mask: str | None,
-        one_buffer: bool = True,
+        self, bind: Binding, args: Sequence[Any], call_shape: tuple[int, ...], mask: str | None
     ) -> tuple[dict[str, Any], dict[int, torch.Tensor]]:
         """Kernel keyword arguments shared by forward and backward kernels, and the gradient
-        tensors of the whole-tensor arguments in ``mask`` (see ``_zeroed_grads``)."""
+        tensors of the whole-tensor arguments in ``mask``."""
         kw: dict[str, Any] = {"_n": _numel(call_shape)}
         if call_shape:
             kw["_shape"] = list(call_shape)
@@ -173,31 +168,16 @@ class Specialization:
                 if width:
                     st.append(strides[dims])
                 kw[st_name] = st
-        tensor_grads = {} if mask is None else self._zeroed_grads(bind, args, mask, one_buffer)
+        tensor_grads: dict[int, torch.Tensor] = {}
         for i, written, name in self._whole:
             value = args[i]
             struct = bind.write_struct(value) if written else bind.read_struct(value)
-            grad = tensor_grads.get(i)
-            if grad is not None:
+            if mask is not None and mask[i] == "1":
+                grad = bind.zeros(tuple(value.shape), value.dtype)
                 struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
+                tensor_grads[i] = grad
             kw[name] = struct
         return kw, tensor_grads
-
-    def _zeroed_grads(
-        self, bind: Binding, args: Sequence[Any], mask: str, one_buffer: bool
-    ) -> dict[int, torch.Tensor]:
-        """Zeroed gradients of the whole-tensor arguments in ``mask``, which the backward
-        kernel accumulates into. With ``one_buffer``, when they share a dtype, they are views
-        of one buffer, so that they take one fill instead of one each (on CUDA a fill is a
-        launch, which costs 10-20 us on torch's autograd thread)."""
-        picked = [i for i, _, _ in self._whole if mask[i] == "1"]
-        dtypes = {args[i].dtype for i in picked}
-        if not one_buffer or len(picked) < 2 or len(dtypes) > 1:
-            return {i: bind.zeros(tuple(args[i].shape), args[i].dtype) for i in picked}
-        sizes = [args[i].numel() for i in picked]
-        flat = bind.zeros((sum(sizes),), dtypes.pop())
-        parts = flat.split(sizes)
-        return {i: part.view(args[i].shape) for i, part in zip(picked, parts, strict=True)}
 
     def forward(self, args: Sequence[Any]) -> torch.Tensor | None:
         return self._forward_with_shape(args)[0]
@@ -234,16 +214,14 @@ class Specialization:
         grad_out: torch.Tensor,
         mask: str,
         call_shape: tuple[int, ...] | None = None,
-        one_buffer: bool = True,
     ) -> list:
-        """Gradients for the arguments marked '1' in ``mask``; None for the others. Without
-        ``one_buffer`` no two of them share storage."""
+        """Gradients for the arguments marked '1' in ``mask``; None for the others."""
         kernel = self.backward_kernel(mask)
         bind = self._binding.begin()
         if call_shape is None:
             call_shape = self.call_shape(args)
             self.check_size(args, call_shape)
-        kw, tensor_grads = self._bind(bind, args, call_shape, mask, one_buffer)
+        kw, tensor_grads = self._bind(bind, args, call_shape, mask)
         # Read in place at its strides, unless one is past what a 32-bit index reaches.
         if max(grad_out.stride(), default=0) > _MAX_EXTENT:
             grad_out = grad_out.contiguous()

@@ -234,11 +234,7 @@ def call_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[t
     for k, g in zip(positions, grads, strict=True):
         if g and spec.plan.args[k].grad:
             mask[k] = "1"
-    # A custom operator's outputs may not alias one another: no gradients sharing one buffer.
-    if "1" in mask:
-        computed = spec.backward(args, grad_out, "".join(mask), one_buffer=False)
-    else:
-        computed = [None] * len(args)
+    computed = spec.backward(args, grad_out, "".join(mask)) if "1" in mask else [None] * len(args)
     return [
         computed[k] if computed[k] is not None else torch.zeros_like(args[k])
         for k, g in zip(positions, grads, strict=True)
