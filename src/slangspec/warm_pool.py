@@ -1,4 +1,4 @@
-"""The worker processes of ``warm --jobs``, started before this process imports torch.
+"""The worker processes of ``warm --jobs``; for CUDA, started before this process imports torch.
 
 A CUDA worker spends 1-2 s creating its context (16 workers at once on an H200) and, forked
 from a process that has not imported torch yet, about as long importing torch. It does both at
@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import sys
 import threading
+from pathlib import Path
 
 from .cuda_api import CudaDriverError, primary_context
 
@@ -24,14 +25,13 @@ _BUILDER = ("slangspec.warm", "slangspec.runtime")
 
 
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
-    """``jobs`` worker processes, all started before this returns. A worker for a CUDA device
-    (``device``, else ``SLANGSPEC_DEVICE``, else CUDA wherever the driver finds a GPU) begins
-    creating its context at once."""
+    """``jobs`` worker processes, all started before this returns. Each imports slangspec's
+    builder (and torch) first, and for CUDA (``wants_cuda``) creates its context meanwhile."""
     pool = futures.ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork" if _fork_safe() else "spawn"),
         initializer=_prepare,
-        initargs=(_wants_cuda(device),),
+        initargs=(wants_cuda(device),),
     )
     # The executor starts workers as tasks arrive; one task per worker starts them all now.
     for _ in range(jobs):
@@ -46,9 +46,16 @@ def _fork_safe() -> bool:
     return not (devices and devices.opened()) and not (torch and torch.cuda.is_initialized())
 
 
-def _wants_cuda(device: str | None) -> bool:
+def wants_cuda(device: str | None) -> bool:
+    """Whether workers for ``device`` will run CUDA: it is asked for, or nothing is and this
+    machine has an NVIDIA GPU (asked of the kernel driver: this process must not start CUDA
+    before it forks). Only then does starting the pool before torch is imported pay: other
+    workers have no context to create, and forked after torch is imported they inherit it."""
     name = device or os.environ.get("SLANGSPEC_DEVICE")
-    return name is None or name.lower() == "cuda"
+    if name is not None:
+        return name.lower() == "cuda"
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
 
 
 def _prepare(cuda: bool) -> None:

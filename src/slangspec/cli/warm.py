@@ -75,11 +75,11 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..warm_pool import start
+    from ..warm_pool import start, wants_cuda
 
-    # Started before the builder imports torch, so that workers create their CUDA contexts
-    # while they import it.
-    pool = start(jobs, device) if jobs > 1 else None
+    # CUDA workers start before the builder imports torch, so that they create their contexts
+    # while they import it; others are forked after, and inherit it.
+    pool = start(jobs, device) if jobs > 1 and wants_cuda(device) else None
     try:
         results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
     finally:
