@@ -43,7 +43,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from phase_timer import timeline  # noqa: E402
 from redis_server import RedisServer  # noqa: E402  (the tests' real redis-server)
-from warm_jobs import TIMED_CLI, manifest  # noqa: E402
+from warm_jobs import TIMED_CLI, installed_env, manifest  # noqa: E402
 
 NODE = """
 import json, sys, time
@@ -80,12 +80,9 @@ print(json.dumps({
 
 def node_env(remote: str) -> dict[str, str]:
     """The environment of a node: its remote tier, if any, and bytecode cached as it is for an
-    installed package (the GPU image turns that off)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("SLANGSPEC_REMOTE", "PYTHONDONTWRITEBYTECODE")
-    }
+    installed package."""
+    env = installed_env()
+    env.pop("SLANGSPEC_REMOTE", None)
     if remote:
         env["SLANGSPEC_REMOTE"] = remote
     return env
