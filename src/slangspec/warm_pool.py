@@ -16,9 +16,13 @@ import multiprocessing
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from .cuda_api import CudaDriverError, primary_context
+
+_Pool = TypeVar("_Pool", bound=futures.Executor | None)
 
 _BUILDER = ("slangspec.warm", "slangspec.runtime")
 """What a worker imports before its first task: torch, and slangspec's builder."""
@@ -37,6 +41,19 @@ def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     for _ in range(jobs):
         pool.submit(os.getpid)
     return pool
+
+
+@contextlib.contextmanager
+def released(pool: _Pool) -> Iterator[_Pool]:
+    """``pool`` for the block, then shut down without waiting for its workers to exit: each
+    has written its work to the cache before reporting it, and their exits (on CUDA each tears
+    down a context: 0.5 s for 8 workers, 1.1 s for 16 on the H200) overlap with what comes
+    next. Shutting a pool down twice is harmless; None passes through."""
+    try:
+        yield pool
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _fork_safe() -> bool:

@@ -75,16 +75,12 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..warm_pool import start, wants_cuda
+    from ..warm_pool import released, start, wants_cuda
 
     # CUDA workers start before the builder imports torch, so that they create their contexts
     # while they import it; others are forked after, and inherit it.
-    pool = start(jobs, device) if jobs > 1 and wants_cuda(device) else None
-    try:
+    with released(start(jobs, device) if jobs > 1 and wants_cuda(device) else None) as pool:
         results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
     if results is None:
         click.echo("nothing to warm", err=True)
         return
