@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -184,6 +186,51 @@ def test_warm_workers_start_before_torch_is_imported():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["3 []", "[1, 2, 3, 4, 5, 6]"]
+
+
+def test_warm_workers_write_to_the_commands_standard_error():
+    """What a worker prints reaches the command's standard error, never its standard output
+    (which carries ``--json``)."""
+    code = (
+        "import os\n"
+        "from slangspec import warm_pool\n"
+        "pool = warm_pool.start(2, 'vulkan')\n"
+        "pool.submit(print, 'printed by a worker').result()\n"
+        "pool.submit(os.write, 2, b'written by a worker\\n').result()\n"
+        "pool.shutdown(wait=False)\n"
+        "print('the parent')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "the parent\n"
+    assert "printed by a worker\n" in out.stderr and "written by a worker\n" in out.stderr
+
+
+def test_the_commands_output_ends_when_it_exits_not_when_its_workers_do(tmp_path):
+    """A reader of the command's output reaches its end when the command exits, while a worker
+    still runs (on CUDA a killed worker keeps running while its context is torn down)."""
+    pids = tmp_path / "workers"
+    code = (
+        "import multiprocessing, os, sys, time\n"
+        "from slangspec import warm_pool\n"
+        "pool = warm_pool.start(2, 'vulkan')\n"
+        "pool.submit(time.sleep, 120)\n"
+        "pool.submit(os.getpid).result()\n"
+        "workers = [str(p.pid) for p in multiprocessing.active_children()]\n"
+        "open(sys.argv[1], 'w').write(' '.join(workers))\n"
+        "print('done', flush=True)\n"
+        "os._exit(0)\n"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(pids)], capture_output=True, text=True, timeout=60
+        )
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "done\n" and len(pids.read_text().split()) == 2
 
 
 def _processes_marked(marker: str) -> list[int]:

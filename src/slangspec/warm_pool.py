@@ -5,6 +5,11 @@ from a process that has not imported torch yet, about as long importing torch. I
 once, as soon as it starts: the context is created on a thread of its own while the worker
 imports, since the driver call releases the GIL, and the parent imports torch meanwhile. This
 module imports neither torch nor slangpy into the parent.
+
+Forked workers write their output (both streams) to a pipe this process copies to its standard
+error: a worker's messages stay out of the command's standard output (``--json``), and a
+reader of the command's output sees its end when the command exits, not once the killed
+workers' CUDA contexts are torn down (0.6 s for 8 workers, 1.1 s for 16 on the H200).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import importlib
 import multiprocessing
 import os
+import select
 import sys
 import threading
 from collections.abc import Iterator
@@ -22,29 +28,94 @@ from typing import TypeVar
 
 from .cuda_api import CudaDriverError, primary_context
 
-_Pool = TypeVar("_Pool", bound=futures.Executor | None)
+_Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
 _BUILDER = ("slangspec.warm", "slangspec.runtime")
 """What a worker imports before its first task: torch, and slangspec's builder."""
 
 
+class _Relay:
+    """A pipe whose contents a thread of this process copies to its standard error, from
+    ``start`` until every process holding the pipe's write end has closed it."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.read_end, False)
+        self._lock = threading.Lock()
+        self._open = True
+
+    def start(self) -> None:
+        """Start copying; called once the workers are forked (forking a process that runs
+        threads of its own is unsafe)."""
+        threading.Thread(target=self._run, name="slangspec-worker-output", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            select.select([self.read_end], [], [])
+            with self._lock:
+                if not self._copy():
+                    os.close(self.read_end)
+                    return
+
+    def _copy(self) -> bool:
+        """Copy what the pipe holds now; False at its end (every writer gone)."""
+        while True:
+            try:
+                data = os.read(self.read_end, 1 << 16)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            with contextlib.suppress(OSError):  # nowhere left to write it
+                while data:
+                    data = data[os.write(2, data) :]
+
+    def close(self) -> None:
+        """Stop writing to the pipe from this process and copy what it holds by now: everything
+        a worker wrote before it reported its last result."""
+        with self._lock:
+            if self._open:
+                self._open = False
+                os.close(self.write_end)
+                self._copy()
+
+
+class _WorkerPool(futures.ProcessPoolExecutor):
+    """A process pool whose shutdown also closes its workers' output relay, if it has one."""
+
+    def __init__(self, relay: _Relay | None, **options) -> None:
+        super().__init__(**options)
+        self._relay = relay
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait, cancel_futures=cancel_futures)
+        if self._relay is not None:
+            self._relay.close()
+
+
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     """``jobs`` worker processes, all started before this returns. Each imports slangspec's
-    builder (and torch) first, and for CUDA (``wants_cuda``) creates its context meanwhile."""
-    pool = futures.ProcessPoolExecutor(
+    builder (and torch) first, and for CUDA (``wants_cuda``) creates its context meanwhile.
+    Forked workers write their output through this process (see the module's text)."""
+    fork = _fork_safe()
+    relay = _Relay() if fork else None
+    pool = _WorkerPool(
+        relay,
         max_workers=jobs,
-        mp_context=multiprocessing.get_context("fork" if _fork_safe() else "spawn"),
+        mp_context=multiprocessing.get_context("fork" if fork else "spawn"),
         initializer=_prepare,
-        initargs=(wants_cuda(device),),
+        initargs=(wants_cuda(device), None if relay is None else relay.write_end),
     )
     # The executor starts workers as tasks arrive; one task per worker starts them all now.
     for _ in range(jobs):
         pool.submit(os.getpid)
+    if relay is not None:
+        relay.start()
     return pool
 
 
 @contextlib.contextmanager
-def released(pool: _Pool) -> Iterator[_Pool]:
+def released(pool: _Executor) -> Iterator[_Executor]:
     """``pool`` for the block, then shut down without waiting for its workers to exit: each
     has written its work to the cache before reporting it, and their exits (on CUDA each tears
     down a context: 0.5 s for 8 workers, 1.1 s for 16 on the H200) overlap with what comes
@@ -75,8 +146,12 @@ def wants_cuda(device: str | None) -> bool:
     return gpus.is_dir() and any(gpus.iterdir())
 
 
-def _prepare(cuda: bool) -> None:
-    """Runs first in each worker: the context on a thread, the builder's imports meanwhile."""
+def _prepare(cuda: bool, output: int | None) -> None:
+    """Runs first in each worker: its output to ``output`` (the relay's pipe), the context on
+    a thread, the builder's imports meanwhile."""
+    if output is not None:
+        os.dup2(output, 1)
+        os.dup2(output, 2)
     if cuda:
         threading.Thread(target=_create_context, name="slangspec-context", daemon=True).start()
     for name in _BUILDER:
