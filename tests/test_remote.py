@@ -314,8 +314,9 @@ masks = {masks}
 @pytest.mark.parametrize(
     ("held", "masks", "lease"),
     [
-        # Another machine compiles the first item, warms it, or warms only its backward kernel
-        # for grads "10", for two more seconds.
+        # Another machine compiles the first item (for two more seconds: the run waits that
+        # long for it), warms it, or warms only its backward kernel for grads "10" (claims are
+        # never waited on; held longer than the first item's forward kernel can take to build).
         ("compile lease", '"none"', "{key}"),
         ("warm claim", '"none"', "warm:{key}"),
         ("backward warm claim", '["10"]', "warm:{key}:10"),
@@ -333,7 +334,8 @@ def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
     m = load(tmp_path / "c", redis_server)
     busy = m.poly.cache_key(items[0].signature)
     name = lease.format(key=busy)
-    redis_server.client().set(PREFIX + "lease:" + name, "elsewhere", px=2000)
+    held_ms = 2000 if held == "compile lease" else 60_000
+    redis_server.client().set(PREFIX + "lease:" + name, "elsewhere", px=held_ms)
     order: list[str] = []
     results = warm(
         items, cache_dir=str(tmp_path / "c"), progress=lambda r: order.append(r.item.signature)
