@@ -233,6 +233,27 @@ def test_the_commands_output_ends_when_it_exits_not_when_its_workers_do(tmp_path
     assert out.stdout == "done\n" and len(pids.read_text().split()) == 2
 
 
+def test_shutting_a_warm_pool_down_again_does_not_wait_for_its_workers_to_exit():
+    """``warm()`` and the command both release the pool; the second release must not wait for
+    a worker that is slow to exit (from Python 3.12 the executor's own shutdown does)."""
+    code = (
+        "import multiprocessing, multiprocessing.util as util, time\n"
+        "from slangspec import warm_pool\n"
+        "def exit_slowly():\n"
+        "    util.Finalize(None, time.sleep, args=(5,), exitpriority=0)\n"
+        "pool = warm_pool.start(2, 'vulkan')\n"
+        "workers = multiprocessing.active_children()\n"
+        "pool.submit(exit_slowly).result()\n"
+        "pool.shutdown(wait=False)\n"
+        "time.sleep(1)\n"
+        "pool.shutdown(wait=False)\n"
+        "print(sum(p.is_alive() for p in workers))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "1\n"
+
+
 def _processes_marked(marker: str) -> list[int]:
     """Live processes whose environment holds ``marker``."""
     found = []
