@@ -237,17 +237,23 @@ def test_shutting_a_warm_pool_down_again_does_not_wait_for_its_workers_to_exit()
     """``warm()`` and the command both release the pool; the second release must not wait for
     a worker that is slow to exit (from Python 3.12 the executor's own shutdown does)."""
     code = (
-        "import multiprocessing, multiprocessing.util as util, time\n"
+        "import multiprocessing, multiprocessing.util as util, os, time\n"
         "from slangspec import warm_pool\n"
         "def exit_slowly():\n"
-        "    util.Finalize(None, time.sleep, args=(5,), exitpriority=0)\n"
+        "    util.Finalize(None, time.sleep, args=(30,), exitpriority=0)\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
         "workers = multiprocessing.active_children()\n"
         "pool.submit(exit_slowly).result()\n"
         "pool.shutdown(wait=False)\n"
-        "time.sleep(1)\n"
+        # Once the other worker is gone, the executor is joining the slow one.
+        "deadline = time.monotonic() + 60\n"
+        "while sum(p.is_alive() for p in workers) > 1 and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
         "pool.shutdown(wait=False)\n"
-        "print(sum(p.is_alive() for p in workers))\n"
+        "print(sum(p.is_alive() for p in workers), flush=True)\n"
+        "for p in workers:\n"
+        "    p.kill()\n"
+        "os._exit(0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
