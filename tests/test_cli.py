@@ -171,6 +171,13 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
     assert len(slangspec.Cache(tmp_path / "c").entries()) == 6
 
 
+def _python(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a new interpreter, which must succeed; its output as text."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_warm_workers_start_before_torch_is_imported():
     """``warm --jobs`` forks its workers before the builder imports torch, so that each creates
     its CUDA context while it imports torch itself: starting them must import neither."""
@@ -183,8 +190,7 @@ def test_warm_workers_start_before_torch_is_imported():
         "print(sorted(set(pool.map(abs, range(-6, 0)))))\n"
         "pool.shutdown()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout.splitlines() == ["3 []", "[1, 2, 3, 4, 5, 6]"]
 
 
@@ -200,8 +206,7 @@ def test_warm_workers_write_to_the_commands_standard_error():
         "pool.shutdown(wait=False)\n"
         "print('the parent')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout == "the parent\n"
     assert "printed by a worker\n" in out.stderr and "written by a worker\n" in out.stderr
 
@@ -255,8 +260,7 @@ def test_shutting_a_warm_pool_down_again_does_not_wait_for_its_workers_to_exit()
         "    p.kill()\n"
         "os._exit(0)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _python(code)
     assert out.stdout == "1\n"
 
 
