@@ -5,8 +5,9 @@ imported, so that every call appends its start (epoch seconds) and duration to
 ``directory/<pid>.jsonl``; workers forked afterwards inherit the wrappers.
 ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang compile opens the
 device on its first call), so each is inclusive. ``timeline(directory,
-started)`` says when, from ``started``, the run first entered a phase, first compiled and last
-left a phase: what came before is start-up, what comes after is the tail.
+started)`` says when, from ``started``, the run first entered a phase, first compiled, last
+left a phase and finished its last task: what came before is start-up, what comes after is
+the tail (the command's own after the last task).
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ PHASES: dict[str, list[tuple[str, str]]] = {
         for name in ("insert", "add_kernel", "add_binary", "write_source", "write_binary", "record")
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
+    "a worker's task, whole": [("slangspec.warm", "warm_task")],
 }
 """Each phase's functions: (module, attribute path in it)."""
+TASK = "a worker's task, whole"
+"""The phase around every other, whose end says when the last result was ready."""
 
 
 def _write(directory: Path, phase: str, began: float, seconds: float) -> None:
@@ -130,13 +134,18 @@ def summary(directory: Path, wall_s: float, jobs: int) -> list[tuple[str, float,
 
 def timeline(directory: Path, started: float) -> dict[str, float]:
     """Seconds from ``started`` (epoch) to the first phase entered in any process, to the
-    first Slang compile, and to the end of the last phase."""
+    first Slang compile, to the end of the last phase within a task, and to the end of the
+    last task (what comes after that is the command's own: results, report, exit)."""
     records = _records(directory)
     if not records:
         return {}
     compiles = [r["start"] for r in records if r["phase"] == "Slang compile"]
+    inner = [r for r in records if r["phase"] != TASK]
+    tasks = [r for r in records if r["phase"] == TASK]
     return {
-        "first phase": min(r["start"] for r in records) - started,
+        "first phase": min(r["start"] for r in inner) - started,
         "first compile": (min(compiles) if compiles else float("nan")) - started,
-        "last phase ends": max(r["start"] + r["s"] for r in records) - started,
+        "last phase ends": max(r["start"] + r["s"] for r in inner) - started,
+        "last task ends": (max(r["start"] + r["s"] for r in tasks) if tasks else float("nan"))
+        - started,
     }

@@ -5,7 +5,7 @@ forward and up to seven backward kernels, into an empty cache per run.
 
 Also prints, per run, the seconds every process spent in each phase (benchmarks/phase_timer.py)
 and the workers' time outside them, and when the first phase and the first Slang compile
-began and the last phase ended: what stays serial or idle as jobs grow.
+began and the last phase and the last task ended: what stays serial or idle as jobs grow.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main() -> None:
         print(f"{name:<36s}" + "".join(cells))
     print("\nWhen, seconds from the command's start")
     print(f"{'':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
-    for name in ("first phase", "first compile", "last phase ends"):
+    for name in ("first phase", "first compile", "last phase ends", "last task ends"):
         print(
             f"{name:<36s}" + "".join(f"{when.get(name, 0.0):10.1f}" for *_, when in runs.values())
         )
