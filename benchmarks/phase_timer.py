@@ -24,6 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+TASK = "a worker's task, whole"
+"""The phase around every other, whose end says when the last result was ready."""
+
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
     "open slangpy's device": [("slangspec.devices", "open_device")],
@@ -37,11 +40,9 @@ PHASES: dict[str, list[tuple[str, str]]] = {
         for name in ("insert", "add_kernel", "add_binary", "write_source", "write_binary", "record")
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
-    "a worker's task, whole": [("slangspec.warm", "warm_task")],
+    TASK: [("slangspec.warm", "warm_task")],
 }
 """Each phase's functions: (module, attribute path in it)."""
-TASK = "a worker's task, whole"
-"""The phase around every other, whose end says when the last result was ready."""
 
 
 def _write(directory: Path, phase: str, began: float, seconds: float) -> None:
