@@ -345,6 +345,33 @@ def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
     assert m.poly.missing(items[0].signature, items[0].masks) == []
 
 
+def test_rebuilding_a_forward_kernel_holds_the_lease_warming_looks_for(tmp_path, redis_server):
+    """A forward kernel built again for an entry that has lost its source (and binary) is
+    built under the same lease name that warming elsewhere checks before it compiles it too."""
+    from slangspec.cache_store import FORWARD
+
+    [item] = poly_items(tmp_path, '[["f32[1] grad", "f32[7] nograd"]]', '"none"')
+    first = load(tmp_path / "c", redis_server)
+    assert first.poly.warm(item.signature, []) == "built"
+    row = first.cache.disk.get(first.poly.cache_key(item.signature))
+    binary = row.get("binaries", {}).get(FORWARD)
+    for name in [row["kernels"][FORWARD], *([binary["file"]] if binary else [])]:
+        first.cache.disk.blob_path(name).write_bytes(b"damaged")
+    again = load(tmp_path / "c", redis_server)
+    elsewhere = load(tmp_path / "elsewhere", redis_server)
+    seen: list[bool] = []
+    compile_source = again.builder._compile
+
+    def compiling(source: str):
+        seen.append(elsewhere.poly.leased_elsewhere(item.signature))
+        return compile_source(source)
+
+    again.builder._compile = compiling
+    with pytest.warns(CacheWarning, match="missing or damaged"):
+        assert again.poly.warm(item.signature, []) == "built"
+    assert seen == [True]
+
+
 def test_warming_reflects_a_module_another_machine_is_reflecting(
     tmp_path, redis_server, monkeypatch, kind
 ):

@@ -3,7 +3,7 @@
 ``Cache`` as its face. Nothing here knows how kernels are made."""
 
 from .cache import Cache
-from .entry import FORWARD, Entry
+from .entry import FORWARD, Entry, kernel_lease
 from .keys import key_of
 from .location import CacheWarning
 from .policy import EntryFilter, Regenerate
@@ -19,5 +19,6 @@ __all__ = [
     "Regenerate",
     "ShaderSnapshots",
     "Tier",
+    "kernel_lease",
     "key_of",
 ]

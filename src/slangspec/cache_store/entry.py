@@ -14,6 +14,12 @@ FORWARD = "forward"
 """The label of a forward kernel; a backward kernel's label is its grad mask."""
 
 
+def kernel_lease(key: str, label: str) -> str:
+    """The name a kernel's compile lease goes by: the specialization's key for its forward
+    kernel (that lease also covers building the entry), ``key:mask`` for a backward one."""
+    return key if label == FORWARD else f"{key}:{label}"
+
+
 def _checksum(row: dict[str, Any]) -> str:
     body = {k: v for k, v in row.items() if k != "checksum"}
     return xxhash.xxh3_64_hexdigest(canonical(body))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
-from ..cache_store import FORWARD, CacheWarning, Entry, key_of
+from ..cache_store import FORWARD, CacheWarning, Entry, kernel_lease, key_of
 from ..cache_store.keys import source_name
 from ..codegen import kernel_source
 from ..counts import compile_counts
@@ -127,9 +127,10 @@ class Builder:
 
         def built() -> bool:
             latest = self.cache.lookup(key, pre, label)
-            return latest is not None and label in latest.kernels
+            name = None if latest is None else latest.kernels.get(label)
+            return name is not None and self.cache.source_ok(name)
 
-        with self.cache.lease(f"{key}:{label}", built):
+        with self.cache.lease(kernel_lease(key, label), built):
             entry = self.cache.lookup(key, pre, label)
             cached = self._from_cache(key, label, entry, quiet=True)
             if cached is not None:

@@ -22,7 +22,7 @@ import torch
 import xxhash
 
 from ..cache import Cache
-from ..cache_store import FORWARD, key_of
+from ..cache_store import FORWARD, kernel_lease, key_of
 from ..cuda_api import make_current, primary_context
 from ..devices import device_identity, device_kind, open_device, torch_device
 from ..preimage import module_closure, preimage
@@ -329,7 +329,7 @@ class Function:
     def leased_elsewhere(self, signature: str, label: str = FORWARD) -> bool:
         """Whether a process holds the remote compile lease of this specialization's kernel
         ``label`` ("forward" or a grad mask) now."""
-        return self.module.cache.leased_remotely(self._kernel_name(signature, label))
+        return self.module.cache.leased_remotely(kernel_lease(self.cache_key(signature), label))
 
     def claimed(
         self, signature: str, label: str = FORWARD
@@ -337,13 +337,7 @@ class Function:
         """Claim the warming of this specialization's kernel ``label`` on the remote tier,
         without waiting (see ``Cache.claim``): True within the block unless another process
         has claimed it."""
-        return self.module.cache.claim("warm:" + self._kernel_name(signature, label))
-
-    def _kernel_name(self, signature: str, label: str) -> str:
-        """The name a kernel's leases go by: the specialization's key for its forward kernel
-        (whose lease covers the whole entry), ``key:mask`` for a backward one."""
-        key = self.cache_key(signature)
-        return key if label == FORWARD else f"{key}:{label}"
+        return self.module.cache.claim("warm:" + kernel_lease(self.cache_key(signature), label))
 
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
