@@ -178,20 +178,41 @@ def _python(code: str) -> subprocess.CompletedProcess:
     return out
 
 
-def test_warm_workers_start_before_torch_is_imported():
-    """``warm --jobs`` forks its workers before the builder imports torch, so that each creates
-    its CUDA context while it imports torch itself: starting them must import neither."""
+def test_warm_workers_import_neither_torch_nor_slangpy_into_the_command():
+    """``warm --jobs`` forks its workers before this process imports anything heavy; each
+    imports slangpy and slangspec's builder itself, and never torch."""
     code = (
         "import multiprocessing, sys\n"
         "from slangspec import warm_pool\n"
         "pool = warm_pool.start(3, None)\n"
         "print(len(multiprocessing.active_children()), sorted(\n"
         "    m for m in ('torch', 'slangpy') if m in sys.modules))\n"
-        "print(sorted(set(pool.map(abs, range(-6, 0)))))\n"
+        "imported = \"tuple(m for m in ('torch', 'slangpy')\"\n"
+        "imported += \" if __import__('sys').modules.get(m) is not None)\"\n"
+        "print(sorted(set(pool.map(eval, [imported] * 6))))\n"
         "pool.shutdown()\n"
     )
     out = _python(code)
-    assert out.stdout.splitlines() == ["3 []", "[1, 2, 3, 4, 5, 6]"]
+    assert out.stdout.splitlines() == ["3 []", "[('slangpy',)]"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_warm_builds_where_torch_cannot_be_imported(tmp_path, kind, jobs):
+    """Warming needs signatures, not tensors: with torch unimportable in the command (and so in
+    the workers it forks), it builds every kernel, and a new process calling the functions
+    through torch finds them all."""
+    cache = tmp_path / "cache"
+    args = ["warm", str(manifest(tmp_path)), "--jobs", jobs, "--device", kind]
+    args += ["--cache-dir", str(cache), "--json"]
+    code = (
+        f"import sys\nsys.modules['torch'] = None\nfrom slangspec.cli import main\nmain({args!r})\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert [x["status"] for x in json.loads(out.stdout)] == ["built", "built"]
+    warm = worker(cache, "--signatures", "2", "--forbid-compile")
+    assert warm["ok"]
+    assert warm["counts"].get("specialize", 0) == warm["counts"].get("codegen", 0) == 0
 
 
 def test_warm_workers_write_to_the_commands_standard_error():

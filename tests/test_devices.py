@@ -49,6 +49,21 @@ def test_choosing_a_kind_opens_no_device(monkeypatch, kind):
     assert devices.device_kind(kind) == kind
 
 
+def test_a_cuda_identity_is_what_torch_reports_of_the_device(kind):
+    """Warming workers name their device through the driver, JIT processes beside torch: the
+    two must key the same entries."""
+    if kind != "cuda":
+        pytest.skip("needs CUDA")
+    index = devices.cuda_ordinal()
+    major, minor = torch.cuda.get_device_capability(index)
+    assert index == torch.cuda.current_device()
+    assert devices.device_identity("cuda", None, index) == {
+        "kind": "cuda",
+        "adapter": torch.cuda.get_device_name(index),
+        "arch": f"sm_{major}{minor}",
+    }
+
+
 def test_a_device_slangpy_cannot_open_names_the_kind(monkeypatch, tmp_path):
     def refuse(kind, shaders):
         raise RuntimeError("refused for the test")

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
     from .devices import DeviceUnavailableError as DeviceUnavailableError
-    from .runtime import Function as Function
-    from .runtime import Module as Module
-    from .runtime import UnknownFunctionError as UnknownFunctionError
-    from .runtime import load as load
-    from .runtime import load_source as load_source
+    from .runtime.build import UnknownFunctionError as UnknownFunctionError
     from .runtime.builder import SlangUnavailableError as SlangUnavailableError
+    from .runtime.module import Function as Function
+    from .runtime.module import Module as Module
+    from .runtime.module import load as load
+    from .runtime.module import load_source as load_source
     from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .signatures import call_signature as call_signature
     from .signatures import grid as grid
@@ -34,15 +34,15 @@ _HOME = {
     "CacheWarning": ".cache_store",
     "DeviceUnavailableError": ".devices",
     "EntryFilter": ".cache_store",
-    "Function": ".runtime",
-    "Module": ".runtime",
+    "Function": ".runtime.module",
+    "Module": ".runtime.module",
     "SlangUnavailableError": ".runtime.builder",
     "SpecializationPlan": ".specializer",
-    "UnknownFunctionError": ".runtime",
+    "UnknownFunctionError": ".runtime.build",
     "call_signature": ".signatures",
     "grid": ".signatures",
-    "load": ".runtime",
-    "load_source": ".runtime",
+    "load": ".runtime.module",
+    "load_source": ".runtime.module",
     "signature": ".signatures",
 }
 

@@ -34,6 +34,8 @@ def driver() -> ctypes.CDLL:
     lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(P), ctypes.c_int]
     lib.cuCtxSetCurrent.argtypes = [P]
+    lib.cuDeviceGetName.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
     return lib
 
 
@@ -44,16 +46,43 @@ def check(result: int, what: str) -> None:
         raise CudaDriverError(f"{what}: {(name.value or b'CUDA error').decode()} ({result})")
 
 
-@functools.cache
-def primary_context(ordinal: int) -> int:
-    """The primary context of CUDA device ``ordinal``: the one torch's runtime works in."""
+_COMPUTE_CAPABILITY = (75, 76)  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+
+
+def _device(ordinal: int) -> ctypes.c_int:
     lib = driver()
     check(lib.cuInit(0), "cuInit")
     device = ctypes.c_int()
     check(lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+    return device
+
+
+@functools.cache
+def primary_context(ordinal: int) -> int:
+    """The primary context of CUDA device ``ordinal``: the one torch's runtime works in."""
     context = P()
-    check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    result = driver().cuDevicePrimaryCtxRetain(ctypes.byref(context), _device(ordinal))
+    check(result, "cuDevicePrimaryCtxRetain")
     return context.value or 0
+
+
+def device_name(ordinal: int) -> str:
+    """CUDA device ``ordinal``'s name, as torch's ``get_device_name`` gives it."""
+    name = ctypes.create_string_buffer(256)
+    check(driver().cuDeviceGetName(name, len(name), _device(ordinal)), "cuDeviceGetName")
+    return name.value.decode()
+
+
+def compute_capability(ordinal: int) -> tuple[int, int]:
+    """CUDA device ``ordinal``'s compute capability, as torch's ``get_device_capability``."""
+    device = _device(ordinal)
+    values = []
+    for attribute in _COMPUTE_CAPABILITY:
+        value = ctypes.c_int()
+        result = driver().cuDeviceGetAttribute(ctypes.byref(value), attribute, device)
+        check(result, "cuDeviceGetAttribute")
+        values.append(value.value)
+    return values[0], values[1]
 
 
 def make_current(context: int) -> None:

@@ -3,21 +3,24 @@ when torch sees a GPU, else Vulkan; what identifies that device in a cache key; 
 device of a kind, opened when something must be compiled (on Vulkan also to dispatch).
 
 Nothing here imports slangpy until a device is opened: a CUDA process whose kernels are all
-cached launches them through the driver and never needs one.
+cached launches them through the driver and never needs one. Nor torch until a default device
+kind or torch's device is asked for: a warming worker, told its kind, never imports it.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import torch
+from .cuda_api import compute_capability, device_name
 
 if TYPE_CHECKING:
     import slangpy as spy
+    import torch
 
 DEVICE_KINDS = ("cuda", "vulkan")
 
@@ -89,20 +92,27 @@ def close_devices() -> None:
     with _lock:
         opened_devices = list(_devices.values())
         _devices.clear()
-    if opened_devices and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+    if opened_devices and _torch_cuda_initialized():
+        sys.modules["torch"].cuda.synchronize()
     for device in opened_devices:
         device.close()
 
 
+def _torch_cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
 def opened() -> bool:
     """Whether this process has opened any device (and so must not fork)."""
-    return bool(_devices) or torch.cuda.is_initialized()
+    return bool(_devices) or _torch_cuda_initialized()
 
 
 def torch_device(kind: str) -> torch.device:
     """The torch device whose tensors a slangspec device of ``kind`` takes and returns: on CUDA,
     torch's current device when slangspec first used CUDA."""
+    import torch
+
     if kind != "cuda":
         return torch.device("cpu")
     global _cuda_torch_device
@@ -115,17 +125,19 @@ def torch_device(kind: str) -> torch.device:
         return _cuda_torch_device
 
 
-def device_identity(kind: str, device: spy.Device | None) -> dict[str, str]:
+def cuda_ordinal() -> int:
+    """The CUDA device slangspec uses: torch's (``torch_device``) in a process that has imported
+    torch, else device 0, which is torch's current device in a new process."""
+    return torch_device("cuda").index if sys.modules.get("torch") is not None else 0
+
+
+def device_identity(kind: str, device: spy.Device | None, ordinal: int) -> dict[str, str]:
     """The device type and the target it compiles for, as a cache key covers them: on CUDA as
-    torch reports them (no slangpy device needed), on Vulkan the adapter of ``device``."""
+    the driver reports CUDA device ``ordinal`` (no slangpy device needed), on Vulkan the adapter
+    of ``device``."""
     if kind == "cuda":
-        index = torch_device("cuda").index
-        major, minor = torch.cuda.get_device_capability(index)
-        return {
-            "kind": kind,
-            "adapter": torch.cuda.get_device_name(index),
-            "arch": f"sm_{major}{minor}",
-        }
+        major, minor = compute_capability(ordinal)
+        return {"kind": kind, "adapter": device_name(ordinal), "arch": f"sm_{major}{minor}"}
     assert device is not None, "a Vulkan identity names the opened device's adapter"
     return {"kind": kind, "adapter": device.info.adapter_name}
 
@@ -134,6 +146,8 @@ def device_kind(requested: str | None) -> str:
     """The device kind by the documented order; opens nothing."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is None:
+        import torch
+
         return "cuda" if torch.cuda.is_available() else "vulkan"
     name = name.lower()
     if name not in DEVICE_KINDS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
-from .signatures import TensorForm, parse_call_signature
+from .signature_text import TensorForm, parse_call_signature
 
 
 def _describe_argument(i: int, old: Any, new: Any) -> list[str]:

@@ -1,15 +1,19 @@
-"""Call signatures as text: how argument signatures compose into a call signature and split
-back. This half of the format needs no torch, so tools that list the cache read signatures
-without importing it; ``signatures.py`` owns the argument forms and re-exports these.
+"""Signatures as text: argument signatures as parsed forms and back, and how they compose into
+a call signature and split back. This half of the format needs no torch, so tools that list the
+cache, and the builder, read signatures without importing it; ``signatures.py`` reads the forms
+of torch values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 
 SIGNATURE_FORMAT = 1
-"""Bumped whenever any form in ``signatures.py`` changes, so old cache entries are never
-served."""
+"""Bumped whenever any argument form changes, so old cache entries are never served."""
 
 CALL_MODE = "call"
 
@@ -27,3 +31,95 @@ def call_arguments(call_signature: str) -> str:
 def has_numpy(call_signature: str) -> bool:
     """Whether any argument of the call is a numpy array."""
     return "np[" in call_signature
+
+
+def extent_class(extent: int) -> str:
+    """One character of a tensor form's ``V`` run: the extent when it is 1-4, else ``x``."""
+    return str(extent) if 1 <= extent <= 4 else "x"
+
+
+def extent_classes(shape: Sequence[int]) -> str:
+    """The ``V`` run of a shape."""
+    return "".join(map(extent_class, shape))
+
+
+@dataclass(frozen=True)
+class TensorForm:
+    """A parsed tensor signature."""
+
+    rank: int
+    dtype: str  # torch's name of it: float32
+    grad: bool
+    extents: str
+    numpy: bool = False
+
+
+@dataclass(frozen=True)
+class ScalarForm:
+    """A parsed Python-scalar signature."""
+
+    kind: str  # "f", "i" or "b"
+
+
+@dataclass(frozen=True)
+class GridForm:
+    """A parsed grid signature."""
+
+    rank: int
+
+
+ArgForm = TensorForm | ScalarForm | GridForm
+
+_TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
+_GRID_RE = re.compile(r"grid\[D(\d+)\]")
+
+
+def format_arg(form: ArgForm) -> str:
+    """The argument signature of a form: the inverse of ``parse_arg``."""
+    if isinstance(form, ScalarForm):
+        return form.kind
+    if isinstance(form, GridForm):
+        return f"grid[D{form.rank}]"
+    number = NUMBER_OF_DTYPE[form.dtype]
+    prefix = "np" if form.numpy else ""
+    return f"{prefix}[D{form.rank},S{number},G{int(form.grad)},V{form.extents}]"
+
+
+def parse_arg(text: str) -> ArgForm:
+    """Parse one argument signature; raises ValueError naming what is malformed."""
+    if text in ("f", "i", "b"):
+        return ScalarForm(text)
+    m = _GRID_RE.fullmatch(text)
+    if m:
+        return GridForm(int(m.group(1)))
+    m = _TENSOR_RE.fullmatch(text)
+    if not m:
+        raise ValueError(f"malformed argument signature {text!r}")
+    rank, number, extents = int(m.group(2)), int(m.group(3)), m.group(5)
+    if len(extents) != rank:
+        raise ValueError(f"argument signature {text!r}: rank {rank} but {len(extents)} extents")
+    dtype = DTYPE_OF_NUMBER.get(number)
+    if dtype is None:
+        raise ValueError(f"argument signature {text!r}: unknown scalar type number {number}")
+    return TensorForm(rank, dtype, m.group(4) == "1", extents, numpy=bool(m.group(1)))
+
+
+@dataclass(frozen=True)
+class CallSignature:
+    """A parsed call signature."""
+
+    function_id: str
+    args: tuple[ArgForm, ...]
+    text: str
+
+
+def parse_call_signature(text: str) -> CallSignature:
+    """Parse a call signature string back into its parts."""
+    parts = text.split(" ")
+    if len(parts) < 2 or "::" not in parts[0]:
+        raise ValueError(
+            f"malformed call signature {text!r}; expected '<module>::<function> <mode> <arg>...'"
+        )
+    if parts[1] != CALL_MODE:
+        raise ValueError(f"call signature {text!r}: unknown call mode {parts[1]!r}")
+    return CallSignature(parts[0], tuple(parse_arg(p) for p in parts[2:]), text)

@@ -1,5 +1,5 @@
-"""Composed signatures: with ``signature_text.py`` (call signatures as text, without torch),
-the only place that knows the signature format.
+"""Composed signatures of torch values: with ``signature_text.py`` (the forms as text, without
+torch), the only place that knows the signature format.
 
 A signature says everything about an argument that can change the specialized kernel, and
 nothing that cannot. Forms, by argument kind:
@@ -24,7 +24,6 @@ A value with no form is a TypeError (or ValueError) naming the function and the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE, SLANG
-from .signature_text import CALL_MODE, compose_call_signature
+from .scalars import NUMBER_OF_DTYPE, SLANG
+from .signature_text import GridForm, TensorForm, compose_call_signature, extent_classes, format_arg
 
-_PASSED = list(dict.fromkeys(str(s.dtype).removeprefix("torch.") for s in SLANG.values()))
+_NAME_OF_DTYPE: dict[torch.dtype, str] = {getattr(torch, name): name for name in NUMBER_OF_DTYPE}
+_PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))
 _PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
 """The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
 
@@ -81,16 +81,6 @@ class grid:
         object.__setattr__(self, "shape", dims)
 
 
-def extent_class(extent: int) -> str:
-    """One character of a tensor form's ``V`` run: the extent when it is 1-4, else ``x``."""
-    return str(extent) if 1 <= extent <= 4 else "x"
-
-
-def extent_classes(shape: Sequence[int]) -> str:
-    """The ``V`` run of a shape."""
-    return "".join(map(extent_class, shape))
-
-
 _tensor_cache: dict[tuple[torch.Size, torch.dtype, bool, torch.layout], str] = {}
 
 
@@ -114,10 +104,11 @@ def _tensor_form(t: torch.Tensor, grad: bool) -> str:
     if t.layout != torch.strided:
         layout = str(t.layout).removeprefix("torch.").strip("_")
         raise TypeError(f"cannot pass a {layout} tensor; expected a strided (dense) tensor")
-    if t.dtype not in NUMBER_OF_DTYPE:
+    name = _NAME_OF_DTYPE.get(t.dtype)
+    if name is None:
         dtype = str(t.dtype).removeprefix("torch.")
         raise TypeError(f"cannot pass a {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
-    return format_arg(TensorForm(t.dim(), t.dtype, grad, extent_classes(t.shape)))
+    return format_arg(TensorForm(t.dim(), name, grad, extent_classes(t.shape)))
 
 
 def signature(value: Any) -> str:
@@ -167,85 +158,3 @@ def _problem(value: Any) -> Exception | None:
     except RuntimeError as exc:  # torch cannot describe the tensor
         return TypeError(f"cannot pass this tensor ({exc}); expected a strided (dense) tensor")
     return None
-
-
-@dataclass(frozen=True)
-class TensorForm:
-    """A parsed tensor signature."""
-
-    rank: int
-    dtype: torch.dtype
-    grad: bool
-    extents: str
-    numpy: bool = False
-
-
-@dataclass(frozen=True)
-class ScalarForm:
-    """A parsed Python-scalar signature."""
-
-    kind: str  # "f", "i" or "b"
-
-
-@dataclass(frozen=True)
-class GridForm:
-    """A parsed grid signature."""
-
-    rank: int
-
-
-ArgForm = TensorForm | ScalarForm | GridForm
-
-_TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
-_GRID_RE = re.compile(r"grid\[D(\d+)\]")
-
-
-def format_arg(form: ArgForm) -> str:
-    """The argument signature of a form: the inverse of ``parse_arg``."""
-    if isinstance(form, ScalarForm):
-        return form.kind
-    if isinstance(form, GridForm):
-        return f"grid[D{form.rank}]"
-    number = NUMBER_OF_DTYPE[form.dtype]
-    prefix = "np" if form.numpy else ""
-    return f"{prefix}[D{form.rank},S{number},G{int(form.grad)},V{form.extents}]"
-
-
-def parse_arg(text: str) -> ArgForm:
-    """Parse one argument signature; raises ValueError naming what is malformed."""
-    if text in ("f", "i", "b"):
-        return ScalarForm(text)
-    m = _GRID_RE.fullmatch(text)
-    if m:
-        return GridForm(int(m.group(1)))
-    m = _TENSOR_RE.fullmatch(text)
-    if not m:
-        raise ValueError(f"malformed argument signature {text!r}")
-    rank, number, extents = int(m.group(2)), int(m.group(3)), m.group(5)
-    if len(extents) != rank:
-        raise ValueError(f"argument signature {text!r}: rank {rank} but {len(extents)} extents")
-    dtype = DTYPE_OF_NUMBER.get(number)
-    if dtype is None:
-        raise ValueError(f"argument signature {text!r}: unknown scalar type number {number}")
-    return TensorForm(rank, dtype, m.group(4) == "1", extents, numpy=bool(m.group(1)))
-
-
-@dataclass(frozen=True)
-class CallSignature:
-    """A parsed call signature."""
-
-    function_id: str
-    args: tuple[ArgForm, ...]
-    text: str
-
-
-def parse_call_signature(text: str) -> CallSignature:
-    """Parse a call signature string back into its parts."""
-    parts = text.split(" ")
-    if len(parts) < 2 or "::" not in parts[0]:
-        raise ValueError(
-            f"malformed call signature {text!r}; expected '<module>::<function> <mode> <arg>...'"
-        )
-    if parts[1] != CALL_MODE:
-        raise ValueError(f"call signature {text!r}: unknown call mode {parts[1]!r}")
-    return CallSignature(parts[0], tuple(parse_arg(p) for p in parts[2:]), text)

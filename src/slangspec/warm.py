@@ -32,21 +32,26 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .cache_store import FORWARD
+from .devices import device_kind
 from .scalars import MANIFEST_DTYPES
-from .signature_text import call_arguments, compose_call_signature
-from .signatures import (
+from .signature_text import (
     GridForm,
     ScalarForm,
     TensorForm,
+    call_arguments,
+    compose_call_signature,
     extent_classes,
     format_arg,
     parse_arg,
     parse_call_signature,
 )
 from .warm_pool import released, start
+
+if TYPE_CHECKING:
+    from .runtime.build import BuildFunction, BuildModule
 
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
 """What became of one item; "deferred" (another machine is building one of its kernels) is only
@@ -242,12 +247,13 @@ def items_from_records(records: Iterable[dict[str, Any]]) -> list[WarmItem]:
 
 # -- building --------------------------------------------------------------------------------------
 
-_modules: dict[tuple, Any] = {}
+_modules: dict[tuple, BuildModule] = {}
 
 
-def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
-    """The loaded module an item names, one per process and options."""
-    import slangspec
+def module_for(item: WarmItem, device: str | None, cache_dir: str | None) -> BuildModule:
+    """The module an item names, as the builder sees it (no torch), one per process and
+    options."""
+    from .runtime.build import BuildModule, load_module, load_module_source
 
     key = (item.name, item.path, item.source, item.include_paths, item.defines, device, cache_dir)
     m = _modules.get(key)
@@ -259,9 +265,9 @@ def module_for(item: WarmItem, device: str | None, cache_dir: str | None):
             "cache_dir": cache_dir,
         }
         if item.source is not None:
-            m = slangspec.load_source(item.name, item.source, **options)
+            m = load_module_source(BuildModule, item.name, item.source, **options)
         else:
-            m = slangspec.load(item.path, **options)
+            m = load_module(BuildModule, item.path, **options)
         m.waits_for_reflection = False
         _modules[key] = m
     return m
@@ -299,7 +305,9 @@ def warm_task(
         return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]), ()
 
 
-def _kernel_task(item: WarmItem, fn: Any, mask: str | None) -> tuple[WarmResult, tuple[str, ...]]:
+def _kernel_task(
+    item: WarmItem, fn: BuildFunction, mask: str | None
+) -> tuple[WarmResult, tuple[str, ...]]:
     if mask is not None:
         return WarmResult(item, fn.warm(item.signature, [mask])), ()
     status = fn.warm(item.signature, [])
@@ -346,6 +354,8 @@ def warm(
     Returns without waiting for the worker processes to exit (``warm_pool.released``).
     """
     with released(pool if pool is not None else _executor(jobs, device)) as pool:
+        # Chosen once, here: workers told their device kind never import torch to choose it.
+        device = device_kind(device)
         if dry_run:
             checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
             results = [f.result() for f in checks]

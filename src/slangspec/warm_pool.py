@@ -1,10 +1,10 @@
-"""The worker processes of ``warm --jobs``; for CUDA, started before this process imports torch.
+"""The worker processes of ``warm --jobs``, which never import torch.
 
-A CUDA worker spends 1-2 s creating its context (16 workers at once on an H200) and, forked
-from a process that has not imported torch yet, about as long importing torch. It does both at
-once, as soon as it starts: the context is created on a thread of its own while the worker
-imports, since the driver call releases the GIL, and the parent imports torch meanwhile. This
-module imports neither torch nor slangpy into the parent.
+Workers build from signatures alone (``runtime/build.py``), so none imports torch: slangpy
+would (1.3-2.9 s a worker, 16 contending on an H200), and nothing a worker does needs it. A CUDA
+worker spends 1-2 s creating its context (16 workers at once on an H200); it does that on a
+thread of its own as soon as it starts, while it imports slangpy and slangspec's builder, since
+the driver call releases the GIL. This module imports neither torch nor slangpy into the parent.
 
 Forked workers write their output (both streams) to a pipe this process copies to its standard
 error: a worker's messages stay out of the command's standard output (``--json``), and a
@@ -30,8 +30,8 @@ from .cuda_api import CudaDriverError, primary_context
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
-_BUILDER = ("slangspec.warm", "slangspec.runtime")
-"""What a worker imports before its first task: torch, and slangspec's builder."""
+_BUILDER = ("slangpy", "slangspec.warm", "slangspec.runtime.build")
+"""What a worker imports before its first task: slangpy and slangspec's builder."""
 
 
 class _Relay:
@@ -101,7 +101,7 @@ class _WorkerPool(futures.ProcessPoolExecutor):
 
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     """``jobs`` worker processes, all started before this returns. Each imports slangspec's
-    builder (and torch) first, and for CUDA (``wants_cuda``) creates its context meanwhile.
+    builder first, and for CUDA (``wants_cuda``) creates its context meanwhile.
     Forked workers write their output through this process (see the module's text)."""
     fork = _fork_safe()
     relay = _Relay() if fork else None
@@ -141,10 +141,9 @@ def _fork_safe() -> bool:
 
 
 def wants_cuda(device: str | None) -> bool:
-    """Whether workers for ``device`` will run CUDA: it is asked for, or nothing is and this
-    machine has an NVIDIA GPU (asked of the kernel driver: this process must not start CUDA
-    before it forks). Only then does starting the pool before torch is imported pay: other
-    workers have no context to create, and forked after torch is imported they inherit it."""
+    """Whether workers for ``device`` will run CUDA, so that each creates its context as it
+    starts: it is asked for, or nothing is and this machine has an NVIDIA GPU (asked of the
+    kernel driver: this process must not start CUDA before it forks)."""
     name = device or os.environ.get("SLANGSPEC_DEVICE")
     if name is not None:
         return name.lower() == "cuda"
@@ -153,11 +152,12 @@ def wants_cuda(device: str | None) -> bool:
 
 
 def _prepare(cuda: bool, output: int | None) -> None:
-    """Runs first in each worker: its output to ``output`` (the relay's pipe), the context on
-    a thread, the builder's imports meanwhile."""
+    """Runs first in each worker: its output to ``output`` (the relay's pipe), torch kept out,
+    the context on a thread, the builder's imports meanwhile."""
     if output is not None:
         os.dup2(output, 1)
         os.dup2(output, 2)
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
     if cuda:
         threading.Thread(target=_create_context, name="slangspec-context", daemon=True).start()
     for name in _BUILDER:

@@ -13,7 +13,7 @@ from .common import UsageProblem, cache_dir_option, device_option, json_option, 
 
 def _signature(module: str, function: str, text: str) -> str:
     """A call signature, or argument specs/signatures separated by ';'."""
-    from ..signatures import parse_call_signature
+    from ..signature_text import parse_call_signature
     from ..warm import arg_signature
 
     function_id = f"{module}::{function}"

@@ -1,6 +1,7 @@
 """``specialize warm``: build specializations into the cache ahead of time.
 
-The builder (torch, slangpy) is imported when the command runs, not when the CLI starts.
+The builder is imported when the command runs, not when the CLI starts; torch only where no
+device kind is given, to choose one.
 """
 
 from __future__ import annotations
@@ -75,11 +76,11 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..warm_pool import released, start, wants_cuda
+    from ..warm_pool import released, start
 
-    # CUDA workers start before the builder imports torch, so that they create their contexts
-    # while they import it; others are forked after, and inherit it.
-    with released(start(jobs, device) if jobs > 1 and wants_cuda(device) else None) as pool:
+    # Workers start first, so that they set up (CUDA contexts included) while this process reads
+    # the manifest.
+    with released(start(jobs, device) if jobs > 1 else None) as pool:
         results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
     if results is None:
         click.echo("nothing to warm", err=True)

@@ -1,5 +1,2 @@
-"""The JIT runtime: modules, functions, dispatch and autograd glue."""
-
-from .module import Function, Module, UnknownFunctionError, load, load_source
-
-__all__ = ["Function", "Module", "UnknownFunctionError", "load", "load_source"]
+"""The JIT runtime: modules, functions, dispatch and autograd glue (``module.py``), and what the
+builder sees of a module (``build.py``, which warming workers use without torch)."""

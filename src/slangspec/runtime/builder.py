@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import slangpy as spy
 
     from ..compiler import CompiledKernel, Compiler
-    from .module import Module
+    from .build import BuildModule
 
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
@@ -75,7 +75,7 @@ class Found:
 class Builder:
     """Looks up, and on a miss builds, one module's specializations and their kernels."""
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: BuildModule) -> None:
         self.module = module
         self.cache = module.cache
 

@@ -12,11 +12,9 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal
 
-import torch
-
 from ..scalars import SLANG, SLANG_FLOATS
-from ..signature_text import SIGNATURE_FORMAT
-from ..signatures import (
+from ..signature_text import (
+    SIGNATURE_FORMAT,
     ArgForm,
     CallSignature,
     GridForm,
@@ -143,8 +141,8 @@ class _Resolver:
                 TypeError,
                 index,
                 param,
-                f"a {_dtype_name(want)} tensor",
-                f"a {_dtype_name(form.dtype)} tensor",
+                f"a {want} tensor",
+                f"a {form.dtype} tensor",
             )
         width = t.width
         if width and (form.rank == 0 or form.extents[-1] != str(width)):
@@ -158,7 +156,7 @@ class _Resolver:
             param,
             kind="elementwise",
             binding="pointer",
-            dtype=_dtype_name(form.dtype),
+            dtype=form.dtype,
             width=width,
             rank=form.rank,
             call_dims=call_dims,
@@ -169,7 +167,7 @@ class _Resolver:
 
     def tensor_arg(self, index: int, param: ParamInfo, t: TypeInfo, form: ArgForm) -> ArgPlan:
         want = SLANG[t.scalar].dtype
-        expected = f"a {_dtype_name(want)} tensor of rank {t.dims} for {t.name}"
+        expected = f"a {want} tensor of rank {t.dims} for {t.name}"
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, param, expected, _describe(form))
         if form.dtype != want or form.rank != t.dims:
@@ -182,7 +180,7 @@ class _Resolver:
             param,
             kind="tensor",
             binding=binding,
-            dtype=_dtype_name(form.dtype),
+            dtype=form.dtype,
             rank=form.rank,
             differentiable=diff,
             grad=diff and form.grad,
@@ -197,12 +195,8 @@ def _arg_plan(param: ParamInfo, *, kind: ArgKind, binding: Binding, **fields: An
     )
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _expected_value(t: TypeInfo) -> str:
-    dtype = _dtype_name(SLANG[t.scalar].dtype)
+    dtype = SLANG[t.scalar].dtype
     if t.kind == "vector":
         return f"a {dtype} tensor whose last dimension is {t.width} for {t.name}"
     if t.scalar in ("int", "uint"):
@@ -212,7 +206,7 @@ def _expected_value(t: TypeInfo) -> str:
 
 def _describe(form: ArgForm) -> str:
     if isinstance(form, TensorForm):
-        return f"a {_dtype_name(form.dtype)} tensor of rank {form.rank}"
+        return f"a {form.dtype} tensor of rank {form.rank}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
     return _PY_NAMES[form.kind]
@@ -228,7 +222,7 @@ def _returns(info: FunctionInfo) -> ReturnPlan | None:
             "expected void, a scalar or a vector"
         )
     diff = info.differentiable and r.scalar in SLANG_FLOATS
-    return ReturnPlan(r.name, r.scalar, _dtype_name(SLANG[r.scalar].dtype), r.width, diff)
+    return ReturnPlan(r.name, r.scalar, SLANG[r.scalar].dtype, r.width, diff)
 
 
 def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
