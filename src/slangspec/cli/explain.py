@@ -1,6 +1,6 @@
 """``specialize explain``: why would this call miss the cache?
 
-The module loader (torch, slangpy) is imported when the command runs, not when the CLI starts.
+The module loader is imported when the command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     by ';' ("f32[N] grad; float").
     """
     from ..explain import explain as explain_call
-    from ..runtime import load
+    from ..runtime.build import BuildModule, load_module
 
     pairs = {}
     for d in defines:
@@ -54,7 +54,14 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         if not eq or not name:
             raise UsageProblem(f"--define {d!r}: expected NAME=VALUE")
         pairs[name] = value
-    m = load(module, device=device, include_paths=include_paths, defines=pairs, cache_dir=cache_dir)
+    m = load_module(
+        BuildModule,
+        module,
+        device=device,
+        include_paths=include_paths,
+        defines=pairs,
+        cache_dir=cache_dir,
+    )
     result = explain_call(getattr(m, function), _signature(m.name, function, signature))
     if as_json:
         print_json(result)

@@ -1,7 +1,7 @@
 """``specialize warm``: build specializations into the cache ahead of time.
 
-The builder is imported when the command runs, not when the CLI starts; torch only where no
-device kind is given, to choose one.
+The builder is imported when the command runs, not when the CLI starts; with ``--jobs`` above
+1 only by the workers, and torch by none of them.
 """
 
 from __future__ import annotations
