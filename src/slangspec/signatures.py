@@ -85,9 +85,14 @@ _tensor_cache: dict[tuple[torch.Size, torch.dtype, bool, torch.layout], str] = {
 
 
 def tensor_signature(t: torch.Tensor) -> str:
-    """``[Dn,Sm,Gk,V...]`` of a torch tensor; memoized because it sits on the hot path. The
-    layout is in the key so that only strided tensors, checked on a miss, ever hit."""
-    grad = t.requires_grad and torch.is_grad_enabled()
+    """``[Dn,Sm,Gk,V...]`` of a torch tensor; memoized because it sits on the hot path."""
+    return flagged_tensor_signature(t, t.requires_grad and torch.is_grad_enabled())
+
+
+def flagged_tensor_signature(t: torch.Tensor, grad: bool) -> str:
+    """``[Dn,Sm,Gk,V...]`` of a torch tensor with grad bit ``grad``: as a traced call, which
+    knows which of its tensors took part in autograd, names them. The layout is in the memo's
+    key so that only strided tensors, checked on a miss, ever hit."""
     key = (t.shape, t.dtype, grad, t.layout)
     try:
         sig = _tensor_cache.get(key)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch._dynamo
 
-from ..signatures import call_signature, grid
+from ..signature_text import compose_call_signature
+from ..signatures import call_signature, flagged_tensor_signature, grid, signature
 from .specialization import Specialization, _broadcast
 
 if TYPE_CHECKING:
@@ -118,15 +119,32 @@ def unpack(
 
 def _signature(fn: Function, args: list[Any], grads: Sequence[bool]) -> str:
     """The call signature the traced call had: its tensors' grad flags as they were then."""
+    flags = iter(grads)
+    try:
+        return compose_call_signature(
+            fn.id,
+            [
+                flagged_tensor_signature(a, next(flags))
+                if isinstance(a, torch.Tensor)
+                else signature(a)
+                for a in args
+            ],
+        )
+    except Exception:
+        # Off the replayed path: the error an eager call with those flags raises, which names
+        # the argument.
+        with torch.enable_grad():
+            return call_signature(fn.id, _flagged(args, grads))
+
+
+def _flagged(args: list[Any], grads: Sequence[bool]) -> list[Any]:
+    """``args`` with each tensor's grad flag as the traced call had it."""
     flagged = list(args)
-    with torch.enable_grad():
-        g = iter(grads)
-        for k, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and next(g):
-                flagged[k] = a.detach().requires_grad_(True)
-            elif isinstance(a, torch.Tensor):
-                flagged[k] = a.detach()
-        return call_signature(fn.id, flagged)
+    g = iter(grads)
+    for k, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            flagged[k] = a.detach().requires_grad_(True) if next(g) else a.detach()
+    return flagged
 
 
 def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:
@@ -200,30 +218,23 @@ def _fake_written_returning(name, tensors, grads, kinds, floats, ints):
     return [torch.empty_like(args[k]) for k in _written(name)], _result_like(name, args, grads)
 
 
-def _operator(op: str, forward: Any, fake: Any, returns: str) -> Any:
-    defined = torch.library.custom_op(
-        f"slangspec::{op}", forward, mutates_args=(), schema=f"({_ARGUMENTS}) -> {returns}"
-    )
-    defined.register_fake(fake)
-    return defined
+_LIBRARY = torch.library.Library("slangspec", "FRAGMENT")
 
 
-call = _operator("call", _forward, _fake_result, "Tensor")
-call_writing = _operator("call_writing", _forward_writing, _fake_written, "Tensor[]")
-call_writing_returning = _operator(
-    "call_writing_returning",
-    _forward_writing_returning,
-    _fake_written_returning,
-    "(Tensor[], Tensor)",
-)
+def _define(op: str, forward: Any, fake: Any, returns: str, extra: str = "") -> Any:
+    """Operator ``slangspec::op``: ``forward`` on every device, ``fake`` while tracing.
+
+    Defined through the library itself, not ``torch.library.custom_op``: a compiled graph
+    calls its operators on every replay, and custom_op's Python layers (its autograd wrapper
+    runs even with grad off) cost each call 15-20 us more than the call itself (CPU).
+    """
+    _LIBRARY.define(f"{op}({_ARGUMENTS}{extra}) -> {returns}")
+    _LIBRARY.impl(op, forward, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"slangspec::{op}", fake, lib=_LIBRARY)
+    return getattr(torch.ops.slangspec, op).default
 
 
-@torch.library.custom_op(
-    "slangspec::call_backward",
-    mutates_args=(),
-    schema=f"({_ARGUMENTS}, Tensor grad_out) -> Tensor[]",
-)
-def call_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
+def _backward_forward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
     """Gradients of the tensors whose grad flag is set, in order."""
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
@@ -242,53 +253,73 @@ def call_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[t
     ]
 
 
-@call_backward.register_fake
-def _(name, tensors, grads, kinds, floats, ints, grad_out):
+def _fake_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
     return [torch.empty_like(t) for t, g in zip(tensors, grads, strict=True) if g]
 
 
-def _setup(ctx: Any, inputs: tuple, output: Any) -> None:
-    name, tensors, grads, kinds, floats, ints = inputs
-    ctx.save_for_backward(*tensors)
-    ctx.call = (name, grads, kinds, floats, ints)
-
-
-def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
-    name, grads, kinds, floats, ints = ctx.call
-    if grad_out is None:
-        return None, [None] * len(grads), None, None, _none_like(floats), _none_like(ints)
-    tensors = list(ctx.saved_tensors)
-    computed = iter(call_backward(name, tensors, grads, kinds, floats, ints, grad_out))
-    tensor_grads = [next(computed) if g else None for g in grads]
-    # Shaped as the inputs: torch takes lists of tensors apart, and empty lists, but
-    # holds any other list whole.
-    return None, tensor_grads, None, None, _none_like(floats), _none_like(ints)
-
-
-def _none_like(values: list) -> list | None:
-    return [] if not values else None
-
-
-def _setup_writing_returning(ctx: Any, inputs: tuple, output: Any) -> None:
-    """As ``_setup``, keeping what the written arguments hold after the call, as eager mode's
-    backward sees them: the traced code copies it into them, which the inputs' saved
-    versions would not survive."""
-    name, tensors, grads, kinds, floats, ints = inputs
-    saved = list(tensors)
-    positions = [k for k, kind in enumerate(kinds.split(",")) if kind == "t"]
-    for k, value in zip(_written(name), output[0], strict=True):
-        saved[positions.index(k)] = value
-    _setup(ctx, (name, saved, grads, kinds, floats, ints), output)
-
-
-def _backward_writing_returning(ctx: Any, _written: list, grad_out: torch.Tensor) -> tuple:
-    return _backward(ctx, grad_out)
-
-
-call.register_autograd(_backward, setup_context=_setup)
-call_writing_returning.register_autograd(
-    _backward_writing_returning, setup_context=_setup_writing_returning
+call = _define("call", _forward, _fake_result, "Tensor")
+call_writing = _define("call_writing", _forward_writing, _fake_written, "Tensor[]")
+call_writing_returning = _define(
+    "call_writing_returning",
+    _forward_writing_returning,
+    _fake_written_returning,
+    "(Tensor[], Tensor)",
 )
+call_backward = _define(
+    "call_backward", _backward_forward, _fake_backward, "Tensor[]", ", Tensor grad_out"
+)
+
+
+class _Recorded(torch.autograd.Function):
+    """A call autograd records, whose backward is ``slangspec::call_backward``. ``op``'s
+    outputs come flat: what the written arguments hold after the call (``written`` of them),
+    then the result."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, written, name, grads, kinds, floats, ints, *tensors):
+        below = keyset & torch._C._after_autograd_keyset
+        out = op.redispatch(below, name, list(tensors), grads, kinds, floats, ints)
+        values, result = out if written else ([], out)
+        saved = list(tensors)
+        if values:
+            # The written arguments as the call left them, as eager mode's backward sees them:
+            # the traced code copies these into them, which the saved inputs would not survive.
+            positions = [k for k, kind in enumerate(kinds.split(",")) if kind == "t"]
+            for k, value in zip(_written(name), values, strict=True):
+                saved[positions.index(k)] = value
+            ctx.mark_non_differentiable(*values)
+        ctx.save_for_backward(*saved)
+        ctx.call = (name, grads, kinds, floats, ints)
+        return (*values, result)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        name, grads, kinds, floats, ints = ctx.call
+        grad_out = grad_outputs[-1]
+        none = (None,) * 8
+        if grad_out is None:
+            return (*none, *([None] * len(grads)))
+        tensors = list(ctx.saved_tensors)
+        computed = iter(call_backward(name, tensors, grads, kinds, floats, ints, grad_out))
+        return (*none, *(next(computed) if g else None for g in grads))
+
+
+def _autograd(op: Any, written: bool) -> None:
+    """Record calls of ``op`` for autograd where a tensor of theirs takes part in it; else (a
+    compiled graph's replay runs with grad off) go straight to the call."""
+
+    def kernel(keyset, name, tensors, grads, kinds, floats, ints):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            flat = _Recorded.apply(op, keyset, written, name, grads, kinds, floats, ints, *tensors)
+            return (list(flat[:-1]), flat[-1]) if written else flat[0]
+        below = keyset & torch._C._after_autograd_keyset
+        return op.redispatch(below, name, tensors, grads, kinds, floats, ints)
+
+    _LIBRARY.impl(op._schema.name.split("::")[1], kernel, "Autograd", with_keyset=True)
+
+
+_autograd(call, written=False)
+_autograd(call_writing_returning, written=True)
 
 
 def traced_call(name: str, *args: Any) -> torch.Tensor | None:
