@@ -1,5 +1,6 @@
 """Device selection, closing devices at exit, and a smoke kernel straight through slangpy."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,27 @@ def test_argument_wins_over_environment(monkeypatch, kind):
 
 
 @pytest.mark.parametrize("gpu", [True, False])
-def test_auto_is_cuda_when_torch_sees_a_gpu_else_vulkan(monkeypatch, gpu):
+def test_auto_is_cuda_when_torch_sees_a_gpu_else_vulkan(monkeypatch, tmp_path, gpu):
     monkeypatch.delenv("SLANGSPEC_DEVICE", raising=False)
+    monkeypatch.setattr(devices, "GPU_DRIVER_NODES", (str(tmp_path),))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     assert devices.device_kind(None) == ("cuda" if gpu else "vulkan")
+
+
+def test_without_a_gpu_driver_the_default_kind_is_vulkan_and_torch_is_not_imported():
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "from slangspec import devices\n"
+        "devices.GPU_DRIVER_NODES = ('/nonexistent/nvidiactl',)\n"
+        "print(devices.device_kind(None))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLANGSPEC_DEVICE"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "vulkan"
 
 
 def test_choosing_a_kind_opens_no_device(monkeypatch, kind):

@@ -142,10 +142,17 @@ def device_identity(kind: str, device: spy.Device | None, ordinal: int) -> dict[
     return {"kind": kind, "adapter": device.info.adapter_name}
 
 
+GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+"""Device nodes of the drivers through which torch can see a GPU (NVIDIA's, WSL's, ROCm's)."""
+
+
 def device_kind(requested: str | None) -> str:
-    """The device kind by the documented order; opens nothing."""
+    """The device kind by the documented order; opens nothing. Where no GPU driver has a device
+    node torch cannot see a GPU, so it is not imported to be asked (1-2 s)."""
     name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
     if name is None:
+        if not any(os.path.exists(node) for node in GPU_DRIVER_NODES):
+            return "vulkan"
         import torch
 
         return "cuda" if torch.cuda.is_available() else "vulkan"
