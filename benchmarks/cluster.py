@@ -16,10 +16,11 @@ cached, as for an installed package.
 With ``--warm-jobs J``, also the 24-specialization manifest of ``warm_jobs.py``: the wall time
 of one ``specialize warm --jobs J`` alone, against two at once with separate local caches
 sharing one server (the slower of the two), which split the manifest between them. Where the
-host has 2·J cores, each run is held to J of its own, as on two machines. Two machines do not
-share caches, memory bandwidth or power as two halves of one host do, so each round also times
-two runs at once that share nothing (no server): one machine's time with a neighbour loading
-the host as the second machine of the sharing pair does.
+host has 2·J cores, each run is held to J of its own, as on two machines, and where it has two
+GPUs, each run has one of its own (the run alone the first). Two machines do not share caches,
+memory bandwidth or power as two halves of one host do, so each round also times two runs at
+once that share nothing (no server): one machine's time with a neighbour loading the host as
+the second machine of the sharing pair does. ``--nodes 0`` times the warm runs only.
 
 The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
 spared type resolution and code generation only, and still compiles the shared sources through
@@ -141,18 +142,27 @@ def machine_cores(i: int, jobs: int) -> set[int] | None:
     return set(cores[i * jobs : (i + 1) * jobs])
 
 
+def machine_gpu(i: int) -> dict[str, str]:
+    """The environment that gives simulated machine ``i`` a GPU of its own, when the host has
+    two (asked of the kernel driver, which starts no CUDA here); else nothing."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    count = len(list(gpus.iterdir())) if gpus.is_dir() else 0
+    return {"CUDA_VISIBLE_DEVICES": str(i)} if count >= 2 else {}
+
+
 def warm_run(
-    work: Path, name: str, jobs: int, kind: str, remote: str, cores: set[int] | None
+    work: Path, name: str, jobs: int, kind: str, remote: str, machine: int
 ) -> subprocess.Popen:
     command = [sys.executable, "-c", TIMED_CLI, str(HERE), str(work / f"{name}.phases")]
     command += ["warm", str(manifest(work)), "--jobs", str(jobs)]
     command += ["--cache-dir", str(work / name), "--device", kind, "--json"]
+    cores = machine_cores(machine, jobs)
     pin = None if cores is None else lambda: os.sched_setaffinity(0, cores)
     return subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=node_env(remote),
+        env={**node_env(remote), **machine_gpu(machine)},
         preexec_fn=pin,
     )
 
@@ -178,9 +188,7 @@ def two_at_once(
     """Seconds until the slower of two warm runs started together is done, how many items
     each built, and each one's timeline (phase_timer)."""
     began, start = time.time(), time.perf_counter()
-    procs = [
-        warm_run(work, f"{name}{i}", jobs, kind, remote, machine_cores(i, jobs)) for i in range(2)
-    ]
+    procs = [warm_run(work, f"{name}{i}", jobs, kind, remote, i) for i in range(2)]
     built = [finished(p).get("built", 0) for p in procs]
     when = [when_of(work / f"{name}{i}.phases", began) for i in range(2)]
     return time.perf_counter() - start, built, when
@@ -192,7 +200,7 @@ def warm_round(kind: str, jobs: int) -> dict[str, Any]:
     first compiled and last finished a phase (and when the run alone did)."""
     work = Path(tempfile.mkdtemp(prefix="slangspec-cluster-warm-"))
     began, start = time.time(), time.perf_counter()
-    finished(warm_run(work, "alone", jobs, kind, "", machine_cores(0, jobs)))
+    finished(warm_run(work, "alone", jobs, kind, "", 0))
     alone = time.perf_counter() - start
     alone_when = when_of(work / "alone.phases", began)
     neighbours, _, _ = two_at_once(work, "apart", jobs, kind, "")
@@ -224,24 +232,27 @@ def main() -> None:
     # Bytecode written once before timing, as installing a package does.
     modules = "import redis, slangpy, slangspec.runtime.module, slangspec.cli"
     subprocess.run([sys.executable, "-c", modules], env=node_env(""), check=True)
-    rounds = []
-    for _ in range(args.repeat):
-        start = time.monotonic()
-        rounds.append(one_round(kind, args.nodes))
-        print(f"round {len(rounds)}: {json.dumps(rounds[-1])} ({time.monotonic() - start:.0f} s)")
-    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    print(f"\n{kind}, {args.nodes} nodes, median of {args.repeat} rounds")
-    print(f"all cold (no remote)           {med['all cold'] * 1e3:9.1f} ms")
-    print(f"together: nodes that compiled  {med['compiled']:9.0f}")
-    print(f"together: the one compiling    {med['first'] * 1e3:9.1f} ms")
-    print(
-        f"together: slowest of the rest  {med['others, slowest'] * 1e3:9.1f} ms "
-        f"(+{(med['others, slowest'] - med['first']) * 1e3:.1f} ms)"
-    )
-    print(
-        f"after: a remote hit            {med['after'] * 1e3:9.1f} ms "
-        f"(1/{med['all cold'] / med['after']:.0f} of all cold)"
-    )
+    if args.nodes:
+        rounds = []
+        for _ in range(args.repeat):
+            start = time.monotonic()
+            rounds.append(one_round(kind, args.nodes))
+            print(
+                f"round {len(rounds)}: {json.dumps(rounds[-1])} ({time.monotonic() - start:.0f} s)"
+            )
+        med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+        print(f"\n{kind}, {args.nodes} nodes, median of {args.repeat} rounds")
+        print(f"all cold (no remote)           {med['all cold'] * 1e3:9.1f} ms")
+        print(f"together: nodes that compiled  {med['compiled']:9.0f}")
+        print(f"together: the one compiling    {med['first'] * 1e3:9.1f} ms")
+        print(
+            f"together: slowest of the rest  {med['others, slowest'] * 1e3:9.1f} ms "
+            f"(+{(med['others, slowest'] - med['first']) * 1e3:.1f} ms)"
+        )
+        print(
+            f"after: a remote hit            {med['after'] * 1e3:9.1f} ms "
+            f"(1/{med['all cold'] / med['after']:.0f} of all cold)"
+        )
     if args.warm_jobs:
         warms = []
         for _ in range(args.repeat):
