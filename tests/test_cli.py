@@ -197,6 +197,31 @@ def test_warm_workers_import_neither_torch_nor_slangpy_into_the_command():
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
+def test_warm_builds_in_workers_and_the_command_imports_neither_torch_nor_slangpy(
+    tmp_path, kind, jobs
+):
+    """The command hands even one job to a worker it forks, which keeps torch out: built in the
+    command's own process, slangpy would import torch there."""
+    cache = tmp_path / "cache"
+    args = ["warm", str(manifest(tmp_path)), "--jobs", jobs, "--device", kind]
+    args += ["--cache-dir", str(cache), "--json"]
+    code = (
+        "import sys\n"
+        "from slangspec.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "print(sorted(m for m in ('torch', 'slangpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    *report, imported = out.stdout.strip().splitlines()
+    assert imported == "[]", out.stdout + out.stderr
+    assert [e["status"] for e in json.loads("\n".join(report))] == ["built", "built"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
 def test_warm_builds_where_torch_cannot_be_imported(tmp_path, kind, jobs):
     """Warming needs signatures, not tensors: with torch unimportable in the command (and so in
     the workers it forks), it builds every kernel, and a new process calling the functions

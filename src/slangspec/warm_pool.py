@@ -103,7 +103,7 @@ def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     """``jobs`` worker processes, all started before this returns. Each imports slangspec's
     builder first, and for CUDA (``wants_cuda``) creates its context meanwhile.
     Forked workers write their output through this process (see the module's text)."""
-    fork = _fork_safe()
+    fork = fork_safe()
     relay = _Relay() if fork else None
     pool = _WorkerPool(
         relay,
@@ -133,7 +133,7 @@ def released(pool: _Executor) -> Iterator[_Executor]:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _fork_safe() -> bool:
+def fork_safe() -> bool:
     """Whether a forked child may use CUDA and Vulkan: this process has opened neither."""
     devices = sys.modules.get("slangspec.devices")
     torch = sys.modules.get("torch")

@@ -1,7 +1,7 @@
 """``specialize warm``: build specializations into the cache ahead of time.
 
-The builder is imported when the command runs, not when the CLI starts; with ``--jobs`` above
-1 only by the workers, and torch by none of them.
+The builder is imported when the command runs, not when the CLI starts, and by the workers
+only (where this process cannot fork, it builds ``--jobs 1`` itself); torch by none of them.
 """
 
 from __future__ import annotations
@@ -76,11 +76,12 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..warm_pool import released, start
+    from ..warm_pool import fork_safe, released, start
 
     # Workers start first, so that they set up (CUDA contexts included) while this process reads
-    # the manifest.
-    with released(start(jobs, device) if jobs > 1 else None) as pool:
+    # the manifest. One job is a worker too where this process can fork one: slangpy would
+    # import torch here (1-2 s), and a worker keeps it out.
+    with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
         results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
     if results is None:
         click.echo("nothing to warm", err=True)
