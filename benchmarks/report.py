@@ -100,6 +100,7 @@ def warm_figures(found: dict[str, list[Table]]) -> dict[str, list[tuple[float, f
         "H200, kernel by kernel (1a094d8)": 4,
         "H200, workers started before torch (27eb617)": 8,
         "H200, no wait at exit (acf6365)": 11,
+        "H200, workers without torch (0c40fdb)": 12,
     }
     return {
         name: [(float(r["jobs"]), float(r["speed-up"])) for r in section(found, heading, i)]
