@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .cuda_api import CudaDriverError, primary_context
+from .devices import opened
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
@@ -135,9 +136,7 @@ def released(pool: _Executor) -> Iterator[_Executor]:
 
 def fork_safe() -> bool:
     """Whether a forked child may use CUDA and Vulkan: this process has opened neither."""
-    devices = sys.modules.get("slangspec.devices")
-    torch = sys.modules.get("torch")
-    return not (devices and devices.opened()) and not (torch and torch.cuda.is_initialized())
+    return not opened()
 
 
 def wants_cuda(device: str | None) -> bool:
