@@ -24,6 +24,7 @@ A value with no form is a TypeError (or ValueError) naming the function and the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,11 @@ def _tensor_form(t: torch.Tensor, grad: bool) -> str:
     return format_arg(TensorForm(t.dim(), name, grad, extent_classes(t.shape)))
 
 
+@functools.cache
+def _grid_form(dims: int) -> str:
+    return format_arg(GridForm(dims))
+
+
 def signature(value: Any) -> str:
     """The composed signature of one argument value, in the forms the module docstring lists."""
     if isinstance(value, torch.Tensor):
@@ -127,7 +133,7 @@ def signature(value: Any) -> str:
     if isinstance(value, float):
         return "f"
     if isinstance(value, grid):
-        return format_arg(GridForm(len(value.shape)))
+        return _grid_form(len(value.shape))
     if isinstance(value, np.ndarray):
         with torch.no_grad():
             return "np" + tensor_signature(torch.from_numpy(value))
@@ -140,8 +146,21 @@ def signature(value: Any) -> str:
 def call_signature(function_id: str, args: Sequence[Any]) -> str:
     """The call signature of calling ``function_id`` with ``args``; an ArgumentError naming
     the first argument that has no form."""
+    grad_on = torch.is_grad_enabled()
     try:
-        return compose_call_signature(function_id, map(signature, args))
+        forms = []
+        for value in args:
+            if isinstance(value, torch.Tensor):
+                # tensor_signature's memo, read here once per tensor: the hot path's own cost.
+                grad = grad_on and value.requires_grad
+                try:
+                    form = _tensor_cache.get((value.shape, value.dtype, grad, value.layout))
+                except TypeError:
+                    form = None
+                forms.append(form or flagged_tensor_signature(value, grad))
+            else:
+                forms.append(signature(value))
+        return compose_call_signature(function_id, forms)
     except Exception:
         # Off the hot path: only a failed call looks for the argument to blame.
         for index, value in enumerate(args):

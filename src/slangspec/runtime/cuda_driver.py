@@ -112,6 +112,7 @@ class DriverKernel:
                 f"kernel takes {size} bytes of parameters; its layout needs {block.size}"
             )
         self._group = group
+        self._launch = driver().cuLaunchKernel
         self._lock = threading.Lock()
         self._buffer = ctypes.create_string_buffer(max(size, 1))
         self._size = SIZE(size)
@@ -128,8 +129,8 @@ class DriverKernel:
         groups = (n + self._group - 1) // self._group
         with self._lock:
             self.block.pack_into(self._buffer, kwargs)
-            result = driver().cuLaunchKernel(
-                self._function, groups, 1, 1, self._group, 1, 1, 0, stream, None, self._extra
+            result = self._launch(
+                self._function, groups, 1, 1, self._group, 1, 1, 0, P(stream), None, self._extra
             )
         if result:
             check(result, "cuLaunchKernel")

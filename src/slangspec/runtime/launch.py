@@ -7,15 +7,33 @@ through slangpy buffers, dispatches through slangpy, and copies results back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from ..cuda_api import make_current
+from ..cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
+
+
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """torch's row-major strides of ``shape``; memoized, as a process's call shapes are few."""
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        out, step = [], 1
+        for d in reversed(shape):
+            out.append(step)
+            step *= max(d, 1)
+        strides = tuple(reversed(out))
+        if len(_STRIDES) < 4096:
+            _STRIDES[shape] = strides
+    return strides
 
 
 class Binding(Protocol):
@@ -37,7 +55,7 @@ class Binding(Protocol):
         """ValueError naming ``name`` when ``t`` is not on this binding's device."""
         ...
 
-    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
+    def read(self, t: torch.Tensor) -> tuple[int, Sequence[int]]:
         """Address and element strides of a tensor the kernel reads."""
         ...
 
@@ -68,6 +86,8 @@ class CudaBinding:
     def __init__(self, torch_device: torch.device, context: int) -> None:
         self.torch_device = torch_device
         self.context = context
+        self._context = P(context)
+        self._set_current = driver().cuCtxSetCurrent
 
     def begin(self) -> CudaBinding:
         return self
@@ -86,31 +106,31 @@ class CudaBinding:
                 f"shares with torch), got a tensor on {t.device}"
             )
 
-    def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
+    def read(self, t: torch.Tensor) -> tuple[int, Sequence[int]]:
         """Address and element strides of an input, in place."""
-        return t.data_ptr(), list(t.stride())
+        return t.data_ptr(), t.stride()
 
     def write(self, t: torch.Tensor) -> int:
         """Address of a tensor the kernel writes."""
         return t.data_ptr()
 
     def read_struct(self, t: torch.Tensor) -> dict[str, Any]:
-        return {
-            "_data": t.data_ptr(),
-            "_shape": list(t.shape),
-            "_strides": list(t.stride()),
-            "_offset": 0,
-        }
+        # The packer only indexes shape and strides: torch's own tuples serve.
+        return {"_data": t.data_ptr(), "_shape": t.shape, "_strides": t.stride(), "_offset": 0}
 
     write_struct = read_struct
 
     def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device=self.torch_device)
+        # empty_strided: 1.9 us on the H200 host, where torch.empty parses its way to 3.6 us.
+        strides = contiguous_strides(shape)
+        return torch.empty_strided(shape, strides, dtype=dtype, device=self.torch_device)
 
     def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return torch.zeros(shape, dtype=dtype, device=self.torch_device)
+        return self.empty(shape, dtype).zero_()
 
     def dispatch(self, kernel: DriverKernel, n: int, kwargs: dict[str, Any]) -> None:
         # A thread that has not used CUDA yet has no current context.
-        make_current(self.context)
+        result = self._set_current(self._context)
+        if result:
+            check(result, "cuCtxSetCurrent")
         kernel.launch(n, kwargs, torch._C._cuda_getCurrentRawStream(self.torch_device.index))

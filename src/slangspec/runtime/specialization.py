@@ -65,6 +65,10 @@ class Specialization:
         self._whole = [
             (i, a.binding in _WRITTEN, f"a{i}") for i, a in enumerate(args) if a.kind == "tensor"
         ]
+        self._written = [i for i, written, _ in self._whole if written]
+        only_grid = len(self._grids) == 1 and not self._elementwise
+        self._only_grid = self._grids[0] if only_grid else None
+        """The one argument whose shape is the call shape, where no broadcast is needed."""
         r = plan.returns
         self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
 
@@ -78,23 +82,27 @@ class Specialization:
     def __call__(self, args: Sequence[Any]) -> torch.Tensor | None:
         if self.autograd:
             return _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
-        return self.forward(args)
+        return self._forward_with_shape(args)[0]
 
     def label(self, i: int) -> str:
         return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
         """Every tensor is on the device's torch device; written tensors are not trained."""
+        device = bind.torch_device
         for i, label in self._labels:
-            bind.check(label, args[i])
-        for i, written, _ in self._whole:
-            if written and args[i].requires_grad and torch.is_grad_enabled():
+            if args[i].device != device:
+                bind.check(label, args[i])
+        for i in self._written:
+            if args[i].requires_grad and torch.is_grad_enabled():
                 raise ValueError(
                     f"{self.label(i)}: a tensor written by the kernel must not require grad"
                 )
 
     def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
         """The broadcast of every elementwise argument's call dimensions and every grid."""
+        if self._only_grid is not None:
+            return args[self._only_grid].shape
         shapes = [args[e[0]].shape[: e[1]] for e in self._elementwise]
         shapes += [args[i].shape for i in self._grids]
         try:

@@ -10,6 +10,7 @@ import slangpy as spy
 import torch
 
 from ..compiler import CompiledKernel
+from .launch import contiguous_strides
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 
@@ -28,14 +29,6 @@ def _submit(device: spy.Device, kernel: CompiledKernel, n: int, kwargs: dict[str
     compute.dispatch([n, 1, 1])
     compute.end()
     device.submit_command_buffer(encoder.finish())
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return strides[::-1]
 
 
 class VulkanBinding:
@@ -70,7 +63,7 @@ class VulkanBinding:
         return buf
 
     def read(self, t: torch.Tensor) -> tuple[int, list[int]]:
-        return self._buffer(t).device_address, contiguous_strides(tuple(t.shape))
+        return self._buffer(t).device_address, list(contiguous_strides(tuple(t.shape)))
 
     def write(self, t: torch.Tensor) -> int:
         buf = self._buffer(t)
@@ -81,7 +74,7 @@ class VulkanBinding:
         return {
             "_data": buf,
             "_shape": list(t.shape),
-            "_strides": contiguous_strides(tuple(t.shape)),
+            "_strides": list(contiguous_strides(tuple(t.shape))),
             "_offset": 0,
         }
 
