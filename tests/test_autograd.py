@@ -127,6 +127,20 @@ def test_idifftensor_gradients_of_two_sizes(ops, tdev):
     assert big.grad.shape == big.shape and small.grad.shape == small.shape
 
 
+def test_idifftensor_gradients_start_from_zero_in_reused_memory(ops, tdev):
+    """Whole-tensor gradients accumulate into storage slangspec zeroes: memory the allocator
+    hands back still holds what was there before."""
+    n = 4096
+    for _ in range(3):
+        dirty = torch.full((n,), float("nan"), device=tdev)
+        del dirty
+        a, b = leaf(n, tdev=tdev), leaf(n, tdev=tdev)
+        cot = torch.randn(n, device=tdev)
+        ops.mix2(a, b, slangspec.grid((n,))).backward(cot)
+        torch.testing.assert_close(a.grad, cot * (b.detach() + 1), **F32)
+        torch.testing.assert_close(b.grad, cot * a.detach(), **F32)
+
+
 # --- gradient parity ---------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ def driver() -> ctypes.CDLL:
     lib.cuCtxSetCurrent.argtypes = [P]
     lib.cuDeviceGetName.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
+    lib.cuMemsetD8Async.argtypes = [P, ctypes.c_ubyte, SIZE, P]
     return lib
 
 

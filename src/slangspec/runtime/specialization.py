@@ -157,11 +157,16 @@ class Specialization:
                 )
 
     def _bind(
-        self, bind: Binding, args: Sequence[Any], call_shape: tuple[int, ...], mask: str | None
+        self,
+        bind: Binding,
+        args: Sequence[Any],
+        call_shape: tuple[int, ...],
+        n: int,
+        mask: str | None,
     ) -> tuple[dict[str, Any], dict[int, torch.Tensor]]:
-        """Kernel keyword arguments shared by forward and backward kernels, and the gradient
-        tensors of the whole-tensor arguments in ``mask``."""
-        kw: dict[str, Any] = {"_n": _numel(call_shape)}
+        """Kernel keyword arguments shared by forward and backward kernels (``n`` threads over
+        ``call_shape``), and the gradient tensors of the whole-tensor arguments in ``mask``."""
+        kw: dict[str, Any] = {"_n": n}
         if call_shape:
             kw["_shape"] = list(call_shape)
         for name, i, py_type in self._uniforms:
@@ -207,7 +212,7 @@ class Specialization:
         if n == 0:
             return out, call_shape
         try:
-            kw, _ = self._bind(bind, args, call_shape, None)
+            kw, _ = self._bind(bind, args, call_shape, n, None)
             if out is not None:
                 kw["_out"] = bind.write(out)
             bind.dispatch(self._forward, n, kw)
@@ -229,7 +234,8 @@ class Specialization:
         if call_shape is None:
             call_shape = self.call_shape(args)
             self.check_size(args, call_shape)
-        kw, tensor_grads = self._bind(bind, args, call_shape, mask)
+        n = _numel(call_shape)
+        kw, tensor_grads = self._bind(bind, args, call_shape, n, mask)
         # Read in place at its strides, unless one is past what a 32-bit index reaches.
         if max(grad_out.stride(), default=0) > _MAX_EXTENT:
             grad_out = grad_out.contiguous()
@@ -248,7 +254,6 @@ class Specialization:
             full = bind.empty(call_shape + tail, args[i].dtype)
             kw[grad_name] = bind.write(full)
             grads[i] = full
-        n = _numel(call_shape)
         if n:
             bind.dispatch(kernel, n, kw)
         for i, _, _ in slots:
