@@ -88,46 +88,58 @@ def _check(layout: Any) -> None:
             raise Unpackable(f"more than {MAX_LEAVES} leaves by parameter {name!r}")
 
 
-def _leaves(layout: Layout) -> list[tuple[int, str, str]]:
-    """(offset, struct code, expression reading it from ``kw``) for every scalar and pointer of
-    a layout ``_check`` accepted."""
-    leaves: list[tuple[int, str, str]] = []
+Path = tuple[str | int, ...]
+"""Where a leaf's value sits in the keyword arguments: ``("a0", "_shape", 1)`` is
+``kw["a0"]["_shape"][1]``."""
 
-    def walk(t: dict[str, Any], off: int, expr: str) -> None:
+
+def _leaves(layout: Layout) -> list[tuple[int, str, Path]]:
+    """(offset, struct code, path) of every scalar and pointer of a layout ``_check``
+    accepted."""
+    leaves: list[tuple[int, str, Path]] = []
+
+    def walk(t: dict[str, Any], off: int, path: Path) -> None:
         if "pointer" in t:
-            leaves.append((off, "Q", expr))
+            leaves.append((off, "Q", path))
         elif "scalar" in t:
-            leaves.append((off, t["scalar"], expr))
+            leaves.append((off, t["scalar"], path))
         elif "array" in t:
             for k in range(t["array"]):
-                walk(t["element"], off + k * t["stride"], f"{expr}[{k}]")
+                walk(t["element"], off + k * t["stride"], (*path, k))
         else:
             for name, field_off, ft in t["struct"]:
-                walk(ft, off + field_off, f"{expr}[{name!r}]")
+                walk(ft, off + field_off, (*path, name))
 
     for name, off, t in layout["params"]:
-        walk(t, off, f"kw[{name!r}]")
+        walk(t, off, (name,))
     return sorted(leaves)
 
 
-def _packer(layout: Layout) -> Packer:
-    """One function that writes the whole block with a single ``struct`` call.
-
-    Its source holds only quoted names and integer indices taken from the layout, so a layout
-    read from the cache is data, never code; ``_check`` bounds it first.
-    """
+def packing(layout: Layout) -> tuple[str, list[Path]]:
+    """The ``struct`` format that writes a whole block, and the path of each value it packs, in
+    order; Unpackable unless the layout is well formed and its fields lie apart in the block."""
     _check(layout)
-    fmt, pos, exprs = "<", 0, []
-    for off, code, expr in _leaves(layout):
+    fmt, pos, paths = "<", 0, []
+    for off, code, path in _leaves(layout):
         if off < pos:
             raise Unpackable(f"overlapping fields at offset {off}")
         if off > pos:
             fmt += f"{off - pos}x"
         fmt += code
         pos = off + struct.calcsize("<" + code)
-        exprs.append(expr)
+        paths.append(path)
     if pos > layout["size"]:
         raise Unpackable(f"fields end at {pos}, past the block's {layout['size']} bytes")
+    return fmt, paths
+
+
+def _packer(fmt: str, paths: list[Path]) -> Packer:
+    """One function that writes the whole block with a single ``struct`` call.
+
+    Its source holds only ``repr``s of the layout's names and integer indices, so a layout read
+    from the cache is data, never code; ``packing`` bounds it first.
+    """
+    exprs = ["kw" + "".join(f"[{key!r}]" for key in path) for path in paths]
     namespace = {"_pack_into": struct.Struct(fmt).pack_into}
     exec(f"def pack(buf, kw):\n    _pack_into(buf, 0, {', '.join(exprs)})\n", namespace)
     return namespace["pack"]
@@ -139,7 +151,8 @@ class UniformBlock:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.size = layout["size"]
-        self.pack_into: Packer = _packer(layout)
+        self.format, self.paths = packing(layout)
+        self.pack_into: Packer = _packer(self.format, self.paths)
         """``pack_into(buf, kwargs)`` writes every uniform into ``buf`` (at least ``size``
         bytes)."""
 
