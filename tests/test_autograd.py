@@ -88,13 +88,13 @@ def test_mixed_requires_grad_idifftensor(ops, tdev, ga, gb, monkeypatch):
     a, b = leaf(n, tdev=tdev, grad=ga), leaf(n, tdev=tdev, grad=gb)
     zeros_shapes = []
     binding = launch.CudaBinding if tdev == "cuda" else vulkan_binding.VulkanBinding
-    real_zeros = binding.zeros
+    real_zeros = binding.zeroed
 
     def counting_zeros(self, shape, dtype):
         zeros_shapes.append(shape)
         return real_zeros(self, shape, dtype)
 
-    monkeypatch.setattr(binding, "zeros", counting_zeros)
+    monkeypatch.setattr(binding, "zeroed", counting_zeros)
     y = ops.mix2(a, b, slangspec.grid((n,)))
     torch.testing.assert_close(y, (a * b + a).detach(), **F32)
     if not (ga or gb):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..codegen import ENTRY_POINT
 from ..cuda_api import SIZE, CudaDriverError, P, check, driver
@@ -71,6 +71,18 @@ class CachedBinary:
     cubin: bytes
     layout: Layout
     group: int
+
+
+class LaunchParts(NamedTuple):
+    """A ``DriverKernel``'s function, threads per group, the lock guarding its parameter buffer,
+    that buffer, ``cuLaunchKernel``'s ``extra`` pointing at it, and ``cuLaunchKernel``."""
+
+    function: P
+    group: int
+    lock: threading.Lock
+    buffer: ctypes.Array[ctypes.c_char]
+    extra: ctypes.Array[P]
+    launch: Any
 
 
 def _function(module: Any) -> P:
@@ -122,6 +134,12 @@ class DriverKernel:
             _BUFFER_SIZE,
             ctypes.addressof(self._size),
             _END,
+        )
+
+    def parts(self) -> LaunchParts:
+        """What a generated call needs to pack this kernel's block and launch it itself."""
+        return LaunchParts(
+            self._function, self._group, self._lock, self._buffer, self._extra, self._launch
         )
 
     def launch(self, n: int, kwargs: dict[str, Any], stream: int) -> None:

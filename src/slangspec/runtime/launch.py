@@ -7,7 +7,7 @@ through slangpy buffers, dispatches through slangpy, and copies results back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -17,6 +17,8 @@ from .cuda_driver import DriverKernel
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
+    from ..specializer.plan import SpecializationPlan
+    from .cuda_call import ForwardCall
 
 
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -51,6 +53,17 @@ class Binding(Protocol):
         """What ``dispatch`` runs for ``kernel``, worked out once per kernel."""
         ...
 
+    def forward_call(
+        self,
+        plan: SpecializationPlan,
+        kernel: Any,
+        call_shape: Callable[[Sequence[Any]], tuple[int, ...]],
+    ) -> ForwardCall | None:
+        """A function running ``plan``'s prepared forward ``kernel`` on arguments faster than
+        binding them one by one, where this binding has one; it returns None for a call it
+        leaves to the generic path."""
+        ...
+
     def check(self, name: str, t: torch.Tensor) -> None:
         """ValueError naming ``name`` when ``t`` is not on this binding's device."""
         ...
@@ -73,10 +86,15 @@ class Binding(Protocol):
 
     def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
 
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor: ...
+    def zeroed(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """Storage that holds zeros once it has been passed to ``dispatch`` in ``zero``."""
+        ...
 
-    def dispatch(self, kernel: Any, n: int, kwargs: dict[str, Any]) -> None:
-        """Run ``n`` threads of a prepared kernel with ``kwargs`` as its parameters."""
+    def dispatch(
+        self, kernel: Any, n: int, kwargs: dict[str, Any], zero: Sequence[torch.Tensor] = ()
+    ) -> None:
+        """Zero the ``zeroed`` tensors in ``zero``, then run ``n`` threads of a prepared kernel
+        (none when ``n`` is 0) with ``kwargs`` as its parameters."""
         ...
 
 
@@ -99,6 +117,16 @@ class CudaBinding:
         if isinstance(kernel, DriverKernel):
             return kernel
         return DriverKernel.from_compiled(kernel)
+
+    def forward_call(
+        self,
+        plan: SpecializationPlan,
+        kernel: DriverKernel,
+        call_shape: Callable[[Sequence[Any]], tuple[int, ...]],
+    ) -> ForwardCall | None:
+        from .cuda_call import forward_call
+
+        return forward_call(plan, kernel, self.torch_device, self._make_current, call_shape)
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device != self.torch_device:
@@ -126,27 +154,32 @@ class CudaBinding:
         strides = contiguous_strides(shape)
         return torch.empty_strided(shape, strides, dtype=dtype, device=self.torch_device)
 
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        """Zeroed by a driver memset on torch's stream: 6.5 us on the H200 host, where torch's
-        own ``zero_`` launches a fill kernel for 12 us."""
-        t = self.empty(shape, dtype)
-        size = t.numel() * t.element_size()
-        if size:
-            self._make_current()
-            result = self._memset(t.data_ptr(), 0, size, self._stream())
-            if result:
-                check(result, "cuMemsetD8Async")
-        return t
+    def zeroed(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """Zeroed at dispatch by a driver memset on torch's stream: 6.5 us on the H200 host,
+        where torch's own ``zero_`` launches a fill kernel for 12 us."""
+        return self.empty(shape, dtype)
 
-    def dispatch(self, kernel: DriverKernel, n: int, kwargs: dict[str, Any]) -> None:
+    def dispatch(
+        self,
+        kernel: DriverKernel,
+        n: int,
+        kwargs: dict[str, Any],
+        zero: Sequence[torch.Tensor] = (),
+    ) -> None:
         self._make_current()
-        kernel.launch(n, kwargs, self._stream())
+        stream = torch._C._cuda_getCurrentRawStream(self.torch_device.index)
+        for t in zero:
+            size = t.numel() * t.element_size()
+            if size:
+                result = self._memset(t.data_ptr(), 0, size, stream)
+                if result:
+                    check(result, "cuMemsetD8Async")
+        if n:
+            kernel.launch(n, kwargs, stream)
 
     def _make_current(self) -> None:
-        # A thread that has not used CUDA yet has no current context.
+        # Once per call, after its allocations: torch's device guard may leave another device's
+        # context current, and a thread that has not used CUDA yet has none.
         result = self._set_current(self._context)
         if result:
             check(result, "cuCtxSetCurrent")
-
-    def _stream(self) -> int:
-        return torch._C._cuda_getCurrentRawStream(self.torch_device.index)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..scalars import SLANG
-from ..specializer.plan import SpecializationPlan
+from ..specializer.plan import WRITTEN, SpecializationPlan
 from .launch import Binding
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
-_WRITTEN = ("RWTensor", "WTensor")
 _MAX_EXTENT = 2**31 - 1
 """The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
 _MAX_THREADS = 2**32 - 1
@@ -49,6 +48,7 @@ class Specialization:
         self._forward = self._binding.prepare(kernels(None))
         self._backward: dict[str, Any] = {}
         self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
+        self._masks: dict[tuple[bool, ...], str] = {}
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
         self._trainable = [(i, args[i].grad) for i in self._tensors]
@@ -63,7 +63,7 @@ class Specialization:
             if a.kind == "elementwise"
         ]
         self._whole = [
-            (i, a.binding in _WRITTEN, f"a{i}") for i, a in enumerate(args) if a.kind == "tensor"
+            (i, a.binding in WRITTEN, f"a{i}") for i, a in enumerate(args) if a.kind == "tensor"
         ]
         self._written = [i for i, written, _ in self._whole if written]
         only_grid = len(self._grids) == 1 and not self._elementwise
@@ -71,6 +71,17 @@ class Specialization:
         """The one argument whose shape is the call shape, where no broadcast is needed."""
         r = plan.returns
         self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
+        self._fast = binding.forward_call(plan, self._forward, self.call_shape)
+
+    def grad_mask(self, needs_input_grad: tuple[bool, ...]) -> str:
+        """The grad mask of a backward asked for ``needs_input_grad`` (the autograd node's, whose
+        inputs are this specialization, the arguments, then the tensors); memoized."""
+        mask = ["0"] * len(self.plan.args)
+        for (i, trainable), needed in zip(self._trainable, needs_input_grad[2:], strict=True):
+            if needed and trainable:
+                mask[i] = "1"
+        self._masks[needs_input_grad] = "".join(mask)
+        return self._masks[needs_input_grad]
 
     def backward_kernel(self, mask: str) -> Any:
         """The backward kernel of ``mask``, compiled (or loaded) on first use."""
@@ -165,7 +176,8 @@ class Specialization:
         mask: str | None,
     ) -> tuple[dict[str, Any], dict[int, torch.Tensor]]:
         """Kernel keyword arguments shared by forward and backward kernels (``n`` threads over
-        ``call_shape``), and the gradient tensors of the whole-tensor arguments in ``mask``."""
+        ``call_shape``), and the gradient tensors of the whole-tensor arguments in ``mask``
+        (``zeroed``: the dispatch zeroes them)."""
         kw: dict[str, Any] = {"_n": n}
         if call_shape:
             kw["_shape"] = list(call_shape)
@@ -186,7 +198,7 @@ class Specialization:
             value = args[i]
             struct = bind.write_struct(value) if written else bind.read_struct(value)
             if mask is not None and mask[i] == "1":
-                grad = bind.zeros(tuple(value.shape), value.dtype)
+                grad = bind.zeroed(tuple(value.shape), value.dtype)
                 struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
                 tensor_grads[i] = grad
             kw[name] = struct
@@ -199,6 +211,10 @@ class Specialization:
         self, args: Sequence[Any]
     ) -> tuple[torch.Tensor | None, tuple[int, ...]]:
         """The result, and the call shape the backward pass reuses."""
+        if self._fast is not None:
+            done = self._fast(args)
+            if done is not None:
+                return done
         bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
@@ -254,8 +270,7 @@ class Specialization:
             full = bind.empty(call_shape + tail, args[i].dtype)
             kw[grad_name] = bind.write(full)
             grads[i] = full
-        if n:
-            bind.dispatch(kernel, n, kw)
+        bind.dispatch(kernel, n, kw, tuple(tensor_grads.values()))
         for i, _, _ in slots:
             shape = args[i].shape
             if grads[i].shape != shape:
@@ -336,15 +351,12 @@ def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ..
             f"{spec.name}: double backward is not supported; its backward kernel is not "
             "differentiable (drop create_graph=True)"
         )
-    args = list(ctx.others)
-    mask = ["0"] * len(args)
-    for (i, trainable), t, needed in zip(
-        spec._trainable, ctx.saved_tensors, ctx.needs_input_grad[2:], strict=True
-    ):
-        args[i] = t
-        if needed and trainable:
-            mask[i] = "1"
+    needs = ctx.needs_input_grad
+    mask = spec._masks.get(needs) or spec.grad_mask(needs)
     if "1" not in mask:
         return (None,) * (2 + len(spec._tensors))
-    grads = spec.backward(args, grad_out, "".join(mask), ctx.call_shape)
+    args = list(ctx.others)
+    for i, t in zip(spec._tensors, ctx.saved_tensors, strict=True):
+        args[i] = t
+    grads = spec.backward(args, grad_out, mask, ctx.call_shape)
     return (None, None, *(grads[i] for i in spec._tensors))

@@ -3,6 +3,7 @@ dispatched through slangpy, results copied back."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,10 @@ class VulkanBinding:
         """What ``dispatch`` runs: slangpy's kernel itself."""
         return kernel
 
+    def forward_call(self, plan: Any, kernel: CompiledKernel, call_shape: Any) -> None:
+        """None: every call binds through staging buffers."""
+        return None
+
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device.type != "cpu":
             raise ValueError(
@@ -89,11 +94,19 @@ class VulkanBinding:
     def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.empty(shape, dtype=dtype)
 
-    def zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    def zeroed(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        # Zeroed now: binding stages a tensor's contents before dispatch.
         return torch.zeros(shape, dtype=dtype)
 
-    def dispatch(self, kernel: CompiledKernel, n: int, kwargs: dict[str, Any]) -> None:
-        _submit(self.device, kernel, n, kwargs)
+    def dispatch(
+        self,
+        kernel: CompiledKernel,
+        n: int,
+        kwargs: dict[str, Any],
+        zero: Sequence[torch.Tensor] = (),
+    ) -> None:
+        if n:
+            _submit(self.device, kernel, n, kwargs)
         for t, buf in self.results:
             flat = t.detach().view(-1) if t.is_contiguous() else None
             raw = buf.to_numpy().view(np.uint8)[: t.numel() * t.element_size()]

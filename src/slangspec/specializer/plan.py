@@ -29,6 +29,8 @@ ArgKind = Literal["elementwise", "uniform", "tensor", "grid"]
 Binding = Literal["pointer", "value", "index", "Tensor", "RWTensor", "WTensor", "PrimalTensor"]
 """How an argument is bound: a pointer, a uniform value, the call index, or the Slang tensor
 struct bound in forward kernels."""
+WRITTEN: tuple[Binding, ...] = ("RWTensor", "WTensor")
+"""The tensor bindings through which a kernel writes a whole tensor."""
 
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}

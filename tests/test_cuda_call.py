@@ -1,0 +1,67 @@
+"""The generated forward call of CUDA specializations against the generic binding path."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+
+SHADERS = Path(__file__).parent / "shaders"
+
+
+@pytest.fixture(scope="module")
+def ops(cache_dir, tdev):
+    if tdev != "cuda":
+        pytest.skip("the generated forward call is CUDA's")
+    return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
+
+
+def spec_of(fn, *args):
+    return fn._specs[fn.signature(*args)]
+
+
+CALLS = {
+    "poly, broadcast": lambda t: ("poly", t(1), t(33)),
+    "poly, strided": lambda t: ("poly", t(8, 5)[:, 1], t(8, 5)[:, 2]),
+    "scale3, a vector": lambda t: ("scale3", t(9, 3), 1.5),
+    "tscale, a uniform": lambda t: ("tscale", t(17), -2.0),
+    "mix2, whole tensors": lambda t: ("mix2", t(12), t(12), slangspec.grid((12,))),
+    "gather2d, two ranks": lambda t: ("gather2d", t(3, 4), t(3, 4), slangspec.grid((3, 4))),
+    "pick, bool and float": lambda t: ("pick", t(6) > 0, t(6), t(6)),
+}
+
+
+@pytest.mark.parametrize("case", list(CALLS))
+@pytest.mark.parametrize("grad", [False, True])
+def test_generated_call_matches_the_generic_path(ops, tdev, case, grad, monkeypatch):
+    def t(*shape):
+        return torch.randn(*shape, device=tdev)
+
+    name, *args = CALLS[case](t)
+    fn = getattr(ops, name)
+    if grad:
+        args = [
+            a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        ]
+    out = fn(*args)
+    spec = spec_of(fn, *args)
+    assert spec._fast is not None, "no generated call for this specialization"
+    monkeypatch.setattr(spec, "_fast", None)
+    torch.testing.assert_close(out, fn(*args), rtol=0, atol=0)
+
+
+def test_generated_call_leaves_refused_values_to_the_generic_errors(ops, tdev):
+    x = torch.randn(5, device=tdev)
+    ops.tscale(x, 1.0)
+    assert spec_of(ops.tscale, x, 1.0)._fast is not None
+    with pytest.raises(ValueError, match=r"argument 1 \('k'\)"):
+        ops.tscale(x, 1e300)
+    with pytest.raises(ValueError, match="argument 0"):
+        ops.tscale(x.cpu(), 1.0)
+
+
+def test_generated_call_launches_nothing_for_an_empty_call(ops, tdev):
+    x = torch.randn(0, device=tdev)
+    assert ops.square(x).shape == (0,)
