@@ -24,12 +24,10 @@ from ..scalars import SLANG
 from ..specializer.plan import WRITTEN, SpecializationPlan
 from .cuda_driver import DriverKernel
 from .launch import contiguous_strides
+from .specialization import MAX_EXTENT
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[torch.Tensor | None, tuple[int, ...]] | None"]
 """``call(args)``: the output and the call shape, or None where the generic path must run."""
-
-_UNCHECKED = 2**31 - 1
-"""The most points a call may have without the generic path checking its size."""
 
 
 class _Values:
@@ -107,22 +105,21 @@ def forward_call(
     packed = [values.of(path) for path in kernel.block.paths]
     if None in packed:
         return None
-    grids = [i for i, a in enumerate(args) if a.kind == "grid"]
     tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
-    only_grid = len(grids) == 1 and not any(a.kind == "elementwise" for a in args)
     parts = kernel.parts()
     names = [f"t{i}" for i in range(len(args))]
     body = [f"{', '.join(names)}, = args"]
     if tensors:
         body.append(f"if {' or '.join(f't{i}.device != dev' for i in tensors)}:")
         body.append("    return None")
-    body.append(f"shape = t{grids[0]}.shape" if only_grid else "shape = call_shape(args)")
+    body.append("shape = call_shape(args)")
     body.append(f"n = {' * '.join(f'shape[{d}]' for d in range(plan.call_rank)) or '1'}")
+    # Larger calls need the generic path's size check.
     body += ["if not 0 < n <= MAX:", "    return None"]
     namespace: dict[str, Any] = {
         "dev": torch_device,
         "call_shape": call_shape,
-        "MAX": _UNCHECKED,
+        "MAX": MAX_EXTENT,
         "strides": contiguous_strides,
         "empty": torch.empty_strided,
         "make_current": make_current,

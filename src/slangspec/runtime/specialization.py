@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
-_MAX_EXTENT = 2**31 - 1
+MAX_EXTENT = 2**31 - 1
 """The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
 _MAX_THREADS = 2**32 - 1
 """The most threads one kernel runs: it numbers them with a 32-bit ``uint``."""
@@ -80,8 +80,8 @@ class Specialization:
         for (i, trainable), needed in zip(self._trainable, needs_input_grad[2:], strict=True):
             if needed and trainable:
                 mask[i] = "1"
-        self._masks[needs_input_grad] = "".join(mask)
-        return self._masks[needs_input_grad]
+        self._masks[needs_input_grad] = joined = "".join(mask)
+        return joined
 
     def backward_kernel(self, mask: str) -> Any:
         """The backward kernel of ``mask``, compiled (or loaded) on first use."""
@@ -130,14 +130,14 @@ class Specialization:
 
     def check_size(self, args: Sequence[Any], call_shape: tuple[int, ...]) -> None:
         """ValueError when a kernel's 32-bit index cannot reach every point of ``call_shape``.
-        Only a call of more than ``_MAX_EXTENT`` points needs it, so the hot path asks for it
+        Only a call of more than ``MAX_EXTENT`` points needs it, so the hot path asks for it
         only then."""
         n = _numel(call_shape)
         extent = max(call_shape, default=0)
         if n > _MAX_THREADS:
             why = f"{n} points; a kernel runs at most {_MAX_THREADS} threads"
-        elif extent > _MAX_EXTENT:
-            why = f"an extent of {extent}; a kernel indexes extents of at most {_MAX_EXTENT}"
+        elif extent > MAX_EXTENT:
+            why = f"an extent of {extent}; a kernel indexes extents of at most {MAX_EXTENT}"
         else:
             return
         shape = tuple(call_shape)
@@ -161,10 +161,10 @@ class Specialization:
         for i, *_ in self._elementwise:
             t = args[i]
             strides = [s for s, extent in zip(t.stride(), t.shape, strict=True) if extent != 1]
-            if max(strides, default=0) > _MAX_EXTENT:
+            if max(strides, default=0) > MAX_EXTENT:
                 raise ValueError(
                     f"{self.label(i)}: expected a tensor whose element strides are at most "
-                    f"{_MAX_EXTENT}, got strides {tuple(t.stride())}"
+                    f"{MAX_EXTENT}, got strides {tuple(t.stride())}"
                 )
 
     def _bind(
@@ -219,7 +219,7 @@ class Specialization:
         self.check(bind, args)
         call_shape = self.call_shape(args)
         n = _numel(call_shape)
-        if n > _MAX_EXTENT:
+        if n > MAX_EXTENT:
             self.check_size(args, call_shape)
         out = None
         if self._out is not None:
@@ -253,7 +253,7 @@ class Specialization:
         n = _numel(call_shape)
         kw, tensor_grads = self._bind(bind, args, call_shape, n, mask)
         # Read in place at its strides, unless one is past what a 32-bit index reaches.
-        if max(grad_out.stride(), default=0) > _MAX_EXTENT:
+        if max(grad_out.stride(), default=0) > MAX_EXTENT:
             grad_out = grad_out.contiguous()
         kw["_dout"], dout_strides = bind.read(grad_out)
         if dout_strides:
