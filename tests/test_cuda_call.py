@@ -1,4 +1,4 @@
-"""The generated forward call of CUDA specializations against the generic binding path."""
+"""The generated forward and backward calls of CUDA specializations against the generic path."""
 
 from pathlib import Path
 
@@ -13,7 +13,7 @@ SHADERS = Path(__file__).parent / "shaders"
 @pytest.fixture(scope="module")
 def ops(cache_dir, tdev):
     if tdev != "cuda":
-        pytest.skip("the generated forward call is CUDA's")
+        pytest.skip("the generated calls are CUDA's")
     return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
 
 
@@ -65,3 +65,56 @@ def test_generated_call_leaves_refused_values_to_the_generic_errors(ops, tdev):
 def test_generated_call_launches_nothing_for_an_empty_call(ops, tdev):
     x = torch.randn(0, device=tdev)
     assert ops.square(x).shape == (0,)
+
+
+def grads_of(fn, args, cot):
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    for a in leaves:
+        a.grad = None
+    out = fn(*args)
+    if cot == "expanded":
+        out.sum().backward()
+    else:
+        out.backward(cot)
+    return [a.grad for a in leaves]
+
+
+TRAINED = {case: make for case, make in CALLS.items() if not case.startswith("pick")}
+
+
+@pytest.mark.parametrize("case", list(TRAINED))
+@pytest.mark.parametrize("cot", ["random", "expanded"])
+def test_generated_backward_matches_the_generic_path(ops, tdev, case, cot, monkeypatch):
+    def t(*shape):
+        return torch.randn(*shape, device=tdev)
+
+    name, *args = TRAINED[case](t)
+    fn = getattr(ops, name)
+    args = [a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+    out = fn(*args)
+    cotangent = torch.randn(out.shape, device=tdev) if cot == "random" else cot
+    generated = grads_of(fn, args, cotangent)
+    spec = spec_of(fn, *args)
+    (call,) = spec._calls.values()
+    assert call.__name__ == "backward", "no generated backward for this specialization"
+    monkeypatch.setattr(spec._binding, "backward_call", lambda *_: None)
+    monkeypatch.setattr(spec, "_calls", {})
+    generic = grads_of(fn, args, cotangent)
+    assert len(generated) == len(generic) > 0
+    for g, h in zip(generated, generic, strict=True):
+        torch.testing.assert_close(g, h, rtol=0, atol=0)
+
+
+def test_generated_backward_of_one_trained_input(ops, tdev):
+    w, x = torch.randn(3, 4, device=tdev, requires_grad=True), torch.randn(3, 4, device=tdev)
+    ops.gather2d(w, x, slangspec.grid((3, 4))).sum().backward()
+    spec = spec_of(ops.gather2d, w, x, slangspec.grid((3, 4)))
+    assert next(iter(spec._calls.values())).__name__ == "backward"
+    torch.testing.assert_close(w.grad, 3 * x)
+    assert x.grad is None
+
+
+def test_an_empty_call_backpropagates_through_the_generic_path(ops, tdev):
+    x = torch.randn(0, device=tdev, requires_grad=True)
+    ops.square(x).sum().backward()
+    assert x.grad.shape == (0,)

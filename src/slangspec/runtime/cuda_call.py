@@ -1,11 +1,15 @@
-"""A CUDA specialization's forward call as one generated Python function.
+"""A CUDA specialization's forward call, and its backward per grad mask, as generated Python
+functions.
 
 The generic path (``Specialization``) builds the kernel's keyword arguments as dicts, which the
 block's packer then reads back by name. Here every value the block packs is read straight from
-the arguments: one function checks devices, allocates the output, packs the block and launches.
-A call it does not handle (a tensor on another device, an empty or oversized call, a value a
-parameter cannot hold) returns None before launching, and the generic path runs that call and
-raises its errors.
+the arguments: one function allocates what the kernel writes, packs the block and launches. A
+call it does not handle (a tensor on another device, an empty or oversized call, a value a
+parameter cannot hold) is left to the generic path, which runs it and raises its errors.
+
+A backward runs on torch's autograd thread, where every Python operation costs several times
+what it does on the calling thread; its generated function also zeroes the whole-tensor
+gradients itself and returns what autograd expects.
 
 The source holds only names made here and integers from the plan and the kernel's layout; a
 layout read from the cache chooses among those, never adds to them.
@@ -19,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..cuda_api import P, check
+from ..cuda_api import P, check, driver
 from ..scalars import SLANG
 from ..specializer.plan import WRITTEN, SpecializationPlan
 from .cuda_driver import DriverKernel
@@ -28,13 +32,17 @@ from .specialization import MAX_EXTENT
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[torch.Tensor | None, tuple[int, ...]] | None"]
 """``call(args)``: the output and the call shape, or None where the generic path must run."""
+BackwardCall = Callable[[Any, torch.Tensor], tuple["torch.Tensor | None", ...]]
+"""``call(ctx, grad_out)``: what the autograd node's backward returns."""
 
 
 class _Values:
-    """The Python expression of each block path, and what the function reads first to form it."""
+    """The Python expression of each block path, and what the function reads first to form it;
+    ``mask`` names the gradients of a backward kernel."""
 
-    def __init__(self, plan: SpecializationPlan) -> None:
+    def __init__(self, plan: SpecializationPlan, mask: str | None = None) -> None:
         self.plan = plan
+        self.mask = mask
         self.reads: dict[str, str] = {}
 
     def read(self, name: str, source: str) -> str:
@@ -46,16 +54,26 @@ class _Values:
         head, rest = path[0], path[1:]
         if head == "_n" and not rest:
             return "n"
-        if head == "_shape" and len(rest) == 1 and isinstance(rest[0], int):
+        if head == "_shape" and _one_index(rest):
             return f"shape[{rest[0]}]"
-        if head == "_out" and not rest and self.plan.returns is not None:
+        if head == "_out" and not rest and self.mask is None and self.plan.returns is not None:
             return "out.data_ptr()"
+        if self.mask is not None:
+            if head == "_dout" and not rest:
+                return self.read("pd", "dout.data_ptr()")
+            if head == "_dout_st" and _one_index(rest):
+                return f"{self.read('std', 'dout.stride()')}[{rest[0]}]"
         for i, a in enumerate(self.plan.args):
             if head == f"a{i}":
                 return self._arg(i, a.kind, rest)
             if head == f"a{i}_st" and a.kind == "elementwise":
                 return self._elementwise_stride(i, a.call_dims, rest)
+            if head == f"g{i}" and not rest and self._grad(i) and a.kind == "elementwise":
+                return f"g{i}.data_ptr()"
         return None
+
+    def _grad(self, i: int) -> bool:
+        return self.mask is not None and self.mask[i] == "1"
 
     def _arg(self, i: int, kind: str, rest: tuple[str | int, ...]) -> str | None:
         if kind == "uniform" and not rest:
@@ -64,19 +82,35 @@ class _Values:
             return self.read(f"p{i}", f"t{i}.data_ptr()")
         if kind != "tensor" or not rest:
             return None
+        if not self._grad(i):
+            return self._whole(f"t{i}", i, rest)
+        if rest[0] == "_primal":
+            return self._whole(f"t{i}", i, rest[1:])
+        if rest[0] == "_grad_out":
+            return self._whole(f"g{i}", i, rest[1:])
+        return None
+
+    def _whole(self, tensor: str, i: int, rest: tuple[str | int, ...]) -> str | None:
+        """A field of the tensor struct of ``tensor``: argument ``i`` or its gradient, which
+        has its shape and row-major strides."""
+        if not rest:
+            return None
         field, index = rest[0], rest[1:]
         if field == "_data" and not index:
-            return self.read(f"p{i}", f"t{i}.data_ptr()")
+            return self.read(f"p{tensor}", f"{tensor}.data_ptr()")
         if field == "_offset" and not index:
             return "0"
-        if field in ("_shape", "_strides") and len(index) == 1 and isinstance(index[0], int):
-            if field == "_shape":
-                return f"{self.read(f's{i}', f't{i}.shape')}[{index[0]}]"
-            return f"{self.read(f'st{i}', f't{i}.stride()')}[{index[0]}]"
+        if field == "_shape" and _one_index(index):
+            return f"{self.read(f's{i}', f't{i}.shape')}[{index[0]}]"
+        if field == "_strides" and _one_index(index):
+            if tensor == f"t{i}":
+                return f"{self.read(f'st{i}', f't{i}.stride()')}[{index[0]}]"
+            shape = self.read(f"s{i}", f"t{i}.shape")
+            return f"{self.read(f'gst{i}', f'strides({shape})')}[{index[0]}]"
         return None
 
     def _elementwise_stride(self, i: int, dims: int, rest: tuple[str | int, ...]) -> str | None:
-        if len(rest) != 1 or not isinstance(rest[0], int):
+        if not _one_index(rest):
             return None
         d = rest[0]
         strides = self.read(f"st{i}", f"t{i}.stride()")
@@ -86,6 +120,78 @@ class _Values:
             return None
         shape = self.read(f"s{i}", f"t{i}.shape")
         return f"(0 if {shape}[{d}] == 1 else {strides}[{d}])"
+
+
+def _one_index(rest: tuple[str | int, ...]) -> bool:
+    return len(rest) == 1 and isinstance(rest[0], int)
+
+
+def _namespace(kernel: DriverKernel, torch_device: torch.device, make_current: Callable) -> dict:
+    """What every generated function reads besides its arguments."""
+    parts = kernel.parts()
+    return {
+        "dev": torch_device,
+        "MAX": MAX_EXTENT,
+        "strides": contiguous_strides,
+        "empty": torch.empty_strided,
+        "make_current": make_current,
+        "raw_stream": torch._C._cuda_getCurrentRawStream,
+        "index": torch_device.index,
+        "P": P,
+        "check": check,
+        "pack_into": struct.Struct(kernel.block.format).pack_into,
+        "buffer": parts.buffer,
+        "lock": parts.lock,
+        "launch": parts.launch,
+        "function": parts.function,
+        "extra": parts.extra,
+        "G": parts.group,
+        "BadValue": (struct.error, OverflowError, TypeError, ValueError),
+    }
+
+
+def _uniforms(plan: SpecializationPlan, namespace: dict[str, Any]) -> None:
+    for i, a in enumerate(plan.args):
+        if a.kind == "uniform":
+            namespace[f"u{i}"] = SLANG[a.scalar].py_type
+
+
+def _size_check(plan: SpecializationPlan, refused: str) -> list[str]:
+    """``n`` from the call shape; a larger call needs the generic path's size check."""
+    n = " * ".join(f"shape[{d}]" for d in range(plan.call_rank)) or "1"
+    return [f"n = {n}", "if not 0 < n <= MAX:", f"    return {refused}"]
+
+
+def _launch(packed: list[str], refused: str, zero: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Make the context current (after the call's allocations: torch's device guard may leave
+    another context current), zero each (tensor, bytes) of ``zero`` on torch's stream, pack,
+    launch."""
+    lines = ["make_current()", "stream = P(raw_stream(index))"]
+    for name, size in zero:
+        lines += [
+            f"size = {size}",
+            "if size:",
+            f"    result = memset({name}.data_ptr(), 0, size, stream)",
+            "    if result:",
+            "        check(result, 'cuMemsetD8Async')",
+        ]
+    lines += [
+        "with lock:",
+        "    try:",
+        f"        pack_into(buffer, 0, {', '.join(packed)})",
+        "    except BadValue:",
+        f"        return {refused}",
+        "    result = launch(function, (n + G - 1) // G, 1, 1, G, 1, 1, 0, stream, None, extra)",
+        "if result:",
+        "    check(result, 'cuLaunchKernel')",
+    ]
+    return lines
+
+
+def _compiled(name: str, parameters: str, body: list[str], namespace: dict[str, Any]) -> Any:
+    source = f"def {name}({parameters}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(source, namespace)
+    return namespace[name]
 
 
 def forward_call(
@@ -106,39 +212,15 @@ def forward_call(
     if None in packed:
         return None
     tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
-    parts = kernel.parts()
-    names = [f"t{i}" for i in range(len(args))]
-    body = [f"{', '.join(names)}, = args"]
+    body = [f"{', '.join(f't{i}' for i in range(len(args)))}, = args"]
     if tensors:
         body.append(f"if {' or '.join(f't{i}.device != dev' for i in tensors)}:")
         body.append("    return None")
     body.append("shape = call_shape(args)")
-    body.append(f"n = {' * '.join(f'shape[{d}]' for d in range(plan.call_rank)) or '1'}")
-    # Larger calls need the generic path's size check.
-    body += ["if not 0 < n <= MAX:", "    return None"]
-    namespace: dict[str, Any] = {
-        "dev": torch_device,
-        "call_shape": call_shape,
-        "MAX": MAX_EXTENT,
-        "strides": contiguous_strides,
-        "empty": torch.empty_strided,
-        "make_current": make_current,
-        "raw_stream": torch._C._cuda_getCurrentRawStream,
-        "index": torch_device.index,
-        "P": P,
-        "check": check,
-        "pack_into": struct.Struct(kernel.block.format).pack_into,
-        "buffer": parts.buffer,
-        "lock": parts.lock,
-        "launch": parts.launch,
-        "function": parts.function,
-        "extra": parts.extra,
-        "G": parts.group,
-        "BadValue": (struct.error, OverflowError, TypeError, ValueError),
-    }
-    for i, a in enumerate(args):
-        if a.kind == "uniform":
-            namespace[f"u{i}"] = SLANG[a.scalar].py_type
+    body += _size_check(plan, "None")
+    namespace = _namespace(kernel, torch_device, make_current)
+    namespace["call_shape"] = call_shape
+    _uniforms(plan, namespace)
     r = plan.returns
     if r is None:
         body.append("out = None")
@@ -148,20 +230,69 @@ def forward_call(
         body.append(f"oshape = shape{tail}")
         body.append("out = empty(oshape, strides(oshape), dtype=dtype, device=dev)")
     body += [f"{name} = {source}" for name, source in values.reads.items()]
-    # After the output's allocation: torch's device guard may leave another context current.
-    body += [
-        "make_current()",
-        "stream = P(raw_stream(index))",
-        "with lock:",
-        "    try:",
-        f"        pack_into(buffer, 0, {', '.join(packed)})",
-        "    except BadValue:",
-        "        return None",
-        "    result = launch(function, (n + G - 1) // G, 1, 1, G, 1, 1, 0, stream, None, extra)",
-        "if result:",
-        "    check(result, 'cuLaunchKernel')",
-        "return out, shape",
-    ]
-    source = "def call(args):\n" + "".join(f"    {line}\n" for line in body)
-    exec(source, namespace)
-    return namespace["call"]
+    body += _launch(packed, "None")
+    body.append("return out, shape")
+    return _compiled("call", "args", body, namespace)
+
+
+def backward_call(
+    plan: SpecializationPlan,
+    mask: str,
+    kernel: DriverKernel,
+    torch_device: torch.device,
+    make_current: Callable[[], None],
+    generic: BackwardCall,
+) -> BackwardCall | None:
+    """The backward of ``plan`` for the gradients in ``mask``, through that mask's ``kernel``,
+    as the autograd node runs it: ``call(ctx, grad_out)`` reads the arguments the node saved
+    and returns a gradient per tensor, leaving what it does not handle to ``generic``. None
+    when the layout holds what this does not generate."""
+    args = plan.args
+    if any(a.kind == "tensor" and a.binding in WRITTEN for a in args):
+        return None
+    values = _Values(plan, mask)
+    wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.kind == "tensor"]
+    # A whole tensor's gradient takes its shape, read before the allocation.
+    early = [values.read(f"s{i}", f"t{i}.shape") for i in wholes]
+    packed = [values.of(path) for path in kernel.block.paths]
+    if None in packed:
+        return None
+    tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+    uniforms = [i for i, a in enumerate(args) if a.kind == "uniform"]
+    refused = "generic(ctx, dout)"
+    body = [f"{''.join(f't{i}, ' for i in tensors)}= ctx.saved_tensors"]
+    if uniforms:
+        body.append("others = ctx.others")
+        body += [f"t{i} = others[{i}]" for i in uniforms]
+    body.append("shape = ctx.call_shape")
+    body += _size_check(plan, refused)
+    if any(path[0] == "_dout_st" for path in kernel.block.paths):
+        # Read in place at its strides, unless one is past what a 32-bit index reaches.
+        body += ["if max(dout.stride()) > MAX:", f"    return {refused}"]
+    namespace = _namespace(kernel, torch_device, make_current)
+    namespace["generic"] = generic
+    namespace["memset"] = driver().cuMemsetD8Async
+    _uniforms(plan, namespace)
+    body += [f"{name} = {values.reads[name]}" for name in early]
+    zero, summed = [], []
+    for i, a in enumerate(args):
+        if mask[i] != "1":
+            continue
+        namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
+        if a.kind == "elementwise":
+            tail = f" + ({a.width},)" if a.width else ""
+            body.append(f"gs{i} = shape{tail}")
+            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
+            summed.append(i)
+        else:
+            body.append(f"g{i} = empty(s{i}, strides(s{i}), dtype=dtype{i}, device=dev)")
+            size = " * ".join([*(f"s{i}[{d}]" for d in range(a.rank)), str(dtype.itemsize)])
+            zero.append((f"g{i}", size))
+    body += [f"{name} = {source}" for name, source in values.reads.items() if name not in early]
+    body += _launch(packed, refused, zero)
+    for i in summed:
+        body.append(f"if g{i}.shape != t{i}.shape:")
+        body.append(f"    g{i} = g{i}.sum_to_size(t{i}.shape)")
+    grads = [f"g{i}" if mask[i] == "1" else "None" for i in tensors]
+    body.append(f"return None, None, {', '.join(grads)}")
+    return _compiled("backward", "ctx, dout", body, namespace)

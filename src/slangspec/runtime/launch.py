@@ -18,7 +18,7 @@ from .cuda_driver import DriverKernel
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
     from ..specializer.plan import SpecializationPlan
-    from .cuda_call import ForwardCall
+    from .cuda_call import BackwardCall, ForwardCall
 
 
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -62,6 +62,14 @@ class Binding(Protocol):
         """A function running ``plan``'s prepared forward ``kernel`` on arguments faster than
         binding them one by one, where this binding has one; it returns None for a call it
         leaves to the generic path."""
+        ...
+
+    def backward_call(
+        self, plan: SpecializationPlan, mask: str, kernel: Any, generic: BackwardCall
+    ) -> BackwardCall | None:
+        """The autograd node's backward for the grads of ``mask`` through ``plan``'s prepared
+        backward ``kernel``, where this binding has its own; it leaves the calls it does not
+        handle to ``generic``."""
         ...
 
     def check(self, name: str, t: torch.Tensor) -> None:
@@ -127,6 +135,13 @@ class CudaBinding:
         from .cuda_call import forward_call
 
         return forward_call(plan, kernel, self.torch_device, self._make_current, call_shape)
+
+    def backward_call(
+        self, plan: SpecializationPlan, mask: str, kernel: DriverKernel, generic: BackwardCall
+    ) -> BackwardCall | None:
+        from .cuda_call import backward_call
+
+        return backward_call(plan, mask, kernel, self.torch_device, self._make_current, generic)
 
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device != self.torch_device:

@@ -16,6 +16,7 @@ from .launch import Binding
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
+    from .cuda_call import BackwardCall
     from .cuda_driver import DriverKernel
 
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
@@ -48,7 +49,7 @@ class Specialization:
         self._forward = self._binding.prepare(kernels(None))
         self._backward: dict[str, Any] = {}
         self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
-        self._masks: dict[tuple[bool, ...], str] = {}
+        self._calls: dict[tuple[bool, ...], BackwardCall] = {}
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
         self._trainable = [(i, args[i].grad) for i in self._tensors]
@@ -75,13 +76,37 @@ class Specialization:
 
     def grad_mask(self, needs_input_grad: tuple[bool, ...]) -> str:
         """The grad mask of a backward asked for ``needs_input_grad`` (the autograd node's, whose
-        inputs are this specialization, the arguments, then the tensors); memoized."""
+        inputs are this specialization, the arguments, then the tensors)."""
         mask = ["0"] * len(self.plan.args)
         for (i, trainable), needed in zip(self._trainable, needs_input_grad[2:], strict=True):
             if needed and trainable:
                 mask[i] = "1"
-        self._masks[needs_input_grad] = joined = "".join(mask)
-        return joined
+        return "".join(mask)
+
+    def backward_call(self, needs_input_grad: tuple[bool, ...]) -> BackwardCall:
+        """What the autograd node's backward runs, ``call(ctx, grad_out)``, for
+        ``needs_input_grad``: the binding's own function for the kernel of its grad mask where
+        it has one, else the generic path; memoized."""
+        mask = self.grad_mask(needs_input_grad)
+        if "1" not in mask:
+            call = functools.partial(_no_grads, (None,) * (2 + len(self._tensors)))
+        else:
+            generic = functools.partial(self._node_backward, mask)
+            kernel = self.backward_kernel(mask)
+            call = self._binding.backward_call(self.plan, mask, kernel, generic) or generic
+        self._calls[needs_input_grad] = call
+        return call
+
+    def _node_backward(
+        self, mask: str, ctx: Any, grad_out: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        """The generic backward of the autograd node: arguments from ``ctx``, gradients in the
+        node's input order."""
+        args = list(ctx.others)
+        for i, t in zip(self._tensors, ctx.saved_tensors, strict=True):
+            args[i] = t
+        grads = self.backward(args, grad_out, mask, ctx.call_shape)
+        return (None, None, *(grads[i] for i in self._tensors))
 
     def backward_kernel(self, mask: str) -> Any:
         """The backward kernel of ``mask``, compiled (or loaded) on first use."""
@@ -280,6 +305,10 @@ class Specialization:
         return grads
 
 
+def _no_grads(nothing: tuple[None, ...], ctx: Any, grad_out: torch.Tensor) -> tuple[None, ...]:
+    return nothing
+
+
 def _numel(shape: tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -352,11 +381,4 @@ def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ..
             "differentiable (drop create_graph=True)"
         )
     needs = ctx.needs_input_grad
-    mask = spec._masks.get(needs) or spec.grad_mask(needs)
-    if "1" not in mask:
-        return (None,) * (2 + len(spec._tensors))
-    args = list(ctx.others)
-    for i, t in zip(spec._tensors, ctx.saved_tensors, strict=True):
-        args[i] = t
-    grads = spec.backward(args, grad_out, mask, ctx.call_shape)
-    return (None, None, *(grads[i] for i in spec._tensors))
+    return (spec._calls.get(needs) or spec.backward_call(needs))(ctx, grad_out)

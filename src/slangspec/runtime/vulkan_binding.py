@@ -53,6 +53,10 @@ class VulkanBinding:
         """None: every call binds through staging buffers."""
         return None
 
+    def backward_call(self, plan: Any, mask: str, kernel: CompiledKernel, generic: Any) -> None:
+        """None: every backward binds through staging buffers."""
+        return None
+
     def check(self, name: str, t: torch.Tensor) -> None:
         if t.device.type != "cpu":
             raise ValueError(
