@@ -171,6 +171,29 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
     assert len(slangspec.Cache(tmp_path / "c").entries()) == 6
 
 
+def test_warming_loads_no_kernel_the_cache_holds(tmp_path, monkeypatch):
+    from slangspec.cache_store import FORWARD
+    from slangspec.runtime.builder import Builder
+    from slangspec.warm import parse_manifest, warm
+
+    asked = []
+    real = Builder.kernel
+
+    def counting(self, found, label):
+        asked.append(label)
+        return real(self, found, label)
+
+    monkeypatch.setattr(Builder, "kernel", counting)
+    items = parse_manifest(manifest(tmp_path, '["f32[1] grad", "f32[7] grad"]'))
+    cache = str(tmp_path / "c")
+    assert [r.status for r in warm(items, cache_dir=cache)] == ["built"]
+    # The forward kernel is built with its entry; each backward task asks for its own kernel.
+    assert FORWARD not in asked and len(asked) == len(set(asked)) == 3, asked
+    asked.clear()
+    assert [r.status for r in warm(items, cache_dir=cache)] == ["cached"]
+    assert asked == []
+
+
 def _python(code: str) -> subprocess.CompletedProcess:
     """``code`` run by a new interpreter, which must succeed; its output as text."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

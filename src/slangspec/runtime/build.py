@@ -261,14 +261,19 @@ class BuildFunction:
         self, signature: str, masks: Iterable[str] | None = None
     ) -> Literal["built", "cached"]:
         """Build this specialization's forward kernel and the backward kernels of ``masks``
-        (default: every mask its plan can need) into the cache, without tensors. Returns
-        "built" when this process built anything, else "cached"."""
+        (default: every mask its plan can need) into the cache, without tensors; a kernel the
+        cache holds already is not loaded. Returns "built" when this process built anything,
+        else "cached"."""
         builder = self.module.builder
         found = builder.specialization(self.name, signature)
         outcomes = {found.outcome}
         labels = [] if found.forward is not None else [FORWARD]
         labels += found.plan.backward_masks if masks is None else masks
-        outcomes.update(builder.kernel(found, label)[1] for label in labels)
+        outcomes.update(
+            builder.kernel(found, label)[1]
+            for label in labels
+            if not builder.holds(found.entry, label)
+        )
         return "built" if "built" in outcomes else "cached"
 
     def leased_elsewhere(self, signature: str, label: str = FORWARD) -> bool:
@@ -287,18 +292,14 @@ class BuildFunction:
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
         nothing; every mask the plan can need when ``masks`` is None."""
-        cache = self.module.cache
         pre = self.module.preimage(self.name, signature)
-        entry = cache.lookup(key_of(pre), pre)
+        entry = self.module.cache.lookup(key_of(pre), pre)
         if entry is None:
             return [FORWARD, *(masks or ())]
         if masks is None:
             masks = SpecializationPlan.from_json(entry.plan_json).backward_masks
-        return [
-            label
-            for label in [FORWARD, *masks]
-            if label not in entry.kernels or not cache.source_ok(entry.kernels[label])
-        ]
+        holds = self.module.builder.holds
+        return [label for label in [FORWARD, *masks] if not holds(entry, label)]
 
 
 BuildModule.function_type = BuildFunction

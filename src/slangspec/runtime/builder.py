@@ -147,6 +147,15 @@ class Builder:
                 self.cache.enforce_bound()
             return kernel, "built"
 
+    def holds(self, entry: Entry, label: str) -> bool:
+        """Whether ``entry`` holds kernel ``label`` as a later process loads it: its cubin on
+        CUDA, else its source, intact."""
+        if self.module.device_kind == "cuda":
+            binary = entry.binaries.get(label)
+            return binary is not None and self.cache.read_binary(binary["file"]) is not None
+        name = entry.kernels.get(label)
+        return name is not None and self.cache.source_ok(name)
+
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
         """Store a generated source and compile it (see ``_retried``)."""
         compile_counts["codegen"] += 1
