@@ -252,8 +252,12 @@ def backward_call(
         return None
     values = _Values(plan, mask)
     wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.kind == "tensor"]
-    # A whole tensor's gradient takes its shape, read before the allocation.
+    # Read before the allocations: a whole tensor's shape, its gradient's; the cotangent's
+    # strides, to check.
     early = [values.read(f"s{i}", f"t{i}.shape") for i in wholes]
+    strided = any(path[0] == "_dout_st" for path in kernel.block.paths)
+    if strided:
+        early.append(values.read("std", "dout.stride()"))
     packed = [values.of(path) for path in kernel.block.paths]
     if None in packed:
         return None
@@ -266,14 +270,14 @@ def backward_call(
         body += [f"t{i} = others[{i}]" for i in uniforms]
     body.append("shape = ctx.call_shape")
     body += _size_check(plan, refused)
-    if any(path[0] == "_dout_st" for path in kernel.block.paths):
-        # Read in place at its strides, unless one is past what a 32-bit index reaches.
-        body += ["if max(dout.stride()) > MAX:", f"    return {refused}"]
     namespace = _namespace(kernel, torch_device, make_current)
     namespace["generic"] = generic
     namespace["memset"] = driver().cuMemsetD8Async
     _uniforms(plan, namespace)
     body += [f"{name} = {values.reads[name]}" for name in early]
+    if strided:
+        # Read in place at its strides, unless one is past what a 32-bit index reaches.
+        body += ["if max(std, default=0) > MAX:", f"    return {refused}"]
     zero, summed = [], []
     for i, a in enumerate(args):
         if mask[i] != "1":
