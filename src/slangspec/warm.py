@@ -370,7 +370,8 @@ def warm(
         }
         while pending:
             ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
-            for f in ready:
+            # Deferred kernels last: queued behind the tasks the other results add.
+            for f in sorted(ready, key=lambda f: f.result()[0].status == "deferred"):
                 i, mask = pending.pop(f)
                 result, masks = f.result()
                 if result.status == "deferred":
