@@ -9,7 +9,8 @@ shows a number the text does not. Charts:
 - dispatch.png: slangspec / slangpy per hot call, both runs (H200); the training step against
   torch eager before and after cotangents were read in place, with the goal;
 - startup.png: a whole process's first forward+backward from "torch ready", per mode (H200);
-- warm_jobs.png: `specialize warm --jobs` speed-up by jobs, lavapipe and H200, with the goals.
+- warm_jobs.png: `specialize warm --jobs` speed-up by jobs, lavapipe and H200, with the goals
+  and what sixteen equal pure-Python loops get from the H200 host's cores.
 """
 
 from __future__ import annotations
@@ -101,11 +102,19 @@ def warm_figures(found: dict[str, list[Table]]) -> dict[str, list[tuple[float, f
         "H200, workers started before torch (27eb617)": 8,
         "H200, no wait at exit (acf6365)": 11,
         "H200, workers without torch (0c40fdb)": 12,
+        "lavapipe, nothing loaded twice (365b78d)": 19,
+        "H200, nothing loaded twice (d4d7fe4)": 20,
     }
     return {
         name: [(float(r["jobs"]), float(r["speed-up"])) for r in section(found, heading, i)]
         for name, i in machines.items()
     }
+
+
+def host_figures(found: dict[str, list[Table]]) -> list[tuple[float, float]]:
+    """(copies, speed-up) of equal pure-Python loops run at once on the H200 host."""
+    rows = section(found, "`specialize warm --jobs` (lavapipe, 2 cores)", 22)
+    return [(float(r["copies"]), numbers(r[list(r)[1]])[0]) for r in rows]
 
 
 def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
@@ -162,6 +171,8 @@ def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
     ticks = [2**k for k in range(int(top).bit_length())]
     ax.plot(ticks, ticks, color="grey", ls=":", label="ideal")
     ax.plot([2, 16], [1.8, 12], "r*", ms=12, ls="", label="goals (2 jobs on 2 cores, 16 on 16)")
+    host = host_figures(found)
+    ax.plot(*zip(*host, strict=True), "kx", ms=9, ls="", label="16 equal loops on the H200 host")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("jobs")
