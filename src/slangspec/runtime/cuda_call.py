@@ -164,14 +164,14 @@ def _size_check(plan: SpecializationPlan, refused: str) -> list[str]:
 
 def _launch(packed: list[str], refused: str, zero: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Make the context current (after the call's allocations: torch's device guard may leave
-    another context current), zero each (tensor, bytes) of ``zero`` on torch's stream, pack,
+    another context current), zero each (address, bytes) of ``zero`` on torch's stream, pack,
     launch."""
     lines = ["make_current()", "stream = P(raw_stream(index))"]
-    for name, size in zero:
+    for address, size in zero:
         lines += [
             f"size = {size}",
             "if size:",
-            f"    result = memset({name}.data_ptr(), 0, size, stream)",
+            f"    result = memset({address}, 0, size, stream)",
             "    if result:",
             "        check(result, 'cuMemsetD8Async')",
         ]
@@ -252,9 +252,12 @@ def backward_call(
         return None
     values = _Values(plan, mask)
     wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.kind == "tensor"]
-    # Read before the allocations: a whole tensor's shape, its gradient's; the cotangent's
-    # strides, to check.
-    early = [values.read(f"s{i}", f"t{i}.shape") for i in wholes]
+    # Read before the allocations: a whole tensor's shape and its gradient's strides, which
+    # the block packs too; the cotangent's strides, to check.
+    early = []
+    for i in wholes:
+        early.append(values.read(f"s{i}", f"t{i}.shape"))
+        early.append(values.read(f"gst{i}", f"strides(s{i})"))
     strided = any(path[0] == "_dout_st" for path in kernel.block.paths)
     if strided:
         early.append(values.read("std", "dout.stride()"))
@@ -289,9 +292,10 @@ def backward_call(
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             summed.append(i)
         else:
-            body.append(f"g{i} = empty(s{i}, strides(s{i}), dtype=dtype{i}, device=dev)")
+            body.append(f"g{i} = empty(s{i}, gst{i}, dtype=dtype{i}, device=dev)")
             size = " * ".join([*(f"s{i}[{d}]" for d in range(a.rank)), str(dtype.itemsize)])
-            zero.append((f"g{i}", size))
+            # The address the block packs for the gradient, read once for both.
+            zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))
     body += [f"{name} = {source}" for name, source in values.reads.items() if name not in early]
     body += _launch(packed, refused, zero)
     for i in summed:
