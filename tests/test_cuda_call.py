@@ -18,7 +18,7 @@ def ops(cache_dir, tdev):
 
 
 def spec_of(fn, *args):
-    return fn._specs[fn.signature(*args)]
+    return fn.specialization(fn.signature(*args))
 
 
 CALLS = {

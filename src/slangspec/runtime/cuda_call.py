@@ -27,8 +27,7 @@ from ..cuda_api import P, check, driver
 from ..scalars import SLANG
 from ..specializer.plan import WRITTEN, SpecializationPlan
 from .cuda_driver import DriverKernel
-from .launch import contiguous_strides
-from .specialization import MAX_EXTENT
+from .shapes import MAX_EXTENT, contiguous_strides
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[torch.Tensor | None, tuple[int, ...]] | None"]
 """``call(args)``: the output and the call shape, or None where the generic path must run."""

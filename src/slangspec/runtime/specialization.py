@@ -13,6 +13,7 @@ import torch
 from ..scalars import SLANG
 from ..specializer.plan import WRITTEN, SpecializationPlan
 from .launch import Binding
+from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
 """Compiles the forward kernel (None) or the backward kernel of a grad mask."""
 
-MAX_EXTENT = 2**31 - 1
-"""The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
 _MAX_THREADS = 2**32 - 1
 """The most threads one kernel runs: it numbers them with a 32-bit ``uint``."""
 _INT_RANGES = {"int": (-(2**31), 2**31 - 1), "uint": (0, 2**32 - 1)}
@@ -142,7 +141,7 @@ class Specialization:
         shapes = [args[e[0]].shape[: e[1]] for e in self._elementwise]
         shapes += [args[i].shape for i in self._grids]
         try:
-            return _broadcast(shapes)
+            return broadcast(shapes)
         except ValueError:
             described = self._call_shapes(args)
             raise ValueError(f"{self.name}: call shapes do not broadcast: {described}") from None
@@ -316,30 +315,6 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """torch's broadcasting rule; ValueError when two extents clash."""
-    if not shapes:
-        return ()
-    first = shapes[0]
-    for s in shapes:
-        if s != first:
-            break
-    else:
-        return tuple(first)
-    rank = max(len(s) for s in shapes)
-    out = [1] * rank
-    for s in shapes:
-        offset = rank - len(s)
-        for d, extent in enumerate(s):
-            current = out[offset + d]
-            if extent != current:
-                if current == 1:
-                    out[offset + d] = extent
-                elif extent != 1:
-                    raise ValueError(f"extent {extent} does not broadcast against {current}")
-    return tuple(out)
-
-
 class _SlangCall(torch.autograd.Function):
     """The autograd node of one call: backward picks the kernel for the grads torch needs."""
 
@@ -359,7 +334,8 @@ class _SlangCall(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         # Run as it is, never traced: autograd may enter here where torch.compile left its frame
         # hook set (a backward called past a graph break), and tracing would stage stand-ins
-        # for tensors. Only a process that compiles has imported torch._dynamo (1.5 s).
+        # for tensors. Only a process that compiles has imported torch._dynamo, which is slow to
+        # import.
         if "torch._dynamo" in sys.modules:
             return _untraced_backward()(ctx, grad_out)
         return _backward(ctx, grad_out)

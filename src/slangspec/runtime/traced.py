@@ -21,23 +21,39 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch._dynamo
 
 from ..signature_text import compose_call_signature
 from ..signatures import call_signature, flagged_tensor_signature, grid, signature
-from .specialization import Specialization, _broadcast
+from .shapes import broadcast
+from .specialization import Specialization
 
 if TYPE_CHECKING:
-    from .module import Function
+    from ..specializer import SpecializationPlan
 
-_functions: dict[str, Function] = {}
+
+class Traceable(Protocol):
+    """What the operators need of a slangspec function."""
+
+    id: str
+    operator_name: str | None
+
+    @property
+    def torch_device(self) -> torch.device: ...
+
+    def plan_for_signature(self, signature: str) -> SpecializationPlan: ...
+
+    def specialization(self, signature: str) -> Specialization: ...
+
+
+_functions: dict[str, Traceable] = {}
 _numbers = itertools.count()
 
 
-def operator_name(fn: Function) -> str:
+def operator_name(fn: Traceable) -> str:
     """The name the operators know ``fn`` by in this process."""
     if fn.operator_name is None:
         fn.operator_name = f"{fn.id}#{next(_numbers)}"
@@ -117,7 +133,7 @@ def unpack(
     return args
 
 
-def _signature(fn: Function, args: list[Any], grads: Sequence[bool]) -> str:
+def _signature(fn: Traceable, args: list[Any], grads: Sequence[bool]) -> str:
     """The call signature the traced call had: its tensors' grad flags as they were then."""
     flags = iter(grads)
     try:
@@ -150,7 +166,7 @@ def _flagged(args: list[Any], grads: Sequence[bool]) -> list[Any]:
 def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:
     fn = _functions[name]
     signature = _signature(fn, args, grads)
-    return fn._specs.get(signature) or fn._specialize(signature)
+    return fn.specialization(signature)
 
 
 def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Tensor:
@@ -165,8 +181,8 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     assert r is not None, "a function that returns nothing is called through call_writing"
     tail = (r.width,) if r.width else ()
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    device = device or fn.module.torch_device
-    return torch.empty(_broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
+    device = device or fn.torch_device
+    return torch.empty(broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
 
 
 _ARGUMENTS = "str name, Tensor[] tensors, bool[] grads, str kinds, float[] floats, SymInt[] ints"
@@ -226,7 +242,7 @@ def _define(op: str, forward: Any, fake: Any, returns: str, extra: str = "") -> 
 
     Defined through the library itself, not ``torch.library.custom_op``: a compiled graph
     calls its operators on every replay, and custom_op's Python layers (its autograd wrapper
-    runs even with grad off) cost each call 15-20 us more than the call itself (CPU).
+    runs even with grad off) cost each call more than the call itself.
     """
     _LIBRARY.define(f"{op}({_ARGUMENTS}{extra}) -> {returns}")
     _LIBRARY.impl(op, forward, "CompositeExplicitAutograd")

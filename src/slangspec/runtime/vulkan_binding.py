@@ -11,7 +11,7 @@ import slangpy as spy
 import torch
 
 from ..compiler import CompiledKernel
-from .launch import contiguous_strides
+from .shapes import contiguous_strides
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 

@@ -1,0 +1,47 @@
+"""Shape rules every call path shares: torch's broadcasting, its row-major strides, and the
+largest extent a kernel indexes."""
+
+from __future__ import annotations
+
+MAX_EXTENT = 2**31 - 1
+"""The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
+
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """torch's row-major strides of ``shape``; memoized, as a process's call shapes are few."""
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        out, step = [], 1
+        for d in reversed(shape):
+            out.append(step)
+            step *= max(d, 1)
+        strides = tuple(reversed(out))
+        if len(_STRIDES) < 4096:
+            _STRIDES[shape] = strides
+    return strides
+
+
+def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """torch's broadcasting rule; ValueError when two extents clash."""
+    if not shapes:
+        return ()
+    first = shapes[0]
+    for s in shapes:
+        if s != first:
+            break
+    else:
+        return tuple(first)
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        offset = rank - len(s)
+        for d, extent in enumerate(s):
+            current = out[offset + d]
+            if extent != current:
+                if current == 1:
+                    out[offset + d] = extent
+                elif extent != 1:
+                    raise ValueError(f"extent {extent} does not broadcast against {current}")
+    return tuple(out)
