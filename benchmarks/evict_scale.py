@@ -22,6 +22,7 @@ from pathlib import Path
 
 import slangspec
 from slangspec.cache_store import key_of
+from slangspec.cache_store.entry import binary_added
 
 
 def fill(cache: slangspec.Cache, n: int, start: int = 0) -> None:
@@ -33,11 +34,11 @@ def fill(cache: slangspec.Cache, n: int, start: int = 0) -> None:
             "device": {"kind": "vulkan", "adapter": "none"},
         }
         key = key_of(pre)
-        forward = cache.write_source(f"// forward {i}\n" + "x" * 600)
-        backward = cache.write_source(f"// backward {i}\n" + "y" * 600)
+        forward = cache.write_blob("source", f"// forward {i}\n" + "x" * 600)
+        backward = cache.write_blob("source", f"// backward {i}\n" + "y" * 600)
         cache.insert(key, pre, "{}", {"forward": forward, "10": backward})
-        binary = cache.write_binary(f"cubin {i}".encode() * 200)
-        cache.add_binary(key, "forward", {"file": binary, "layout": {}, "group": 128})
+        binary = cache.write_blob("binary", f"cubin {i}".encode() * 200)
+        cache.amend(key, binary_added("forward", {"file": binary, "layout": {}, "group": 128}))
 
 
 def one_run(n: int) -> dict[str, float]:

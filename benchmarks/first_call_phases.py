@@ -45,7 +45,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
         phases[name] = now - t
         t = now
 
-    shaders = slangspec.Cache(cache).shader_cache()
+    shaders = slangspec.Cache(cache).files.shader_cache()
     if kind == "cuda":
         cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
     devices.open_device(kind, shaders)

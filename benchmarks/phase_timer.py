@@ -30,14 +30,14 @@ TASK = "a worker's task, whole"
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
     "open slangpy's device": [("slangspec.devices", "open_device")],
-    "Slang front-end (reflection)": [("slangspec.runtime.builder", "Builder.front_end")],
-    "type resolution": [("slangspec.runtime.builder", "plan_from_signature")],
-    "code generation": [("slangspec.runtime.builder", "kernel_source")],
-    "Slang compile": [("slangspec.runtime.builder", "Builder._compiled")],
-    "cubin from PTX": [("slangspec.runtime.builder", "cubin_from_ptx")],
+    "Slang front-end (reflection)": [("slangspec.runtime.miss_path", "Builder.front_end")],
+    "type resolution": [("slangspec.runtime.miss_path", "plan_from_signature")],
+    "code generation": [("slangspec.runtime.miss_path", "kernel_source")],
+    "Slang compile": [("slangspec.runtime.miss_path", "Builder._compiled")],
+    "cubin from PTX": [("slangspec.runtime.miss_path", "cubin_from_ptx")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")
-        for name in ("insert", "add_kernel", "add_binary", "write_source", "write_binary", "record")
+        for name in ("insert", "amend", "write_blob", "record")
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
     TASK: [("slangspec.warm", "warm_task")],

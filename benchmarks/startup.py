@@ -59,7 +59,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         import slangspec
         from slangspec import cuda_api, devices
 
-        shaders = slangspec.Cache(cache).shader_cache()
+        shaders = slangspec.Cache(cache).files.shader_cache()
         if kind == "cuda":
             context = cuda_api.primary_context(devices.torch_device(kind).index)
             cuda_api.make_current(context)

@@ -327,8 +327,8 @@ def _forged_binary(cache_root: Path, source: Path, i: int) -> str:
     (or, where there are no binaries, given one signed with another secret), then compute."""
     import slangspec
     from slangspec.bundle import export_bundle, import_bundle
+    from slangspec.cache_store import travel
     from slangspec.cache_store.keys import blob_name
-    from slangspec.cache_store.signing import sign
 
     bundle, target = cache_root / f"signed-{i}.json", cache_root / f"imported-{i}"
     os.environ["SLANGSPEC_SECRET"] = "the secret of this cluster"
@@ -336,14 +336,16 @@ def _forged_binary(cache_root: Path, source: Path, i: int) -> str:
         export_bundle(slangspec.Cache(source), bundle)
         data = json.loads(bundle.read_text())
         first, second = data["entries"][:2]
-        if "binaries" in first and "binaries" in second:
+        if first["binaries"] and second["binaries"]:
             first["binaries"]["forward"] = second["binaries"]["forward"]
         else:
             forged = b"\x7fELF forged"
             name = blob_name("binary", forged)
             first["binaries"] = {"forward": {"file": name, "group": 32, "layout": {}}}
-            signed = {k: first[k] for k in ("preimage", "plan", "kernels", "binaries")}
-            first["signature"] = sign(b"some other cluster's secret", signed, [forged])
+            blobs = {n: text.encode() for n, text in data["sources"].items()}
+            data["entries"][0] = travel.sealed(
+                first, {**blobs, name: forged}, b"some other cluster's secret"
+            )
             data["binaries"] = {name: base64.b64encode(forged).decode()}
         bundle.write_text(json.dumps(data))
         report = import_bundle(slangspec.Cache(target), bundle)

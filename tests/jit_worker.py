@@ -19,7 +19,7 @@ import torch
 import slangspec
 from slangspec.cache_store import disk, remote
 from slangspec.counts import compile_counts
-from slangspec.runtime import builder, module
+from slangspec.runtime import miss_path, module
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -31,9 +31,9 @@ def forbid_compile() -> None:
     def refuse(*_a, **_k):
         raise AssertionError("a warm process must not resolve, generate or reflect")
 
-    builder.kernel_source = refuse
-    builder.plan_from_signature = refuse
-    builder.Builder.front_end = refuse
+    miss_path.kernel_source = refuse
+    miss_path.plan_from_signature = refuse
+    miss_path.Builder.front_end = refuse
     module.plan_from_signature = refuse
     module.Module.function_info = refuse
 
@@ -91,7 +91,7 @@ def main() -> None:
         a = torch.ones(1, device=tdev, requires_grad=True)
         x = torch.ones(*shape, device=tdev, requires_grad=grad_x)
         key = m.poly.cache_key(m.poly.signature(a, x))
-        with m.cache.lease(key, lambda: False):
+        with m.cache.leases.hold(key, lambda: False):
             print(json.dumps({"leased": key}), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
     if args.forbid_compile:

@@ -1,5 +1,5 @@
-"""Binaries in bundles: carried only signed with ``SLANGSPEC_SECRET``, taken only when the
-signature holds here and the entry was built for this device; everything else in the entry is
+"""Binaries in bundles: carried only sealed with ``SLANGSPEC_SECRET``, taken only when the
+MAC holds here and the entry was built for this device; everything else in the entry is
 still imported and the binaries are built here when needed."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 import slangspec
 from slangspec.bundle import export_bundle, import_bundle
+from slangspec.cache_store import travel
 from slangspec.cache_store.keys import blob_name
-from slangspec.cache_store.signing import sign
 from workers import run
 
 SECRET = "a shared secret of the cluster"
@@ -25,13 +25,15 @@ def with_binary(source: Path, path: Path, key: str, change=lambda entry, blobs: 
     export_bundle(slangspec.Cache(source), path)
     bundle = json.loads(path.read_text())
     for carried in bundle["entries"]:  # only the crafted binary below, on every device
-        carried.pop("binaries", None)
-        carried.pop("signature", None)
-    entry = bundle["entries"][0]
+        carried["binaries"] = {}
+        carried.pop("mac", None)
     name = blob_name("binary", CUBIN)
-    entry["binaries"] = {"forward": {"file": name, "group": 32, "layout": {"size": 8}}}
-    signed = {k: entry[k] for k in ("preimage", "plan", "kernels", "binaries")}
-    entry["signature"] = sign(key.encode(), signed, [CUBIN])
+    binaries = {"forward": {"file": name, "group": 32, "layout": {"size": 8}}}
+    blobs = {n: text.encode() for n, text in bundle["sources"].items()}
+    entry = travel.sealed(
+        {**bundle["entries"][0], "binaries": binaries}, {**blobs, name: CUBIN}, key.encode()
+    )
+    bundle["entries"][0] = entry
     bundle["binaries"] = {name: base64.b64encode(CUBIN).decode()}
     change(entry, bundle["binaries"])
     path.write_text(json.dumps(bundle))
@@ -57,7 +59,7 @@ def test_a_signed_binary_is_taken_with_the_same_secret(tmp_path, source, monkeyp
     assert report["binaries"] == 1 and report["skipped"] == []
     (carried,) = [row["binaries"] for row in rows if row.get("binaries")]
     assert carried["forward"]["file"] == blob_name("binary", CUBIN)
-    assert slangspec.Cache(tmp_path / "t").read_binary(blob_name("binary", CUBIN)) == CUBIN
+    assert slangspec.Cache(tmp_path / "t").read_blob(blob_name("binary", CUBIN)) == CUBIN
 
 
 def tamper_bytes(entry, blobs):
@@ -70,9 +72,9 @@ def tamper_bytes(entry, blobs):
     "secret_here, signed_with, change, why",
     [
         (None, SECRET, None, "not taken without SLANGSPEC_SECRET"),
-        ("another secret of some length", SECRET, None, "signature does not hold"),
-        (SECRET, SECRET, tamper_bytes, "signature does not hold"),
-        (SECRET, SECRET, lambda e, b: e["binaries"]["forward"].update(group=64), "signature"),
+        ("another secret of some length", SECRET, None, "MAC does not hold"),
+        (SECRET, SECRET, tamper_bytes, "MAC does not hold"),
+        (SECRET, SECRET, lambda e, b: e["binaries"]["forward"].update(group=64), "MAC"),
         (SECRET, SECRET, lambda e, b: b.clear(), "the bundle lacks binary b_"),
         (SECRET, SECRET, lambda e, b: e["preimage"]["device"].update(arch="sm_0"), "another dev"),
     ],
@@ -95,7 +97,7 @@ def test_an_unsigned_or_altered_binary_is_left_out_and_the_entry_kept(
 
 def test_a_short_secret_is_refused_naming_the_variable(tmp_path, source, monkeypatch):
     monkeypatch.setenv("SLANGSPEC_SECRET", "short")
-    with pytest.raises(ValueError, match=r"SLANGSPEC_SECRET is 5 bytes long: expected at least"):
+    with pytest.raises(ValueError, match=r"SLANGSPEC_SECRET=<5 bytes>: expected at least 16 bytes"):
         import_bundle(slangspec.Cache(tmp_path / "t"), with_binary(source, tmp_path / "b", SECRET))
     assert slangspec.Cache(tmp_path / "t").entries() == []
 

@@ -19,6 +19,7 @@ import torch
 import slangspec
 from slangspec import preimage, toolchain
 from slangspec.cache_store import key_of, location
+from slangspec.cache_store.entry import binary_added
 from workers import held_by_woken_waiters, load, report, run, worker
 
 HERE = Path(__file__).parent
@@ -123,9 +124,13 @@ def test_stored_preimage_is_compared_on_every_hit(tmp_path):
     c.insert(key, pre, "{}", {"forward": "k_0"})
     assert c.lookup(key, pre) is not None
     other = base_preimage(function="twin")
-    with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         assert c.lookup(key, other) is None
-    assert c.lookup(key, pre) is None, "the mismatched entry is dropped"
+    assert c.lookup(key, pre) is not None, "a lookup only reads"
+    with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
+        assert c.serve(key, other) is None
+    assert c.lookup(key, pre) is None, "serving drops the mismatched entry"
 
 
 def test_old_format_entry_is_never_served(tmp_path, tdev):
@@ -215,7 +220,7 @@ def test_damaged_cubins_are_dropped_and_rebuilt(tmp_path, kind, damage):
 def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
     tmp_path, tdev, monkeypatch, where, disturbed
 ):
-    from slangspec.runtime.builder import Builder
+    from slangspec.runtime.miss_path import Builder
 
     cache = tmp_path / "cache"
     if where == "file":
@@ -405,22 +410,26 @@ def test_binaries_are_sized_verified_repaired_and_collected(tmp_path):
     (key,) = c.disk.entry_keys()
     before = c.entries()[0]["size"]
     blob = b"\x7fELF not really a cubin" * 64
-    name = c.write_binary(blob)
-    assert c.read_binary(name) == blob
-    c.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    name = c.write_blob("binary", blob)
+    assert c.read_blob(name) == blob
+    c.amend(
+        key, binary_added("11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    )
     assert c.entries()[0]["size"] == before + len(blob)
     assert c.verify()["problems"] == []
     c.disk.blob_path(name).write_bytes(blob[:10])
-    assert c.read_binary(name) is None
+    assert c.read_blob(name) is None
     problems = c.verify()["problems"]
     assert [p["problem"] for p in problems] == [f"binary {name} (11) missing or damaged"]
     # One pass drops the reference and then collects the file it orphaned.
     assert c.verify(repair=True)["repaired"] == 2
-    assert "11" not in c.lookup(key, c.disk.get(key)["preimage"]).binaries
+    assert "11" not in c.lookup(key, c.disk.row(key)["preimage"]).binaries
     assert not c.disk.blob_path(name).exists()
     assert c.verify()["problems"] == []
-    name = c.write_binary(blob)
-    c.add_binary(key, "11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    name = c.write_blob("binary", blob)
+    c.amend(
+        key, binary_added("11", {"file": name, "layout": {"size": 0, "params": []}, "group": 1})
+    )
     assert c.evict(slangspec.EntryFilter(key=key)) == [key]
     assert not c.disk.blob_path(name).exists()
 
@@ -497,13 +506,13 @@ def test_the_miss_path_says_how_each_kernel_was_served(tmp_path, tdev):
     # An entry that lands between a process's first look and its lease was built elsewhere.
     other = first.poly.signature(a, torch.ones(4, 2, device=tdev))
     assert first.poly.warm(other) == "built"
-    real, looks = second.cache.lookup, []
+    real, looks = second.cache.serve, []
 
-    def late_lookup(key, pre):
+    def late_serve(key, pre):
         looks.append(key)
         return None if len(looks) == 1 else real(key, pre)
 
-    second.cache.lookup = late_lookup
+    second.cache.serve = late_serve
     assert second.builder.specialization("poly", other).outcome == "taken"
     assert second.poly.warm(other) == "cached"
 
@@ -515,11 +524,11 @@ def test_a_warm_process_knows_its_functions_without_reflecting(tmp_path):
     code = (
         "import sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
-        "from slangspec.runtime import builder\n"
+        "from slangspec.runtime import miss_path\n"
         "from workers import load\n"
         "def refuse(*_a, **_k):\n"
         "    raise AssertionError('reflected')\n"
-        "builder.Builder.front_end = refuse\n"
+        "miss_path.Builder.front_end = refuse\n"
         "m = load(sys.argv[1])\n"
         "print(hasattr(m, 'nope'), hasattr(m, 'poly'))\n"
     )

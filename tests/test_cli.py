@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec import toolchain
+from slangspec.bundle import BUNDLE_VERSION
 from slangspec.cli import main
 from workers import run
 
@@ -130,7 +131,7 @@ def test_import_skips_what_does_not_fit_and_says_why(tmp_path):
         json.dumps(
             {
                 "format": "slangspec-bundle",
-                "version": 1,
+                "version": BUNDLE_VERSION,
                 "toolchain": {**toolchain.toolchain()},
                 "records": [
                     {
@@ -173,7 +174,7 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
 
 def test_warming_loads_no_kernel_the_cache_holds(tmp_path, monkeypatch):
     from slangspec.cache_store import FORWARD
-    from slangspec.runtime.builder import Builder
+    from slangspec.runtime.miss_path import Builder
     from slangspec.warm import parse_manifest, warm
 
     asked = []

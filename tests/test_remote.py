@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import threading
 import time
 import warnings
@@ -91,38 +92,38 @@ def tamper_entry(server, change) -> None:
 
 
 def drop_a_blob(client, stored) -> None:
-    client.delete(PREFIX + "blob:" + next(iter(stored["entry"]["kernels"].values())))
+    client.delete(PREFIX + "blob:" + next(iter(stored["kernels"].values())))
 
 
 def flip_a_blob(client, stored) -> None:
-    name = PREFIX + "blob:" + next(iter(stored["entry"]["kernels"].values()))
+    name = PREFIX + "blob:" + next(iter(stored["kernels"].values()))
     data = bytearray(client.get(name))
     data[len(data) // 2] ^= 0x5A
     client.set(name, bytes(data))
 
 
 def other_preimage(client, stored) -> None:
-    stored["entry"]["preimage"]["defines"] = {"SCALE": "2"}
+    stored["preimage"]["defines"] = {"SCALE": "2"}
 
 
-def forged_signature(client, stored) -> None:
-    stored["signature"] = "0" * 64
+def forged_mac(client, stored) -> None:
+    stored["mac"] = "0" * 64
 
 
 @pytest.mark.parametrize(
     "change,warned",
     [
         (drop_a_blob, None),
-        (flip_a_blob, "do not match its name"),
-        (other_preimage, "built from another preimage"),
-        (forged_signature, "without a valid signature"),
+        (flip_a_blob, "does not match its name"),
+        (other_preimage, "its stored preimage differs from the requested one"),
+        (forged_mac, "its MAC does not hold"),
     ],
-    ids=["blob evicted", "blob bytes flipped", "other preimage", "forged signature"],
+    ids=["blob evicted", "blob bytes flipped", "other preimage", "forged MAC"],
 )
 def test_what_the_remote_cannot_prove_is_refused_and_built_again(
     tmp_path, redis_server, monkeypatch, tdev, change, warned
 ):
-    if change is forged_signature:
+    if change is forged_mac:
         monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
     poly_checked(load(tmp_path / "first", redis_server), tdev)
     tamper_entry(redis_server, change)
@@ -147,7 +148,7 @@ def test_an_unsigned_entry_is_refused_where_a_secret_is_set(
     poly_checked(load(tmp_path / "first", redis_server), tdev)
     monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
     before = compile_counts["specialize"]
-    with pytest.warns(CacheWarning, match="without a valid signature"):
+    with pytest.warns(CacheWarning, match="its MAC does not hold"):
         poly_checked(load(tmp_path / "second", redis_server), tdev)
     assert compile_counts["specialize"] == before + 1
 
@@ -175,7 +176,9 @@ def test_remote_settings_are_checked(monkeypatch, tmp_path):
         slangspec.Cache.for_running(tmp_path, remote="redis://127.0.0.1:1/0")
     monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "read")
     monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "short")
-    with pytest.raises(ValueError, match="SLANGSPEC_REMOTE_SECRET is 5 bytes long"):
+    with pytest.raises(
+        ValueError, match=r"SLANGSPEC_REMOTE_SECRET=<5 bytes>: expected at least 16 bytes"
+    ):
         slangspec.Cache.for_running(tmp_path, remote="redis://127.0.0.1:1/0")
 
 
@@ -353,7 +356,7 @@ def test_rebuilding_a_forward_kernel_holds_the_lease_warming_looks_for(tmp_path,
     [item] = poly_items(tmp_path, '[["f32[1] grad", "f32[7] nograd"]]', '"none"')
     first = load(tmp_path / "c", redis_server)
     assert first.poly.warm(item.signature, []) == "built"
-    row = first.cache.disk.get(first.poly.cache_key(item.signature))
+    row = first.cache.disk.row(first.poly.cache_key(item.signature))
     binary = row.get("binaries", {}).get(FORWARD)
     for name in [row["kernels"][FORWARD], *([binary["file"]] if binary else [])]:
         first.cache.disk.blob_path(name).write_bytes(b"damaged")
@@ -478,8 +481,8 @@ def test_waiters_woken_together_take_the_result_not_the_lease_in_turns(redis_ser
     waiter = RemoteTier(remote_settings(redis_server.url))
     client = redis_server.client()
     held = held_by_woken_waiters(
-        lambda: holder.lease("k", lambda: False, 30, contextlib.nullcontext),
-        lambda done: waiter.lease("k", done, 30, contextlib.nullcontext),
+        lambda: holder.lease("k", lambda: False, 30),
+        lambda done: waiter.lease("k", done, 30),
         lambda: bool(client.exists(PREFIX + "lease:k")),
     )
     assert held == [False] * 4, "a woken waiter took the lease instead of the result"
@@ -514,3 +517,53 @@ def test_a_cuda_node_waits_for_another_machines_reflection_instead_of_its_own(
     assert second["ok"]
     assert "front_end" not in second["counts"] and "specialize" not in second["counts"]
     assert not second["slangpy_imported"]
+
+
+def snapshot(root, server) -> tuple[dict, list, dict]:
+    """Every file under ``root`` but the index with its size and time, every row of the index
+    (opening it, diskcache stores its unchanged settings again, so the files themselves
+    change), and every key the server holds with its value."""
+    files = {
+        str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if "index" not in p.relative_to(root).parts
+    }
+    with contextlib.closing(sqlite3.connect(root / "index" / "cache.db")) as db:
+        rows = sorted(db.iterdump())
+    client = server.client()
+    return files, rows, {k: client.dump(k) for k in client.scan_iter("*")}
+
+
+def test_explain_and_a_dry_run_write_nothing_locally_or_remotely(
+    tmp_path, redis_server, monkeypatch, tdev
+):
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    shader, lib = HERE / "shaders" / "cached.slang", HERE / "slang_lib"
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(
+        f'[[module]]\npath = "{shader}"\ninclude_paths = ["{lib}"]\n\n'
+        '[[module.function]]\nname = "poly"\nspecializations = [["f32[1] grad", "f32[7]"]]\n'
+    )
+    monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
+    runner = CliRunner()
+    built = runner.invoke(main, ["warm", str(manifest), "--cache-dir", str(tmp_path / "first")])
+    assert built.exit_code == 0, built.output
+    # This machine holds one entry of its own (so that there are rows to drop or touch) and is
+    # asked about the one only the server holds.
+    second = tmp_path / "second"
+    poly_checked(load(second, redis_server), tdev)
+    before = snapshot(second, redis_server)
+    explain = ["explain", str(shader), "poly", "f32[1] grad; f32[7]", "-I", str(lib)]
+    explained = runner.invoke(main, [*explain, "--cache-dir", str(second), "--json"])
+    assert explained.exit_code == 0, explained.output
+    assert json.loads(explained.stdout)["hit"], "the server's entry is found"
+    dry = runner.invoke(main, ["warm", str(manifest), "--cache-dir", str(second), "--dry-run"])
+    assert dry.exit_code == 0 and "1 present" in dry.output, dry.output
+    after = snapshot(second, redis_server)
+    changed = {p for p in before[0].keys() | after[0].keys() if before[0].get(p) != after[0].get(p)}
+    assert changed == set(), "files written locally"
+    assert after[1] == before[1], "the index written"
+    assert after[2] == before[2], "written to the server"

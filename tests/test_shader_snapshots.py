@@ -129,7 +129,7 @@ def test_lmdb_whole_reads_the_newest_meta_page():
 
 def test_verify_reports_a_damaged_snapshot_and_repair_removes_it(tmp_path):
     cache = slangspec.Cache(tmp_path / "cache")
-    process = cache.shader_cache()
+    process = cache.files.shader_cache()
     slangpy_writes(process.checkout(), lmdb_file(3, 5))
     process.publish(misses=1)
     assert cache.verify()["problems"] == []

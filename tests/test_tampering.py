@@ -235,16 +235,16 @@ def test_shrinking_a_cache_reads_each_row_once(tmp_path, monkeypatch):
     for i in range(60):
         pre = {"module": "m", "function": "f", "signature": f"m::f call s{i}"}
         pre["device"] = {"kind": "vulkan", "adapter": "none"}
-        forward = c.write_source(f"// forward {i}\n" + "x" * 4000)
+        forward = c.write_blob("source", f"// forward {i}\n" + "x" * 4000)
         c.insert(key_of(pre), pre, "{}", {"forward": forward})
     reads: Counter[str] = Counter()
-    real = disk.DiskTier.get
+    real = disk.DiskTier.row
 
     def counted(self, key):
         reads[key] += 1
         return real(self, key)
 
-    monkeypatch.setattr(disk.DiskTier, "get", counted)
+    monkeypatch.setattr(disk.DiskTier, "row", counted)
     assert len(c.evict(max_size=c.disk.size() // 2)) >= 25
     assert max(reads.values()) == 1, "rows were read again for every eviction"
 
@@ -339,8 +339,7 @@ def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(
         return read_after_eviction
 
     # Another process evicts between this one's lookup and its read of the entry's kernel.
-    for read in ("read_binary", "source_ok"):
-        monkeypatch.setattr(fresh.cache, read, evicted_meanwhile(getattr(fresh.cache, read)))
+    monkeypatch.setattr(fresh.cache, "read_blob", evicted_meanwhile(fresh.cache.read_blob))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         y = fresh.poly(a, x)
@@ -352,9 +351,9 @@ def test_an_eviction_elsewhere_tells_a_failed_build_to_try_again(tmp_path, tdev)
     cache = tmp_path / "cache"
     load(cache).poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
     c = slangspec.Cache(cache)
-    before = c.layout_id()
+    before = c.files.layout_id()
     assert slangspec.Cache(cache).evict(slangspec.EntryFilter(function="poly"))
-    assert c.layout_id() != before
+    assert c.files.layout_id() != before
 
 
 def test_a_clear_during_the_front_end_load_is_retried(tmp_path, tdev, monkeypatch):

@@ -79,17 +79,17 @@ BACKWARD_MISS = """
     import torch
     import slangspec
     from slangspec.counts import compile_counts
-    from slangspec.runtime import builder
+    from slangspec.runtime import miss_path
 
     cache, mode, tdev, shaders, library = sys.argv[1:]
     built_on = []
-    real_compile = builder.Builder._compile
+    real_compile = miss_path.Builder._compile
 
     def compile_noting_thread(self, source):
         built_on.append(threading.current_thread() is threading.main_thread())
         return real_compile(self, source)
 
-    builder.Builder._compile = compile_noting_thread
+    miss_path.Builder._compile = compile_noting_thread
     m = slangspec.load(f"{shaders}/cached.slang", include_paths=[library], cache_dir=cache)
     a = torch.randn(1, device=tdev, requires_grad=True)
     x = torch.randn(7, device=tdev, requires_grad=True)

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
     from .devices import DeviceUnavailableError as DeviceUnavailableError
-    from .runtime.build import UnknownFunctionError as UnknownFunctionError
-    from .runtime.builder import SlangUnavailableError as SlangUnavailableError
+    from .runtime.miss_path import SlangUnavailableError as SlangUnavailableError
     from .runtime.module import Function as Function
     from .runtime.module import Module as Module
     from .runtime.module import load as load
     from .runtime.module import load_source as load_source
+    from .runtime.module_base import UnknownFunctionError as UnknownFunctionError
     from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .signatures import call_signature as call_signature
     from .signatures import grid as grid
@@ -36,9 +36,9 @@ _HOME = {
     "EntryFilter": ".cache_store",
     "Function": ".runtime.module",
     "Module": ".runtime.module",
-    "SlangUnavailableError": ".runtime.builder",
+    "SlangUnavailableError": ".runtime.miss_path",
     "SpecializationPlan": ".specializer",
-    "UnknownFunctionError": ".runtime.build",
+    "UnknownFunctionError": ".runtime.module_base",
     "call_signature": ".signatures",
     "grid": ".signatures",
     "load": ".runtime.module",

@@ -1,14 +1,16 @@
 """Portable cache bundles: export the records, plans and sources of a cache; import them into
 another, re-keyed for the local machine and cache path.
 
-A bundle is data from elsewhere: it is refused whole, naming the field, unless every part has
-its expected shape, every plan is one for its entry's call and every kernel an entry names is
-the source its plan generates. Imported entries get sources regenerated here, never the text a
+Each entry travels in the one form the remote tier uses too (``cache_store.travel``). A bundle
+is data from elsewhere: it is refused whole, naming the field, unless every part has its
+expected shape, every plan is one for its entry's call and every kernel an entry names is the
+source its plan generates. Imported entries get sources regenerated here, never the text a
 bundle carries.
 
 Compiled binaries (CUDA cubins) travel only when ``SLANGSPEC_SECRET`` is set where the bundle is
-made: each entry's binaries are then signed with it, and an import takes them only when the
-signature holds under its own ``SLANGSPEC_SECRET`` and the entry was built for this very device.
+made: each entry is then sealed with a MAC made with it, and an import takes its binaries only
+when they pass the travelling form's check under its own ``SLANGSPEC_SECRET`` and the entry was
+built for this very device.
 Without them, ``specialize warm --recorded`` compiles the imported entries from their plans and
 sources without type resolution or code generation.
 """
@@ -22,45 +24,42 @@ from pathlib import Path
 from typing import Any
 
 from .cache import regenerate_source
-from .cache_store import Cache, key_of
-from .cache_store.keys import names, source_name
+from .cache_store import Cache, key_of, travel
+from .cache_store.entry import binary_added
+from .cache_store.keys import source_name
 from .cache_store.policy import regenerated
-from .cache_store.signing import SECRET_ENV, secret, sign, signed
+from .cache_store.settings import setting
 from .toolchain import toolchain
 
 BUNDLE_FORMAT = "slangspec-bundle"
-BUNDLE_VERSION = 1
-_SIGNED = ("preimage", "plan", "kernels", "binaries")
-
-
-def _signed_part(entry: dict[str, Any]) -> dict[str, Any]:
-    return {k: entry[k] for k in _SIGNED}
+BUNDLE_VERSION = 2
+"""2: entries in the travelling form, sealed by a ``mac`` over every blob they name."""
+SECRET_ENV = "SLANGSPEC_SECRET"
 
 
 def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
     """Write every record, whole entry and referenced source of ``cache`` to ``file``, and the
     entries' binaries, signed, when ``SLANGSPEC_SECRET`` is set."""
-    key = secret()
+    key = setting(SECRET_ENV)
     entries, sources, binaries = [], {}, {}
     left_out = 0
     for _, row in cache.rows():
         if row is None:
             continue
-        texts = {n: cache.read_source(n) for n in row["kernels"].values()}
+        texts = {n: cache.read_blob(n) for n in row["kernels"].values()}
         if None in texts.values():
             continue
-        sources.update(texts)
-        entry = {"preimage": row["preimage"], "plan": row["plan"], "kernels": row["kernels"]}
-        kept = row.get("binaries", {})
-        blobs = {label: cache.read_binary(b["file"]) for label, b in sorted(kept.items())}
-        if key is not None and kept and None not in blobs.values():
-            entry["binaries"] = kept
-            entry["signature"] = sign(key, _signed_part(entry), blobs.values())
-            for label, data in blobs.items():
-                binaries[kept[label]["file"]] = base64.b64encode(data).decode()
-        else:
+        sources.update({n: data.decode() for n, data in texts.items()})  # type: ignore[union-attr]
+        entry = travel.shared(row)
+        kept = entry["binaries"]
+        blobs = {b["file"]: cache.read_blob(b["file"]) for b in kept.values()}
+        if key is None or None in blobs.values():
             left_out += len(kept)
-        entries.append(entry)
+            entry["binaries"] = {}
+            blobs = {}
+        for name, data in blobs.items():
+            binaries[name] = base64.b64encode(data).decode()  # type: ignore[arg-type]
+        entries.append(travel.sealed(entry, {**texts, **blobs}, key))  # type: ignore[arg-type]
     bundle = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -133,35 +132,11 @@ def _check_shape(bundle: dict[str, Any]) -> None:
         )
         _expect(_strings(r.get("defines")), f"{at}.defines", "an object of strings")
     for i, e in enumerate(entries):
-        at = f"entries[{i}]"
-        _expect(isinstance(e, dict), at, "an object")
-        pre = e.get("preimage")
-        _expect(isinstance(pre, dict), f"{at}.preimage", "an object")
-        for name in ("toolchain", "device", "sources", "defines"):
-            _expect(isinstance(pre.get(name), dict), f"{at}.preimage.{name}", "an object")
-        for name in ("module", "function", "signature"):
-            _expect(isinstance(pre.get(name), str), f"{at}.preimage.{name}", "a string")
-        _expect(isinstance(e.get("plan"), str), f"{at}.plan", "a plan as a JSON string")
-        kernels = e.get("kernels")
-        _expect(
-            _strings(kernels) and "forward" in kernels,
-            f"{at}.kernels",
-            'an object of kernel names with "forward"',
-        )
-        carried = e.get("binaries")
-        if carried is None:
-            continue
-        _expect(isinstance(carried, dict), f"{at}.binaries", "an object")
-        for label, b in carried.items():
-            _expect(
-                isinstance(b, dict)
-                and isinstance(b.get("file"), str)
-                and isinstance(b.get("group"), int)
-                and "layout" in b,
-                f"{at}.binaries.{label}",
-                "an object with a file, a group size and a layout",
-            )
-        _expect(isinstance(e.get("signature"), str), f"{at}.signature", "a string")
+        try:
+            travel.parts(e)
+        except travel.Refused as exc:
+            at = f"entries[{i}]" + (f".{exc.part}" if exc.part else "")
+            raise ValueError(f"{at}: {exc.why}") from None
 
 
 def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
@@ -181,24 +156,29 @@ def _entry_sources(i: int, entry: dict[str, Any]) -> dict[str, str]:
 
 
 def _carried(
-    key: bytes | None, entry: dict[str, Any], blobs: dict[str, str], device: dict[str, Any]
+    key: bytes | None,
+    stored: dict[str, Any],
+    bundle: dict[str, Any],
+    device: dict[str, Any],
 ) -> tuple[dict[str, bytes] | None, str]:
-    """The binaries an entry carries, by label, when they may be taken here under ``key``; else
+    """The binaries an entry carries, by name, when they may be taken here under ``key``; else
     None and why not."""
     if key is None:
         return None, f"not taken without {SECRET_ENV}; built here when needed"
+    entry = travel.parts(stored)
     if entry["preimage"]["device"] != device:
         return None, "built for another device"
     data: dict[str, bytes] = {}
-    for label, b in sorted(entry["binaries"].items()):
+    for b in entry["binaries"].values():
         try:
-            data[label] = base64.b64decode(blobs[b["file"]], validate=True)
+            data[b["file"]] = base64.b64decode(bundle["binaries"][b["file"]], validate=True)
         except (KeyError, binascii.Error):
             return None, f"the bundle lacks binary {b['file']}"
-        if not names(b["file"], data[label]):
-            return None, f"binary {b['file']} does not match its name"
-    if not signed(key, _signed_part(entry), data.values(), entry["signature"]):
-        return None, f"its signature does not hold under this machine's {SECRET_ENV}"
+    texts = {n: bundle["sources"].get(n, "").encode() for n in entry["kernels"].values()}
+    try:
+        travel.check(stored, {**texts, **data}, key)
+    except travel.Refused as exc:
+        return None, f"{exc} ({SECRET_ENV})"
     return data, ""
 
 
@@ -208,7 +188,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
     from .warm import items_from_records, module_for
 
     bundle = read_bundle(file)
-    key_here = secret()
+    key_here = setting(SECRET_ENV)
     skipped: list[dict[str, str]] = []
     local = toolchain(cache)
     formats = ("cache_format", "signature_format", "plan_format", "codegen_format")
@@ -250,7 +230,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         if source_name(text) != name:
             skipped.append({"what": f"source {name}", "why": "content does not match its name"})
             continue
-        cache.write_source(text)
+        cache.write_blob("source", text)
         sources += 1
     entries = binaries = 0
     for e, kernel_sources in zip(bundle["entries"], generated, strict=True):
@@ -282,26 +262,27 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         if item.source is None and not Path(item.path).is_file():
             skipped.append({"what": what, "why": f"module file {item.path} does not exist here"})
             continue
-        m = module_for(item, device, str(cache.root))
+        m = module_for(item, device, cache)
         here = m.preimage(pre["function"], pre["signature"])
         if here["sources"] != pre["sources"] or here["defines"] != pre["defines"]:
             skipped.append({"what": what, "why": "its Slang sources differ here"})
             continue
         for text in kernel_sources.values():
-            cache.write_source(text)
+            cache.write_blob("source", text)
         key = key_of(here)
         cache.insert(key, here, e["plan"], e["kernels"], {"imported": True})
         # Its plan generated the kernels checked above, which call this function of the module.
-        cache.note_function(m.functions_key, pre["function"], True)
+        cache.note_fact(m.functions_fact, {pre["function"]: True})
         entries += 1
-        if "binaries" in e:
-            data, why = _carried(key_here, e, bundle.get("binaries", {}), here["device"])
+        if e.get("binaries"):
+            data, why = _carried(key_here, e, bundle, here["device"])
             if data is None:
                 skipped.append({"what": f"binaries of {what}", "why": why})
                 continue
-            for label, blob in data.items():
-                cache.write_binary(blob)
-                cache.add_binary(key, label, e["binaries"][label])
+            for blob in data.values():
+                cache.write_blob("binary", blob)
+            for label, b in e["binaries"].items():
+                cache.amend(key, binary_added(label, b))
                 binaries += 1
     return {
         "records": records,

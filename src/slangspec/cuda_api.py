@@ -21,9 +21,9 @@ class CudaDriverError(RuntimeError):
 def driver() -> ctypes.CDLL:
     """libcuda, loaded once."""
     lib = ctypes.CDLL("libcuda.so.1")
-    # cuLaunchKernel has no argtypes: converting its eleven arguments through them costs 1.5 us
-    # a launch (H200 host). Callers pass pointers as ctypes values and the rest as ints that fit
-    # a C int.
+    # cuLaunchKernel has no argtypes: converting its eleven arguments through them costs a
+    # noticeable share of a launch. Callers pass pointers as ctypes values and the rest as ints
+    # that fit a C int.
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
     lib.cuFuncGetParamInfo.argtypes = [P, SIZE, ctypes.POINTER(SIZE), ctypes.POINTER(SIZE)]
     lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]

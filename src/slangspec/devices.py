@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from .cache_store.settings import setting
 from .cuda_api import compute_capability, device_name
 
 if TYPE_CHECKING:
@@ -146,18 +147,25 @@ GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 """Device nodes of the drivers through which torch can see a GPU (NVIDIA's, WSL's, ROCm's)."""
 
 
+def requested_kind(requested: str | None) -> str | None:
+    """The device kind asked for by ``device=`` (``requested``), else by ``SLANGSPEC_DEVICE``;
+    None when neither asks."""
+    return setting("SLANGSPEC_DEVICE", requested, "device")
+
+
+def gpu_driver_present() -> bool:
+    """Whether a GPU driver has a device node: without one torch cannot see a GPU, so it is not
+    imported to be asked."""
+    return any(os.path.exists(node) for node in GPU_DRIVER_NODES)
+
+
 def device_kind(requested: str | None) -> str:
-    """The device kind by the documented order; opens nothing. Where no GPU driver has a device
-    node torch cannot see a GPU, so it is not imported to be asked (1-2 s)."""
-    name = requested or os.environ.get("SLANGSPEC_DEVICE") or None
+    """The device kind by the documented order; opens nothing."""
+    name = requested_kind(requested)
     if name is None:
-        if not any(os.path.exists(node) for node in GPU_DRIVER_NODES):
+        if not gpu_driver_present():
             return "vulkan"
         import torch
 
         return "cuda" if torch.cuda.is_available() else "vulkan"
-    name = name.lower()
-    if name not in DEVICE_KINDS:
-        source = "device=" if requested else "SLANGSPEC_DEVICE="
-        raise ValueError(f"{source}{name!r} is not a device kind; expected one of {DEVICE_KINDS}")
     return name

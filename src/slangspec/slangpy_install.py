@@ -1,8 +1,8 @@
 """Which slangpy (and which Slang inside it) this process would compile with, known without
 importing it.
 
-Cache keys cover slangpy's version and its Slang build tag. Importing slangpy to read them costs
-~85 ms, which a process whose kernels are all cached has no other reason to pay. A process that
+Cache keys cover slangpy's version and its Slang build tag. Importing slangpy to read them takes
+time a process whose kernels are all cached has no other reason to spend. A process that
 imported slangpy notes both against a stamp of its install: the package's path and the size and
 modification time of each native library in it. A later process finds the package on
 ``sys.path`` as ``import slangpy`` would, stamps it the same way, and reads the versions back.
@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import xxhash
 
@@ -22,11 +22,18 @@ Versions = dict[str, str]
 
 
 class VersionMemo(Protocol):
-    """Where a stamp's versions are kept between processes (the cache)."""
+    """Where a stamp's versions are kept between processes (the cache's facts)."""
 
-    def slangpy_versions(self, stamp: str) -> Versions | None: ...
+    def fact(self, name: str, wanted: str | None = None) -> dict[str, Any]: ...
 
-    def note_slangpy_versions(self, stamp: str, versions: Versions) -> None: ...
+    def note_fact(self, name: str, value: dict[str, Any]) -> None: ...
+
+
+def _noted(memo: VersionMemo, stamp: str) -> Versions | None:
+    known = memo.fact("slangpy:" + stamp, "slangpy")
+    if set(known) != {"slangpy", "slang"} or not all(isinstance(v, str) for v in known.values()):
+        return None
+    return known
 
 
 def _native(name: str) -> bool:
@@ -68,7 +75,7 @@ def slangpy_versions(memo: VersionMemo | None) -> Versions:
     if memo is not None and sys.modules.get("slangpy") is None:
         directory = find_install()
         if directory is not None:
-            known = memo.slangpy_versions(install_stamp(directory))
+            known = _noted(memo, install_stamp(directory))
             if known is not None:
                 return known
     try:
@@ -80,6 +87,6 @@ def slangpy_versions(memo: VersionMemo | None) -> Versions:
         ) from exc
     if memo is not None:
         stamp = install_stamp(directory)
-        if memo.slangpy_versions(stamp) != versions:
-            memo.note_slangpy_versions(stamp, versions)
+        if _noted(memo, stamp) != versions:
+            memo.note_fact("slangpy:" + stamp, versions)
     return versions

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .cache import Cache
 from .cache_store import FORWARD
 from .devices import device_kind
 from .scalars import MANIFEST_DTYPES
@@ -51,7 +52,7 @@ from .signature_text import (
 from .warm_pool import released, start
 
 if TYPE_CHECKING:
-    from .runtime.build import BuildFunction, BuildModule
+    from .runtime.module_base import BuildFunction, BuildModule
 
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
 """What became of one item; "deferred" (another machine is building one of its kernels) is only
@@ -250,24 +251,29 @@ def items_from_records(records: Iterable[dict[str, Any]]) -> list[WarmItem]:
 _modules: dict[tuple, BuildModule] = {}
 
 
-def module_for(item: WarmItem, device: str | None, cache_dir: str | None) -> BuildModule:
+def module_for(
+    item: WarmItem, device: str | None, cache: str | Cache | None, read_only: bool = False
+) -> BuildModule:
     """The module an item names, as the builder sees it (no torch), one per process and
-    options."""
-    from .runtime.build import BuildModule, load_module, load_module_source
+    options, run from ``cache`` (a cache, or the directory of one; with ``read_only``, a view
+    of it that writes nothing)."""
+    from .runtime.module_base import BuildModule, LoadOptions, load_module, load_module_source
 
-    key = (item.name, item.path, item.source, item.include_paths, item.defines, device, cache_dir)
+    where = (str(cache.root), cache.read_only) if isinstance(cache, Cache) else (cache, read_only)
+    key = (item.name, item.path, item.source, item.include_paths, item.defines, device, where)
     m = _modules.get(key)
     if m is None:
-        options = {
+        if not isinstance(cache, Cache):
+            cache = Cache.for_running(cache, read_only=read_only)
+        options: LoadOptions = {
             "device": device,
             "include_paths": item.include_paths,
             "defines": dict(item.defines),
-            "cache_dir": cache_dir,
         }
         if item.source is not None:
-            m = load_module_source(BuildModule, item.name, item.source, **options)
+            m = load_module_source(BuildModule, item.name, item.source, cache=cache, **options)
         else:
-            m = load_module(BuildModule, item.path, **options)
+            m = load_module(BuildModule, item.path, cache=cache, **options)
         m.waits_for_reflection = False
         _modules[key] = m
     return m
@@ -277,7 +283,7 @@ def check_one(item: WarmItem, device: str | None, cache_dir: str | None) -> Warm
     """Whether the cache holds everything ``item`` names ("present") or what it lacks
     ("missing"), compiling nothing; failures are results, not raises."""
     try:
-        fn = getattr(module_for(item, device, cache_dir), item.function)
+        fn = getattr(module_for(item, device, cache_dir, read_only=True), item.function)
         missing = fn.missing(item.signature, item.masks)
         return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
     except Exception as exc:  # reported per item; the run goes on

@@ -1,15 +1,15 @@
 """The worker processes of ``warm --jobs``, which never import torch.
 
-Workers build from signatures alone (``runtime/build.py``), so none imports torch: slangpy
-would (1.3-2.9 s a worker, 16 contending on an H200), and nothing a worker does needs it. A CUDA
-worker spends 1-2 s creating its context (16 workers at once on an H200); it does that on a
-thread of its own as soon as it starts, while it imports slangpy and slangspec's builder, since
+Workers build from signatures alone (``runtime/module_base.py``), so none imports torch: slangpy
+would (seconds a worker, with many contending), and nothing a worker does needs it. A CUDA worker
+spends about as long creating its context; it does that on a thread of its own as soon as it
+starts, while it imports slangpy and slangspec's builder, since
 the driver call releases the GIL. This module imports neither torch nor slangpy into the parent.
 
 Forked workers write their output (both streams) to a pipe this process copies to its standard
 error: a worker's messages stay out of the command's standard output (``--json``), and a
 reader of the command's output sees its end when the command exits, not once the killed
-workers' CUDA contexts are torn down (0.6 s for 8 workers, 1.1 s for 16 on the H200).
+workers' CUDA contexts are torn down.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ import select
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TypeVar
 
 from .cuda_api import CudaDriverError, primary_context
-from .devices import opened
+from .devices import gpu_driver_present, opened, requested_kind
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
-_BUILDER = ("slangpy", "slangspec.warm", "slangspec.runtime.build")
+_BUILDER = ("slangpy", "slangspec.warm", "slangspec.runtime.module_base")
 """What a worker imports before its first task: slangpy and slangspec's builder."""
 
 
@@ -85,7 +84,7 @@ class _WorkerPool(futures.ProcessPoolExecutor):
     """A process pool whose shutdown also closes its workers' output relay, if it has one, and
     returns at once when it was shut down before and is not asked to wait: from Python 3.12 the
     executor's own shutdown takes a lock that its manager thread holds while it joins the
-    exiting workers (1 s for 16 CUDA workers on the H200)."""
+    exiting workers, which on CUDA tear down a context each."""
 
     def __init__(self, relay: _Relay | None, **options) -> None:
         super().__init__(**options)
@@ -125,7 +124,7 @@ def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
 def released(pool: _Executor) -> Iterator[_Executor]:
     """``pool`` for the block, then shut down without waiting for its workers to exit: each
     has written its work to the cache before reporting it, and their exits (on CUDA each tears
-    down a context: 0.5 s for 8 workers, 1.1 s for 16 on the H200) overlap with what comes
+    down a context) overlap with what comes
     next. Shutting a pool ``start`` made down twice costs nothing; None passes through."""
     try:
         yield pool
@@ -140,14 +139,11 @@ def fork_safe() -> bool:
 
 
 def wants_cuda(device: str | None) -> bool:
-    """Whether workers for ``device`` will run CUDA, so that each creates its context as it
-    starts: it is asked for, or nothing is and this machine has an NVIDIA GPU (asked of the
-    kernel driver: this process must not start CUDA before it forks)."""
-    name = device or os.environ.get("SLANGSPEC_DEVICE")
-    if name is not None:
-        return name.lower() == "cuda"
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
+    """Whether workers for ``device`` will likely run CUDA, so that each creates its context as
+    it starts: it is asked for, or nothing is and a GPU driver is present (this process must
+    not ask torch, which would start CUDA before it forks)."""
+    name = requested_kind(device)
+    return name == "cuda" if name is not None else gpu_driver_present()
 
 
 def _prepare(cuda: bool, output: int | None) -> None:

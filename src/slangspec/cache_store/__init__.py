@@ -1,6 +1,7 @@
-"""The content-addressed cache, beside the pipeline: where (location), what (keys, entries), how
-(storage tiers behind one interface) and policy (filters, eviction, verification), with
-``Cache`` as its face. Nothing here knows how kernels are made."""
+"""The content-addressed cache, beside the pipeline: where (location, files), what (keys,
+entries, the travelling form), how (storage tiers behind one interface, leases over them) and
+policy (filters, eviction, verification, remote administration), with ``Cache`` as its face.
+Nothing here knows how kernels are made."""
 
 from .cache import Cache
 from .entry import FORWARD, Entry, kernel_lease

@@ -21,14 +21,14 @@ import time
 import uuid
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import diskcache
 import xxhash
 
-from .entry import intact, seal
+from .entry import blobs_of, intact, seal
 from .jsondisk import JSONOnlyDisk
 from .keys import blob_kind, canonical, names
 from .location import (
@@ -47,12 +47,11 @@ from .location import (
     tree_size,
     write_atomic,
 )
-from .tier import GARBLED
+from .tier import Found, Unusable
 
 ENTRY = "entry:"
 RECORD = "record:"
-FUNCTIONS = "functions:"
-SLANGPY = "slangpy:"
+FACT = "fact:"
 LOCK = "lock:"
 COMPILED = "compiled:"
 HITS = "stat:hits"
@@ -68,13 +67,21 @@ _TROUBLE = (sqlite3.OperationalError, diskcache.Timeout)
 _COUNTED_PARTS = (KERNELS, BINARIES, MODULES, SLANG)
 """The parts whose bytes the running size counts; the index and slangpy's shader cache are
 measured directly, by a few ``stat`` calls."""
+_WRITES = frozenset({"set", "add", "delete"})
+"""The index methods that change it, which a tier that may not write never calls."""
+GARBLED = object()
+"""What ``DiskTier.row`` returns for a row that is there but does not decode."""
 
 
 class DiskTier:
-    """The index, blobs and slangpy's caches under one cache root."""
+    """The index, blobs and slangpy's caches under one cache root; with ``writable`` False, a
+    view of them that changes nothing."""
 
-    def __init__(self, root: Path) -> None:
+    shared = False
+
+    def __init__(self, root: Path, writable: bool = True) -> None:
         self.root = root
+        self.writable = writable
         self.kernel_dir = part(root, KERNELS)
         self.binary_dir = part(root, BINARIES)
         self._index: diskcache.Cache | None = None
@@ -152,6 +159,8 @@ class DiskTier:
     ) -> Any:
         """``method`` of the index (a name, or a function given the index); ``fallback`` once
         the index is in trouble."""
+        if not self.writable and method in _WRITES:
+            return fallback
         for attempt in (1, 2):
             if self._trouble is not None:
                 return fallback
@@ -228,20 +237,35 @@ class DiskTier:
 
     # -- rows ---------------------------------------------------------------------------------
 
-    def get(self, key: str) -> Any:
+    def row(self, key: str) -> Any:
+        """The row stored under ``key`` as decoded, None when there is none, ``GARBLED`` when
+        it does not decode."""
         return self._read(ENTRY + key)
 
-    def put(self, key: str, row: dict[str, Any]) -> None:
-        self._call("set", ENTRY + key, row)
+    def get(self, key: str) -> Found | Unusable | None:
+        row = self.row(key)
+        if row is None:
+            return None
+        if not intact(row):
+            return Unusable("it is garbled or its checksum does not match")
+        return Found(row, lambda: self.read_blobs(blobs_of(row)))
+
+    def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
+        """Store the blobs, then the row sealed with its checksum."""
+        for name, data in blobs.items():
+            self.write_blob(name, data)
+        self._call("set", ENTRY + key, seal(row))
 
     def update(self, key: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
+        """Apply ``change`` to an intact stored row and store it again, atomically; the new row,
+        or None when there is no intact row."""
         with self._transact():
-            row = self.get(key)
+            row = self.row(key)
             if not intact(row):
                 return None
             change(row)
             row = seal(row)
-            self.put(key, row)
+            self._call("set", ENTRY + key, row)
             return row
 
     def delete(self, key: str) -> None:
@@ -258,6 +282,11 @@ class DiskTier:
             return self.kernel_dir / f"{name}.slang"
         return self.binary_dir / f"{name}.cubin"
 
+    def read_blobs(self, wanted: Iterable[str]) -> dict[str, bytes] | None:
+        """The blobs ``wanted``, by name; None when one is missing or damaged."""
+        found = {name: self.read_blob(name) for name in wanted}
+        return None if None in found.values() else found  # type: ignore[return-value]
+
     def read_blob(self, name: str) -> bytes | None:
         try:
             data = self.blob_path(name).read_bytes()
@@ -266,21 +295,19 @@ class DiskTier:
         return data if names(name, data) else None
 
     def write_blob(self, name: str, data: bytes) -> None:
-        if self.read_blob(name) is not None:
+        if not self.writable or self.read_blob(name) is not None:
             return
         path = self.blob_path(name)
         if path.is_dir():  # damage: a directory where the blob belongs
             shutil.rmtree(path, ignore_errors=True)
         self._write(path, data)
 
-    def delete_blob(self, name: str) -> int:
-        """Remove the blob, and for a kernel source its compiled modules; bytes freed."""
-        return self.delete_many([], [name])
-
     def delete_many(self, keys: Iterable[str], blobs: Iterable[str]) -> int:
         """Remove these entries and these blobs (with a source's compiled modules) in one
         transaction; bytes of blob files freed."""
         freed = 0
+        if not self.writable:
+            return freed
         with self._transact():
             for key in keys:
                 self._call("delete", ENTRY + key)
@@ -330,12 +357,15 @@ class DiskTier:
 
     def delete_module(self, path: Path) -> None:
         """Remove a module file; ``load_source`` writes it again."""
-        self._add_bytes(-_remove(path))
+        if self.writable:
+            self._add_bytes(-_remove(path))
 
     # -- the running size -------------------------------------------------------------------------
 
     def _write(self, path: Path, data: bytes) -> None:
         """Write a file the running size counts."""
+        if not self.writable:
+            return
         before = file_bytes([path])
         write_atomic(path, data)
         self._add_bytes(len(data) - before)
@@ -380,6 +410,8 @@ class DiskTier:
 
     def drop_slang_caches(self) -> None:
         """Remove slangpy's module and shader caches; they are rebuilt on use."""
+        if not self.writable:
+            return
         for name in (SLANG, SHADERS):
             shutil.rmtree(self.root / name, ignore_errors=True)
         with self._transact():
@@ -406,45 +438,35 @@ class DiskTier:
         values = (self._read(k) for k in self._keys(RECORD))
         return [v for v in values if isinstance(v, dict)]
 
-    def functions(self, key: str) -> dict[str, bool | dict[str, Any]]:
-        """What is known of the function names of the module keyed ``key``: False for a name
-        it lacks, its description for one it has, True for one it has undescribed; empty when
-        unknown or damaged."""
-        row = self._read(FUNCTIONS + key)
-        if not intact(row) or not isinstance(row.get("names"), dict):
+    def fact(self, name: str) -> dict[str, Any]:
+        row = self._read(FACT + name)
+        if not intact(row) or not isinstance(row.get("value"), dict):
             return {}
-        return {n: v for n, v in row["names"].items() if isinstance(v, bool | dict)}
+        return row["value"]
 
-    def function_keys(self) -> list[str]:
-        """Keys of the modules whose functions are noted."""
-        return [k[len(FUNCTIONS) :] for k in self._keys(FUNCTIONS)]
-
-    def note_function(self, key: str, name: str, known: bool | dict[str, Any]) -> None:
+    def note_fact(self, name: str, value: dict[str, Any]) -> None:
         with self._transact():
-            names = self.functions(key)
-            names[name] = known
-            self._call("set", FUNCTIONS + key, seal({"names": names}))
+            merged = {**self.fact(name), **value}
+            self._call("set", FACT + name, seal({"value": merged}))
 
-    def slangpy_versions(self, stamp: str) -> dict[str, str] | None:
-        """The versions noted for the slangpy install stamped ``stamp``; None when unknown."""
-        row = self._read(SLANGPY + stamp)
-        if not intact(row) or not isinstance(row.get("versions"), dict):
-            return None
-        versions = row["versions"]
-        return versions if all(isinstance(v, str) for v in versions.values()) else None
-
-    def note_slangpy_versions(self, stamp: str, versions: dict[str, str]) -> None:
-        self._call("set", SLANGPY + stamp, seal({"versions": versions}))
+    def fact_names(self, prefix: str) -> list[str]:
+        """Names of the facts that start with ``prefix``."""
+        return sorted(k[len(FACT) :] for k in self._keys(FACT + prefix))
 
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 
     @contextlib.contextmanager
     def lease(self, name: str, done: Callable[[], bool], seconds: float) -> Iterator[None]:
-        """Hold the compile lease ``name`` until the block ends, or stop waiting once ``done()``.
+        """Hold the compile lease ``name`` until the block ends, or stop waiting once ``done()``
+        (an index in trouble lets every caller through). A holder that dies is taken over at
+        once on its host.
 
         The caller checks again for the result inside the block, since it may have been built
         while it waited.
         """
+        if not self.writable:
+            yield
+            return
         token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
         delay = 0.01
         start = time.monotonic()

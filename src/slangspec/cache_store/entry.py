@@ -3,6 +3,7 @@ pass before any tier may serve it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,14 +38,27 @@ def intact(row: Any) -> bool:
     return isinstance(row, dict) and row.get("checksum") == _checksum(row)
 
 
-def refusal(row: Any, preimage: dict[str, Any]) -> str | None:
-    """Why ``row`` must not be served for ``preimage``, or None when it may be."""
-    if not intact(row):
-        return "it is garbled or its checksum does not match"
-    if row.get("preimage") != preimage:
-        # Another format version, a collision or a damaged key: never serve it.
-        return "its stored preimage differs from the requested one"
-    return None
+Change = Callable[[dict[str, Any]], None]
+"""An amendment of a stored row, in place."""
+
+
+def kernel_added(label: str, name: str, seconds: float) -> Change:
+    """The kernel source ``name`` added under ``label``, with the time it took to build."""
+
+    def change(row: dict[str, Any]) -> None:
+        row["kernels"][label] = name
+        row["meta"]["compile_s"] = row["meta"].get("compile_s", 0.0) + seconds
+
+    return change
+
+
+def binary_added(label: str, binary: dict[str, Any]) -> Change:
+    """A kernel's CUDA binary (file name, parameter layout, group size) added under ``label``."""
+    return lambda row: row.setdefault("binaries", {}).__setitem__(label, binary)
+
+
+def binary_dropped(label: str) -> Change:
+    return lambda row: row.get("binaries", {}).pop(label, None)
 
 
 def blobs_of(row: dict[str, Any]) -> set[str]:
@@ -57,10 +71,13 @@ def blobs_of(row: dict[str, Any]) -> set[str]:
 @dataclass(frozen=True)
 class Entry:
     """One specialization as stored: its key, and its row (preimage, the plan as JSON, kernel
-    module names by label, CUDA binaries by label, metadata)."""
+    module names by label, CUDA binaries by label, and, in the local tier, metadata)."""
 
     key: str
     row: dict[str, Any]
+    far: bool = False
+    """Whether it was read from a farther tier (whole: its blobs were checked there) and is not
+    in the local one yet."""
 
     @property
     def plan_json(self) -> str:

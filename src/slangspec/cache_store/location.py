@@ -9,14 +9,13 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
 - ``shaders/``  snapshots of slangpy's shader cache (Vulkan target code and pipelines)
 
-Policy values read from the environment (size bound, lease length) live here too, as data.
+Policy values read from the settings (size bound, lease length) are read here too.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import math
 import os
 import shutil
 import stat
@@ -26,10 +25,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .units import parse_duration, parse_size
-
-DEFAULT_SIZE_BYTES = 1 << 30
-DEFAULT_LEASE_SECONDS = 120.0
+from .settings import setting
 
 INDEX = "index"
 KERNELS = "kernels"
@@ -53,7 +49,7 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache root, created private to the user (mode 0700) when missing; ValueError naming
     where it came from when it cannot be a directory."""
     source = "cache_dir" if cache_dir else "SLANGSPEC_CACHE_DIR"
-    chosen = cache_dir or os.environ.get("SLANGSPEC_CACHE_DIR")
+    chosen = setting("SLANGSPEC_CACHE_DIR", os.fspath(cache_dir) if cache_dir else None)
     if not chosen:
         source, chosen = "the user cache directory", platformdirs.user_cache_dir("slangspec")
     root = Path(chosen).expanduser().resolve()
@@ -113,20 +109,8 @@ def part(root: Path, name: str) -> Path:
 
 
 def size_bound() -> int:
-    """``SLANGSPEC_CACHE_SIZE`` in bytes ('1073741824', '500M', '2G', as ``--max-size`` takes
-    it), else 1 GiB."""
-    text = os.environ.get("SLANGSPEC_CACHE_SIZE")
-    if not text:
-        return DEFAULT_SIZE_BYTES
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(
-            f"SLANGSPEC_CACHE_SIZE={text!r}: expected a size in bytes > 0, like 1048576, 500M or 2G"
-        )
-    return value
+    """``SLANGSPEC_CACHE_SIZE`` in bytes."""
+    return setting("SLANGSPEC_CACHE_SIZE")
 
 
 def shader_cache_bytes() -> int:
@@ -136,22 +120,8 @@ def shader_cache_bytes() -> int:
 
 
 def lease_seconds() -> float:
-    """``SLANGSPEC_CACHE_LEASE``: how long a compile lease holds, unless renewed, before others
-    may take it, in seconds ('120') or as a duration ('90s', '2m'), else 120 seconds; a lease
-    whose holder is seen dead is taken at once."""
-    text = os.environ.get("SLANGSPEC_CACHE_LEASE")
-    if not text:
-        return DEFAULT_LEASE_SECONDS
-    try:
-        value = parse_duration(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(
-            f"SLANGSPEC_CACHE_LEASE={text!r}: expected a number of seconds > 0, or a duration "
-            "like 90s, 15m or 12h"
-        )
-    return value
+    """``SLANGSPEC_CACHE_LEASE`` in seconds."""
+    return setting("SLANGSPEC_CACHE_LEASE")
 
 
 def write_atomic(path: Path, data: bytes) -> None:

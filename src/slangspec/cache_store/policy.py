@@ -51,7 +51,7 @@ class EntryFilter:
 def rows(tier: DiskTier) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """Every entry key with its row, or None where the row is not intact."""
     for key in tier.entry_keys():
-        row = tier.get(key)
+        row = tier.row(key)
         yield key, (row if intact(row) else None)
 
 

@@ -1,18 +1,18 @@
 """The shared remote tier on a Redis server: what one machine builds, every machine sharing the
 server finds.
 
-Under a prefix, the server holds entries (``entry:<key>``: the entry's preimage, plan, kernel
-names and binaries, as JSON, and an HMAC when a secret is set), content-addressed blobs
+Under a prefix, the server holds entries (``entry:<key>``: an entry in its travelling form,
+see ``travel``), content-addressed blobs
 (``blob:<name>``: kernel sources and cubins), facts about inputs that spare a fresh machine
 the Slang front-end (``fact:<name>``: which functions a module's content has, which versions a
 slangpy install is) and compile leases (``lease:<name>``). A publisher
 writes the blobs first and the entry last, so a reader never meets an entry whose blobs were not
 written; one whose blobs Redis evicted since reads as a miss.
 
-Nothing read from the server is trusted beyond what it can prove: an entry must be whole JSON of
-the expected shape, every blob must hash to its name, and with ``SLANGSPEC_REMOTE_SECRET`` set
-the entry must carry a valid HMAC over itself and the SHA-256 of each blob. What fails is
-refused with a warning and built locally, and the local build is published over it.
+Nothing read from the server is trusted beyond what it can prove: an entry must pass the
+travelling form's check (with ``SLANGSPEC_REMOTE_SECRET`` as its secret), and a fact must be
+whole JSON and, with a secret, carry a valid MAC. What fails is refused with a warning and built
+locally, and the local build is published over it.
 
 Every call is bounded (connect and operation timeouts); a server that is unreachable, slow, full
 or answering garbage is warned about once per cause and left alone for a while, and the process
@@ -25,26 +25,23 @@ import contextlib
 import gc
 import importlib
 import json
-import os
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from . import travel
 from .entry import blobs_of
-from .keys import canonical, names
+from .keys import canonical
 from .location import CacheWarning
-from .signing import MIN_SECRET_BYTES, sign, signed
+from .settings import setting
+from .tier import Found, Unavailable, Unusable
 
-REMOTE_ENV = "SLANGSPEC_REMOTE"
-SECRET_ENV = "SLANGSPEC_REMOTE_SECRET"
-MODE_ENV = "SLANGSPEC_REMOTE_MODE"
-MODES = ("readwrite", "read")
 PREFIX = "slangspec:"
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
@@ -56,16 +53,13 @@ PUBLISH_ATTEMPTS = 5
 """How often a publisher merges again when another one wrote the same entry meanwhile."""
 lease_waits: list[float] = []
 """Seconds each wait on another machine's lease took in this process, for tests and benchmarks."""
-PUBLISHED = ("preimage", "plan", "kernels", "binaries")
-"""The parts of an entry that are shared; use counts and times stay with each machine."""
 
 
 def redis_py() -> ModuleType:
     """redis-py, imported with the cyclic garbage collector paused.
 
     Its import builds hundreds of classes; beside torch's heap those allocations set off full
-    collections that cost a new process more than the import itself (about 100 ms of 150 ms on
-    the 2-core machine)."""
+    collections that cost a new process more than the import itself."""
     was_collecting = gc.isenabled()
     gc.disable()
     try:
@@ -97,30 +91,17 @@ class RemoteSettings:
 def remote_settings(url: str | None = None) -> RemoteSettings | None:
     """The remote tier named by ``url``, else by ``SLANGSPEC_REMOTE``; None when neither is set.
     ValueError naming the setting when a value is not one it accepts."""
-    source = "remote" if url else REMOTE_ENV
-    chosen = url or os.environ.get(REMOTE_ENV)
-    if not chosen:
+    chosen = setting("SLANGSPEC_REMOTE", url, "remote")
+    if chosen is None:
         return None
-    scheme = urlsplit(chosen).scheme
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ValueError(
-            f"{source}={chosen!r}: expected a redis://, rediss:// or unix:// URL, like "
-            "redis://host:6379/0"
-        )
-    mode = os.environ.get(MODE_ENV, "readwrite")
-    if mode not in MODES:
-        raise ValueError(f"{MODE_ENV}={mode!r}: expected one of {MODES}")
-    key = os.environ.get(SECRET_ENV)
-    if key is not None and len(key.encode()) < MIN_SECRET_BYTES:
-        raise ValueError(
-            f"{SECRET_ENV} is {len(key.encode())} bytes long: expected at least "
-            f"{MIN_SECRET_BYTES} (a random string, like the output of `openssl rand -hex 32`)"
-        )
-    return RemoteSettings(chosen, key.encode() if key else None, mode == "read")
+    read_only = setting("SLANGSPEC_REMOTE_MODE") == "read"
+    return RemoteSettings(chosen, setting("SLANGSPEC_REMOTE_SECRET"), read_only)
 
 
 class RemoteTier:
     """One Redis server as a shared tier (see the module's description)."""
+
+    shared = True
 
     def __init__(self, settings: RemoteSettings) -> None:
         self.settings = settings
@@ -174,67 +155,55 @@ class RemoteTier:
 
     # -- entries and their blobs ------------------------------------------------------------
 
-    def fetch(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
-        """The shared part of the entry under ``key`` and the blobs it names, each checked
-        (see the module's description); None when there is none, or it is refused."""
+    def get(self, key: str) -> Found | Unusable | None:
+        """The entry under ``key`` with its blobs, fetched and checked together; a miss when
+        the server evicted one of its blobs since."""
         raw = self._call(lambda r: r.get(PREFIX + "entry:" + key))
-        return None if raw is None else self._checked(key, raw)
-
-    def _checked(self, key: str, raw: bytes) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+        if raw is None:
+            return None
         try:
             stored = json.loads(raw)
-            entry = {part: stored["entry"][part] for part in PUBLISHED}
-            wanted = sorted(_blob_names(entry))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self.warn("garbled", f"holds an entry {key[:12]} that does not decode ({exc})")
+            wanted = sorted(blobs_of(travel.parts(stored)))
+        except ValueError as exc:
+            self.warn("garbled entry", f"holds an entry {key[:12]} that does not decode ({exc})")
+            return Unusable(f"it does not decode ({exc})")
+        blobs = self._blobs(wanted)
+        if blobs is None or None in blobs.values():
             return None
+        try:
+            entry = travel.check(stored, blobs, self.settings.secret)
+        except travel.Refused as exc:
+            self.warn("refused entry", f"holds an entry {key[:12]} that is refused ({exc})")
+            return Unusable(str(exc))
+        return Found(entry, lambda: blobs)
+
+    def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
         keys = [PREFIX + "blob:" + n for n in wanted]
         found = self._call(lambda r: r.mget(keys) if keys else [])
-        if found is None:
-            return None
-        blobs = dict(zip(wanted, found, strict=True))
-        if any(data is None for data in blobs.values()):
-            return None  # evicted by the server since: a miss
-        damaged = [n for n, data in blobs.items() if not names(n, data)]
-        if damaged:
-            self.warn("damaged", f"holds blob {damaged[0]} whose bytes do not match its name")
-            return None
-        secret = self.settings.secret
-        if secret is not None and not signed(
-            secret, entry, (blobs[n] for n in wanted), stored.get("signature")
-        ):
-            self.warn("unsigned", f"holds entry {key[:12]} without a valid signature")
-            return None
-        return entry, blobs
+        return None if found is None else dict(zip(wanted, found, strict=True))
 
-    def publish(self, key: str, entry: dict[str, Any], blobs: dict[str, bytes]) -> None:
-        """Share an entry: its blobs first, then the entry, signed when a secret is set. The
-        kernels of an entry another machine published under the same key meanwhile are kept
-        (when they pass the same checks a reader makes)."""
+    def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
+        """Share an entry: its blobs first, then the entry. The kernels of an entry another
+        machine published under the same key meanwhile are kept (when they pass the same checks
+        a reader makes)."""
         if not self.writable:
             return
-        ours = {part: entry[part] for part in PUBLISHED if part in entry}
-        ours.setdefault("binaries", {})
+        ours = travel.shared(row)
         entry_key = PREFIX + "entry:" + key
         for _ in range(PUBLISH_ATTEMPTS):
             before = self._call(lambda r: r.get(entry_key), _FAILED)
             if before is _FAILED:
                 return
-            shared, every_blob = ours, blobs
-            theirs = None if before is None else self._checked(key, before)
-            if theirs is not None and theirs[0]["preimage"] == ours["preimage"]:
-                shared = {
+            entry, every_blob = ours, dict(blobs)
+            theirs = None if before is None else self.get(key)
+            if isinstance(theirs, Found) and theirs.row["preimage"] == ours["preimage"]:
+                entry = {
                     **ours,
-                    "kernels": {**theirs[0]["kernels"], **ours["kernels"]},
-                    "binaries": {**theirs[0]["binaries"], **ours["binaries"]},
+                    "kernels": {**theirs.row["kernels"], **ours["kernels"]},
+                    "binaries": {**theirs.row["binaries"], **ours["binaries"]},
                 }
-                every_blob = {**theirs[1], **blobs}
-            stored: dict[str, Any] = {"entry": shared}
-            if self.settings.secret is not None:
-                wanted = sorted(_blob_names(shared))
-                signature = sign(self.settings.secret, shared, (every_blob[n] for n in wanted))
-                stored["signature"] = signature
-            data = canonical(stored)
+                every_blob = {**theirs.blobs(), **blobs}  # type: ignore[dict-item]
+            data = canonical(travel.sealed(entry, every_blob, self.settings.secret))
             written = self._call(
                 lambda r, before=before, data=data: _write(r, entry_key, before, blobs, data),
                 _FAILED,
@@ -242,27 +211,27 @@ class RemoteTier:
             if written is not _RACED:
                 return
 
-    def fact(self, name: str) -> dict[str, Any] | None:
+    def fact(self, name: str) -> dict[str, Any]:
         """A fact about inputs that a process noted for others (which functions a module has,
-        which versions a slangpy install is), checked like an entry; None when there is none
+        which versions a slangpy install is), checked like an entry; empty when there is none
         or it is refused."""
         raw = self._call(lambda r: r.get(PREFIX + "fact:" + name))
         if raw is None:
-            return None
+            return {}
         try:
             stored = json.loads(raw)
             value = stored["value"]
             if not isinstance(value, dict):
                 raise TypeError("not an object")
         except (ValueError, TypeError, KeyError) as exc:
-            self.warn("garbled", f"holds a fact {name[:24]} that does not decode ({exc})")
-            return None
+            self.warn("garbled fact", f"holds a fact {name[:24]} that does not decode ({exc})")
+            return {}
         secret = self.settings.secret
-        if secret is not None and not signed(
-            secret, {"fact": name, "value": value}, (), stored.get("signature")
+        if secret is not None and not travel.holds(
+            secret, _fact(name, value), (), stored.get(travel.MAC)
         ):
-            self.warn("unsigned", f"holds fact {name[:24]} without a valid signature")
-            return None
+            self.warn("refused fact", f"holds fact {name[:24]} without a valid MAC")
+            return {}
         return value
 
     def fact_names(self, prefix: str) -> list[str]:
@@ -275,9 +244,10 @@ class RemoteTier:
     def note_fact(self, name: str, value: dict[str, Any]) -> None:
         if not self.writable:
             return
-        stored: dict[str, Any] = {"value": value}
+        merged = {**self.fact(name), **value}
+        stored: dict[str, Any] = {"value": merged}
         if self.settings.secret is not None:
-            stored["signature"] = sign(self.settings.secret, {"fact": name, "value": value}, ())
+            stored[travel.MAC] = travel.mac(self.settings.secret, _fact(name, merged))
         self._call(lambda r: r.set(PREFIX + "fact:" + name, canonical(stored)))
 
     def entry_keys(self) -> list[str]:
@@ -287,23 +257,18 @@ class RemoteTier:
         return sorted(found or [])
 
     def listing(self) -> list[tuple[str, dict[str, Any] | None]]:
-        """Every entry key with its shared part as stored (not yet checked against its blobs
-        or signature), or None where it does not decode (a scan: for tools)."""
+        """Every entry key with its shared parts as stored (not yet checked against its blobs
+        or MAC), or None where they do not decode (a scan: for tools)."""
         out = []
         for key in self.entry_keys():
             raw = self._call(lambda r, key=key: r.get(PREFIX + "entry:" + key))
             if raw is None:
                 continue
             try:
-                entry = json.loads(raw)["entry"]
-                shared = {part: entry[part] for part in PUBLISHED}
-                _blob_names(shared)
-                pre = shared["preimage"]
-                if not all(isinstance(v, str) for v in (pre["module"], pre["device"]["kind"])):
-                    raise TypeError("a preimage names its module and device kind")
-            except (ValueError, TypeError, KeyError, AttributeError):
-                shared = None
-            out.append((key, shared))
+                entry: dict[str, Any] | None = travel.parts(json.loads(raw))
+            except ValueError:
+                entry = None
+            out.append((key, entry))
         return out
 
     def drop_unreferenced_blobs(self, referenced: set[str]) -> int:
@@ -353,24 +318,16 @@ class RemoteTier:
         return bool(self._call(lambda r: r.exists(PREFIX + "lease:" + name), 0))
 
     @contextlib.contextmanager
-    def lease(
-        self,
-        name: str,
-        done: Callable[[], bool],
-        seconds: float,
-        local: Callable[[], contextlib.AbstractContextManager[None]],
-    ) -> Iterator[None]:
+    def lease(self, name: str, done: Callable[[], bool], seconds: float) -> Iterator[None]:
         """Hold the compile lease ``name`` on the server until the block ends, renewed while
         it runs, or stop waiting once ``done()``. Waiters are woken when the holder lets go. A
-        holder that dies frees it after ``seconds``. Without a usable server, ``local()``."""
+        holder that dies frees it after ``seconds``. ``Unavailable`` without a usable server."""
         key = PREFIX + "lease:" + name
         channel = PREFIX + "landed:" + name
         token = uuid.uuid4().hex
         waiter = self._call(lambda r: _subscribed(r, channel), _FAILED)
         if waiter is _FAILED:
-            with local():
-                yield
-            return
+            raise Unavailable(self.settings.shown)
         ms = int(seconds * 1000)
         start = time.monotonic()
         try:
@@ -381,9 +338,7 @@ class RemoteTier:
                     return
                 taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
                 if taken is _FAILED:
-                    with local():
-                        yield
-                    return
+                    raise Unavailable(self.settings.shown)
                 if taken:
                     break
                 with contextlib.suppress(Exception):
@@ -470,9 +425,6 @@ def _subscribed(client: Any, channel: str) -> Any:
     return waiter
 
 
-def _blob_names(entry: dict[str, Any]) -> set[str]:
-    """``blobs_of`` for an entry read from the server, whose names may not even be strings."""
-    found = blobs_of(entry)
-    if not all(isinstance(n, str) for n in found):
-        raise TypeError("blob names are not strings")
-    return found
+def _fact(name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """What a fact's MAC covers: its name with its value, so a value cannot move to another."""
+    return {"fact": name, "value": value}

@@ -1,54 +1,87 @@
-"""The storage-tier interface: what the cache needs of any place that keeps entries.
+"""The storage-tier interface: what the cache needs of any place that keeps entries, near (the
+local disk) or far (a server shared by many machines).
 
-A tier stores rows (plain JSON data) under keys the caller built, content-addressed blobs under
-their names, and compile leases. It checks only that a blob still hashes to its name; whether a
-row may be served is decided above it, the same way for every tier.
+A tier stores entries (plain JSON data) with the content-addressed blobs they name, under keys
+the caller built; facts about inputs (plain JSON objects, which only grow); and compile leases.
+It checks what its own storage can damage (a checksum, a blob against its name, a MAC); whether
+an entry may be served for a preimage is decided above it, the same way for every tier.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-GARBLED = object()
-"""What ``Tier.get`` returns for a row that is there but does not decode."""
+
+class Unavailable(Exception):
+    """Raised on entering a lease of a tier that cannot hold leases now."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """An entry a tier holds: its row (preimage, plan, kernels, binaries; and on a local tier
+    its use counts and times), and its blobs, read and checked when asked for (None when one
+    is missing or damaged)."""
+
+    row: dict[str, Any]
+    blobs: Callable[[], Mapping[str, bytes] | None]
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """Something stored under a key that cannot be served, and why."""
+
+    why: str
 
 
 class Tier(Protocol):
-    """One storage tier: the local disk, or a shared remote store."""
+    """One storage tier."""
 
-    def get(self, key: str) -> Any:
-        """The row stored under ``key`` as decoded, None when there is none, ``GARBLED`` when
-        it does not decode."""
+    writable: bool
+    """Whether this process may write here."""
+    shared: bool
+    """Whether other machines see what is stored here (and the leases held here)."""
+
+    def get(self, key: str) -> Found | Unusable | None:
+        """The entry under ``key``; None when there is none."""
         ...
 
-    def put(self, key: str, row: dict[str, Any]) -> None: ...
-
-    def update(self, key: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
-        """Apply ``change`` to an intact stored row and store it again, atomically; the new row,
-        or None when there is no intact row."""
+    def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
+        """Store ``blobs`` and then the entry naming them, so that a reader never meets an
+        entry whose blobs are not there."""
         ...
 
     def delete(self, key: str) -> None: ...
 
     def entry_keys(self) -> list[str]: ...
 
-    def read_blob(self, name: str) -> bytes | None:
-        """The blob's bytes, or None when it is missing or no longer hashes to its name."""
+    def fact(self, name: str) -> dict[str, Any]:
+        """What is noted under the fact ``name``; empty when nothing (usable) is."""
         ...
 
-    def write_blob(self, name: str, data: bytes) -> None: ...
-
-    def delete_blob(self, name: str) -> int:
-        """Remove the blob and whatever was derived from it here; bytes freed."""
+    def note_fact(self, name: str, value: dict[str, Any]) -> None:
+        """Add ``value``'s items to the fact ``name``."""
         ...
-
-    def blob_names(self) -> Iterable[str]: ...
 
     def lease(
         self, name: str, done: Callable[[], bool], seconds: float
     ) -> contextlib.AbstractContextManager[None]:
         """Hold the compile lease ``name`` until the block ends, or stop waiting once
-        ``done()``; a holder that dies frees it after ``seconds``."""
+        ``done()``; a holder that dies frees it after ``seconds`` at the latest. Entering
+        raises ``Unavailable`` when this tier cannot hold leases now."""
+        ...
+
+
+class SharedTier(Tier, Protocol):
+    """A tier that machines share, whose leases also share out work between them."""
+
+    def claim(self, name: str, seconds: float) -> contextlib.AbstractContextManager[bool]:
+        """Try once, without waiting, to take the lease ``name``: within the block, whether
+        this process holds it (True too when this tier cannot hold leases now)."""
+        ...
+
+    def leased(self, name: str) -> bool:
+        """Whether some process, on any machine, holds the lease ``name`` now."""
         ...

@@ -37,9 +37,9 @@ def run(args: Sequence[str] | None = None) -> NoReturn:
 
     Worker processes a command leaves behind (``warm --jobs``) have written their work to the
     cache and sit idle; they are killed instead of waited for, and once the exit handlers have
-    run and the output is flushed the interpreter's own teardown is skipped. On the H200 that
-    is 0.5 s for 8 CUDA workers and 1.1 s for 16, and 0.4-0.7 s for an interpreter that
-    imported torch. An error click does not handle leaves the ordinary way, with its traceback.
+    run and the output is flushed the interpreter's own teardown is skipped: tearing down CUDA
+    workers' contexts, and an interpreter that imported torch, takes seconds. An error click
+    does not handle leaves the ordinary way, with its traceback.
     """
     code: object = 0
     try:

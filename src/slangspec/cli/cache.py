@@ -14,18 +14,20 @@ from typing import Any
 import click
 
 from ..cache import Cache
-from ..cache_store import EntryFilter
-from ..cache_store.remote import remote_settings
-from ..cache_store.signing import SECRET_ENV
+from ..cache_store import EntryFilter, remote_admin
+from ..cache_store.remote import RemoteTier, remote_settings
 from ..signature_text import call_arguments
 from .common import (
     UsageProblem,
     ago,
     cache_dir_option,
+    device_filter_option,
     device_option,
     fail,
+    function_filter_option,
     human_bytes,
     json_option,
+    module_filter_option,
     parse_duration,
     parse_size,
     print_json,
@@ -34,16 +36,16 @@ from .common import (
 )
 
 
-def _with_remote(cache_dir: str | None, remote: str | None) -> Cache:
-    """The cache at ``cache_dir`` with the remote tier ``remote`` (else ``SLANGSPEC_REMOTE``)
-    behind it; a usage error when neither names one."""
+def _remote(remote: str | None) -> RemoteTier:
+    """The remote tier ``remote`` (else ``SLANGSPEC_REMOTE``); a usage error when neither names
+    one."""
     try:
         settings = remote_settings(remote)
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
     if settings is None:
         raise UsageProblem("no remote tier: pass --remote URL or set SLANGSPEC_REMOTE")
-    return Cache(cache_dir, settings)
+    return RemoteTier(settings)
 
 
 @click.group()
@@ -52,21 +54,17 @@ def cache() -> None:
 
 
 @cache.command("ls")
-@click.option("--module", default=None, help="Only this module.")
-@click.option("--function", default=None, help="Only this function.")
-@click.option(
-    "--device", type=click.Choice(["cuda", "vulkan"]), default=None, help="Only this device kind."
-)
+@module_filter_option
+@function_filter_option
+@device_filter_option
 @cache_dir_option
-@click.option(
-    "--remote", default=None, metavar="URL", help="List the shared remote tier at URL instead."
-)
+@remote_option("List")
 @json_option
 def ls(module, function, device, cache_dir, remote, as_json):
     """List entries, most recently used first."""
     where = EntryFilter(module=module, function=function, device=device)
     if remote is not None:
-        listed = _with_remote(cache_dir, remote).remote_entries(where)
+        listed = remote_admin.entries(_remote(remote), where)
         if as_json:
             print_json(listed)
             return
@@ -138,19 +136,12 @@ def show(key, cache_dir, as_json):
 
 @cache.command()
 @cache_dir_option
-@click.option(
-    "--remote",
-    default=None,
-    metavar="URL",
-    help="Measure the shared remote tier at URL instead (redis://host:port/db).",
-)
+@remote_option("Measure")
 @json_option
 def stats(cache_dir, remote, as_json):
     """Entries, bytes, hits and misses, and entries per device."""
     if remote is not None:
-        r = _with_remote(cache_dir, remote).remote
-        assert r is not None
-        s = r.stats()
+        s = _remote(remote).stats()
         if as_json:
             print_json(s)
             return
@@ -182,18 +173,12 @@ def stats(cache_dir, remote, as_json):
 @click.option("--older-than", callback=parse_duration, help="Created longer ago (e.g. 7d).")
 @click.option("--unused-since", callback=parse_duration, help="Not used for this long (e.g. 12h).")
 @click.option("--max-size", callback=parse_size, help="Then shrink to this size (e.g. 500M).")
-@click.option("--module", default=None)
-@click.option("--function", default=None)
+@module_filter_option
+@function_filter_option
 @click.option("--key", default=None, help="A key or key prefix.")
-@click.option("--device", type=click.Choice(["cuda", "vulkan"]), default=None)
+@device_filter_option
 @cache_dir_option
-@click.option(
-    "--remote",
-    default=None,
-    metavar="URL",
-    help="Evict from the shared remote tier at URL instead (module, function, key and device "
-    "filters only).",
-)
+@remote_option("Evict (module, function, key and device filters only) from")
 @json_option
 def evict(
     older_than, unused_since, max_size, module, function, key, device, cache_dir, remote, as_json
@@ -206,7 +191,7 @@ def evict(
         if older_than is not None or unused_since is not None or max_size is not None:
             raise click.UsageError("--remote takes only --module, --function, --key and --device")
         try:
-            gone = _with_remote(cache_dir, remote).evict_remote(where)
+            gone = remote_admin.evict(_remote(remote), where)
         except ValueError as exc:
             raise UsageProblem(str(exc)) from None
     else:
@@ -234,18 +219,16 @@ def clear(yes, cache_dir):
 @cache.command()
 @click.option("--repair", is_flag=True, help="Drop what is damaged and rebuild missing sources.")
 @cache_dir_option
-@click.option(
-    "--remote",
-    default=None,
-    metavar="URL",
-    help="Check the shared remote tier at URL instead (--repair removes what fails).",
-)
+@remote_option("Check (--repair removes what fails)")
 @json_option
 def verify(repair, cache_dir, remote, as_json):
     """Check every row, preimage, plan and kernel source; exit 1 if problems remain."""
     if remote is not None:
-        c = _with_remote(cache_dir, remote)
-        check = c.verify_remote
+        r = _remote(remote)
+
+        def check(repair: bool = False) -> dict[str, Any]:
+            return remote_admin.verify(r, repair)
+
     else:
         c = Cache(cache_dir)
         check = c.verify
@@ -268,8 +251,8 @@ def verify(repair, cache_dir, remote, as_json):
 @click.argument("file", type=click.Path(dir_okay=False, writable=True))
 @cache_dir_option
 def export_(file, cache_dir):
-    """Write a portable bundle of records, plans and sources to FILE, with the binaries signed
-    when SLANGSPEC_SECRET is set."""
+    """Write a portable bundle of records, plans and sources to FILE, with the binaries sealed
+    by a MAC when SLANGSPEC_SECRET is set."""
     from ..bundle import export_bundle
 
     try:
@@ -278,12 +261,12 @@ def export_(file, cache_dir):
         raise UsageProblem(str(exc)) from None
     click.echo(
         f"exported {counts['entries']} entries, {counts['records']} records, "
-        f"{counts['sources']} sources and {counts['binaries']} signed binaries to {file}"
+        f"{counts['sources']} sources and {counts['binaries']} sealed binaries to {file}"
     )
     if counts["binaries_left_out"]:
         click.echo(
-            f"left out {counts['binaries_left_out']} binaries: set {SECRET_ENV} (the same on "
-            "both machines) to carry them signed"
+            f"left out {counts['binaries_left_out']} binaries: set SLANGSPEC_SECRET (the same on "
+            "both machines) to carry them sealed"
         )
 
 
@@ -314,41 +297,40 @@ def import_(file, device, cache_dir, as_json):
 
 
 @cache.command()
-@remote_option
+@remote_option()
 @cache_dir_option
 @json_option
 def push(remote, cache_dir, as_json):
     """Publish every whole local entry, with its kernels and binaries, to the remote tier."""
-    cache = _with_remote(cache_dir, remote)
+    r = _remote(remote)
     try:
-        counts = cache.push()
+        counts = remote_admin.push(Cache(cache_dir).disk, r)
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
     if as_json:
         print_json(counts)
         return
-    click.echo(f"pushed {counts['entries']} entries to {cache.remote.settings.shown}")
+    click.echo(f"pushed {counts['entries']} entries to {r.settings.shown}")
     if counts["skipped"]:
         click.echo(f"skipped {counts['skipped']} entries that are not whole here")
 
 
 @cache.command()
-@remote_option
-@click.option("--module", default=None, help="Only this module.")
-@click.option("--function", default=None, help="Only this function.")
-@click.option(
-    "--device", type=click.Choice(["cuda", "vulkan"]), default=None, help="Only this device kind."
-)
+@remote_option()
+@module_filter_option
+@function_filter_option
+@device_filter_option
 @cache_dir_option
 @json_option
 def pull(remote, module, function, device, cache_dir, as_json):
     """Fetch the remote tier's entries into the local cache, each checked as a lookup would."""
-    cache = _with_remote(cache_dir, remote)
-    counts = cache.pull(EntryFilter(module=module, function=function, device=device))
+    r = _remote(remote)
+    where = EntryFilter(module=module, function=function, device=device)
+    counts = remote_admin.pull(Cache(cache_dir).disk, r, where)
     if as_json:
         print_json(counts)
         return
     click.echo(
-        f"pulled {counts['pulled']} entries from {cache.remote.settings.shown} "
+        f"pulled {counts['pulled']} entries from {r.settings.shown} "
         f"({counts['present']} already here, {counts['refused']} refused)"
     )

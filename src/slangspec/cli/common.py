@@ -22,12 +22,18 @@ class UsageProblem(click.ClickException):
     exit_code = 2
 
 
+_DEVICE_KINDS = click.Choice(["cuda", "vulkan"])
 device_option = click.option(
     "--device",
-    type=click.Choice(["cuda", "vulkan"]),
+    type=_DEVICE_KINDS,
     default=None,
     help="Device kind (default: SLANGSPEC_DEVICE, else CUDA, else Vulkan).",
 )
+device_filter_option = click.option(
+    "--device", type=_DEVICE_KINDS, default=None, help="Only this device kind."
+)
+module_filter_option = click.option("--module", default=None, help="Only this module.")
+function_filter_option = click.option("--function", default=None, help="Only this function.")
 cache_dir_option = click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
@@ -76,12 +82,14 @@ def _native_stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-remote_option = click.option(
-    "--remote",
-    default=None,
-    metavar="URL",
-    help="The shared remote tier, redis://host:port/db (default: SLANGSPEC_REMOTE).",
-)
+def remote_option(instead: str | None = None) -> Callable[[Callable[..., Any]], Any]:
+    """``--remote URL``: the shared remote tier a command uses, or, given ``instead`` (what the
+    command then does there), the one it acts on instead of the local cache."""
+    if instead is None:
+        text = "The shared remote tier, redis://host:port/db (default: SLANGSPEC_REMOTE)."
+    else:
+        text = f"{instead} the shared remote tier at URL instead (redis://host:port/db)."
+    return click.option("--remote", default=None, metavar="URL", help=text)
 
 
 def _parsed(parse: Callable[[str], Any], param: click.Parameter, value: str | None) -> Any:

@@ -45,8 +45,9 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     SIGNATURE is a call signature ("mod::fn call [D1,S6,G1,Vx] f") or argument specs separated
     by ';' ("f32[N] grad; float").
     """
+    from ..cache import Cache
     from ..explain import explain as explain_call
-    from ..runtime.build import BuildModule, load_module
+    from ..runtime.module_base import BuildModule, load_module
 
     pairs = {}
     for d in defines:
@@ -60,7 +61,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         device=device,
         include_paths=include_paths,
         defines=pairs,
-        cache_dir=cache_dir,
+        cache=Cache.for_running(cache_dir, read_only=True),
     )
     result = explain_call(getattr(m, function), _signature(m.name, function, signature))
     if as_json:

@@ -80,7 +80,7 @@ def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
 
     # Workers start first, so that they set up (CUDA contexts included) while this process reads
     # the manifest. One job is a worker too where this process can fork one: slangpy would
-    # import torch here (1-2 s), and a worker keeps it out.
+    # import torch here, and a worker keeps it out.
     with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
         results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
     if results is None:

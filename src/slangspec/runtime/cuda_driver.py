@@ -1,20 +1,20 @@
 """Launching compiled kernels through the CUDA driver, on torch's stream, and loading them from
 the cache's binaries.
 
-A dispatch through slangpy's command encoder costs ~11 us on the calling thread and ~30 us when
-forward and backward alternate with torch's autograd thread, and a process's first one pays
-~120 ms of one-time set-up (H200). Launching the kernel's own ``CUfunction`` with its entry-point
-parameters packed at their reflected offsets costs ~5 us and needs no set-up.
+A dispatch through slangpy's command encoder costs several times a driver launch on the calling
+thread, more when forward and backward alternate with torch's autograd thread, and a process's
+first one pays a one-time set-up. Launching the kernel's own ``CUfunction`` with its entry-point
+parameters packed at their reflected offsets needs no set-up.
 
 A kernel slangpy compiled is kept as a cubin with its parameter layout; a later process loads
 that with ``cuModuleLoadData`` into torch's own (primary) context and never imports slangpy nor
-starts Slang, which for a module importing slangpy's own library costs ~150 ms even when every
-Slang cache is warm, and opening slangpy's CUDA device ~300 ms more.
+starts Slang, which for a module importing slangpy's own library is slow even when every Slang
+cache is warm, and never opens slangpy's CUDA device.
 
-The driver is declared through ctypes (``cuda_api``) rather than NVIDIA's ``cuda-bindings``: on
-the H200 (``benchmarks/driver_launch.py``) the bindings launch 0.7 us faster (5.7 against 6.4 us,
-pack included) but importing them costs 48 ms, which a warm process pays before its first launch and
-would take some 70,000 launches to win back.
+The driver is declared through ctypes (``cuda_api``) rather than NVIDIA's ``cuda-bindings``: the
+bindings launch a little faster but take long to import, which a warm process pays before its
+first launch and would win back only after tens of thousands of launches
+(``benchmarks/driver_launch.py``; figures in docs/benchmarks.md).
 """
 
 from __future__ import annotations

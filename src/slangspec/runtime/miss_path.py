@@ -14,15 +14,17 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
-from ..cache_store import FORWARD, CacheWarning, Entry, kernel_lease, key_of
+from ..cache import Cache
+from ..cache_store import FORWARD, CacheWarning, Entry, ShaderSnapshots, kernel_lease, key_of
+from ..cache_store.entry import binary_added, binary_dropped, kernel_added
 from ..cache_store.keys import source_name
 from ..codegen import kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
-from ..specializer import SpecializationPlan, plan_from_signature
+from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..uniforms import Unpackable
 from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
 
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     import slangpy as spy
 
     from ..compiler import CompiledKernel, Compiler
-    from .build import BuildModule
 
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
@@ -72,10 +73,38 @@ class Found:
     outcome: Outcome
 
 
+class Buildable(Protocol):
+    """What the miss path needs of a module (``module_base.BuildModule`` is one)."""
+
+    name: str
+    source: str | None
+    defines: dict[str, str]
+    include_paths: list[Path]
+    content: str
+    """A hash of the module's sources, for Slang's session."""
+    module_names: list[str]
+    device_kind: str
+    context: int
+    cache: Cache
+    shaders: ShaderSnapshots
+
+    @property
+    def device(self) -> spy.Device: ...
+
+    @property
+    def compiler(self) -> Compiler: ...
+
+    def function_info(self, name: str) -> FunctionInfo: ...
+
+    def preimage(self, function: str, signature: str) -> dict[str, Any]: ...
+
+    def record(self, function: str, signature: str) -> dict[str, Any]: ...
+
+
 class Builder:
     """Looks up, and on a miss builds, one module's specializations and their kernels."""
 
-    def __init__(self, module: BuildModule) -> None:
+    def __init__(self, module: Buildable) -> None:
         self.module = module
         self.cache = module.cache
 
@@ -83,11 +112,11 @@ class Builder:
         """The entry and plan of ``function`` for ``signature``, built here on a miss."""
         pre = self.module.preimage(function, signature)
         key = key_of(pre)
-        entry = self.cache.lookup(key, pre)
+        entry = self.cache.serve(key, pre)
         outcome: Outcome = "cached"
         if entry is None:
-            with self.cache.lease(key, lambda: self.cache.lookup(key, pre) is not None):
-                entry = self.cache.lookup(key, pre)
+            with self.cache.leases.hold(key, lambda: self.cache.serve(key, pre) is not None):
+                entry = self.cache.serve(key, pre)
                 if entry is None:
                     what = f"{signature}: its forward kernel"
                     with needing_slang(what):
@@ -120,18 +149,18 @@ class Builder:
         key, pre = found.key, found.preimage
         entry: Entry | None = found.entry
         if label not in found.entry.kernels:
-            entry = self.cache.lookup(key, pre, label)
+            entry = self.cache.serve(key, pre, label)
         cached = self._from_cache(key, label, entry)
         if cached is not None:
             return cached, "cached"
 
         def built() -> bool:
-            latest = self.cache.lookup(key, pre, label)
+            latest = self.cache.serve(key, pre, label)
             name = None if latest is None else latest.kernels.get(label)
-            return name is not None and self.cache.source_ok(name)
+            return name is not None and self.cache.read_blob(name) is not None
 
-        with self.cache.lease(kernel_lease(key, label), built):
-            entry = self.cache.lookup(key, pre, label)
+        with self.cache.leases.hold(kernel_lease(key, label), built):
+            entry = self.cache.serve(key, pre, label)
             cached = self._from_cache(key, label, entry, quiet=True)
             if cached is not None:
                 return cached, "taken"
@@ -141,7 +170,7 @@ class Builder:
             with needing_slang(what):
                 name, kernel = self._compile(kernel_source(found.plan, label))
             if entry is not None:
-                self.cache.add_kernel(key, label, name, time.perf_counter() - start)
+                self.cache.amend(key, kernel_added(label, name, time.perf_counter() - start))
                 self._keep_binary(key, label, kernel)
                 self.cache.publish(key)
                 self.cache.enforce_bound()
@@ -149,19 +178,23 @@ class Builder:
 
     def holds(self, entry: Entry, label: str) -> bool:
         """Whether ``entry`` holds kernel ``label`` as a later process loads it: its cubin on
-        CUDA, else its source, intact."""
+        CUDA, else its source, intact (as a farther tier's entry is, whole, when it is read)."""
         if self.module.device_kind == "cuda":
             binary = entry.binaries.get(label)
-            return binary is not None and self.cache.read_binary(binary["file"]) is not None
+            if entry.far:
+                return binary is not None
+            return binary is not None and self.cache.read_blob(binary["file"]) is not None
         name = entry.kernels.get(label)
-        return name is not None and self.cache.source_ok(name)
+        if entry.far:
+            return name is not None
+        return name is not None and self.cache.read_blob(name) is not None
 
     def _compile(self, source: str) -> tuple[str, CompiledKernel]:
         """Store a generated source and compile it (see ``_retried``)."""
         compile_counts["codegen"] += 1
 
         def attempt() -> tuple[str, CompiledKernel]:
-            name = self.cache.write_source(source)
+            name = self.cache.write_blob("source", source)
             return name, self._compiled(name)
 
         def apart() -> tuple[str, CompiledKernel]:
@@ -170,10 +203,12 @@ class Builder:
                 kernel = self._compiled(name, compiler, include_paths)
             # Kept if it can be; a later process regenerates it from the plan if not.
             with contextlib.suppress(OSError):
-                self.cache.write_source(source)
+                self.cache.write_blob("source", source)
             return name, kernel
 
-        return self._retried(attempt, lambda: not self.cache.source_ok(source_name(source)), apart)
+        return self._retried(
+            attempt, lambda: self.cache.read_blob(source_name(source)) is None, apart
+        )
 
     def front_end(self) -> spy.SlangModule:
         """The user's module through the Slang front-end, for reflection (see ``_retried``)."""
@@ -188,7 +223,7 @@ class Builder:
             lambda: False,
             apart,
         )
-        self.cache.note_compiled(m.module_names)
+        self.cache.files.note_compiled(m.module_names)
         return module
 
     def _retried(
@@ -202,12 +237,12 @@ class Builder:
         tries = 0
         while True:
             tries += 1
-            layout = self.cache.layout_id()
+            layout = self.cache.files.layout_id()
             try:
                 return attempt()
             except Exception:
                 self._forget_session()
-                changed = lost() or self.cache.layout_id() != layout
+                changed = lost() or self.cache.files.layout_id() != layout
                 if not changed or tries > RETRIES:
                     return apart()
 
@@ -255,7 +290,7 @@ class Builder:
         if not apart:
             # slangpy may write a module's own compiled IR after loading it returns: count it
             # again.
-            self.cache.note_compiled([name, *m.module_names])
+            self.cache.files.note_compiled([name, *m.module_names])
         return kernel
 
     def _from_cache(
@@ -272,7 +307,7 @@ class Builder:
         name = entry.kernels.get(label)
         if name is None:
             return None
-        if self.cache.source_ok(name):
+        if self.cache.read_blob(name) is not None:
             try:
                 kernel = self._compiled(name)
             except Exception:
@@ -298,13 +333,13 @@ class Builder:
         except CudaDriverError as exc:
             warnings.warn(f"slangspec could not keep a cubin: {exc}", CacheWarning, stacklevel=3)
             return
-        binary = {"file": self.cache.write_binary(cubin), "layout": kernel.block.layout}
-        self.cache.add_binary(key, label, {**binary, "group": kernel.group})
+        binary = {"file": self.cache.write_blob("binary", cubin), "layout": kernel.block.layout}
+        self.cache.amend(key, binary_added(label, {**binary, "group": kernel.group}))
 
     def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
         """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
         file is missing or damaged or the driver refuses it."""
-        data = self.cache.read_binary(binary["file"])
+        data = self.cache.read_blob(binary["file"])
         why = "missing or damaged"
         if data is None and not self.cache.names(key, binary["file"]):
             return None  # evicted by another process since this one read the entry
@@ -322,5 +357,5 @@ class Builder:
             CacheWarning,
             stacklevel=3,
         )
-        self.cache.drop_binary(key, label)
+        self.cache.amend(key, binary_dropped(label))
         return None

@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 import numpy as np
 import torch
 
-from ..cache import Cache
 from ..cache_store import FORWARD
 from ..devices import torch_device
 from ..signature_text import has_numpy
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
-from .build import BuildFunction, BuildModule, load_module, load_module_source
-from .builder import Kernel
 from .launch import Binding, CudaBinding
+from .miss_path import Kernel
+from .module_base import (
+    BuildFunction,
+    BuildModule,
+    LoadOptions,
+    load_module,
+    load_module_source,
+)
 from .specialization import Specialization
 
 
@@ -41,17 +45,9 @@ def _constant_while_traced(method: Callable[..., str]) -> Callable[..., str]:
 class Module(BuildModule):
     """A Slang module whose functions are called with torch tensors: ``m.fn(*args)``."""
 
-    def __init__(
-        self,
-        name: str,
-        directory: Path,
-        include_paths: Sequence[Path],
-        defines: dict[str, str],
-        device: str | None,
-        cache: Cache,
-        source: str | None = None,
-    ) -> None:
-        super().__init__(name, directory, include_paths, defines, device, cache, source)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """As ``BuildModule``, and then the binding of torch tensors on its device."""
+        super().__init__(*args, **kwargs)
         self.torch_device = torch_device(self.device_kind)
         self.binding: Binding
         if self.device_kind == "cuda":
@@ -116,6 +112,15 @@ class Function(BuildFunction):
         """The specialization plan for ``args``, without compiling anything."""
         return self.plan_for_signature(self.signature(*args))
 
+    @property
+    def torch_device(self) -> torch.device:
+        """Where this function's results go when no argument is a torch tensor."""
+        return self.module.torch_device
+
+    def specialization(self, signature: str) -> Specialization:
+        """This function's specialization for a call signature, built on a miss."""
+        return self._specs.get(signature) or self._specialize(signature)
+
     def _specialize(self, signature: str) -> Specialization:
         builder = self.module.builder
         found = builder.specialization(self.name, signature)
@@ -161,46 +166,14 @@ class Function(BuildFunction):
 Module.function_type = Function
 
 
-def load(
-    path: str | os.PathLike[str],
-    *,
-    device: str | None = None,
-    include_paths: Sequence[str | os.PathLike[str]] = (),
-    defines: dict[str, str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    remote: str | None = None,
-) -> Module:
+def load(path: str | os.PathLike[str], **options: Unpack[LoadOptions]) -> Module:
     """Load the Slang module at ``path``; its imports resolve beside it and in ``include_paths``.
-    ``remote`` (else ``SLANGSPEC_REMOTE``) names a shared Redis tier behind the local cache."""
-    return load_module(
-        Module,
-        path,
-        device=device,
-        include_paths=include_paths,
-        defines=defines,
-        cache_dir=cache_dir,
-        remote=remote,
-    )
+    Keywords (``LoadOptions``): ``device``, ``include_paths``, ``defines``, ``cache_dir`` and
+    ``remote`` (else ``SLANGSPEC_REMOTE``), a shared Redis tier behind the local cache."""
+    return load_module(Module, path, **options)
 
 
-def load_source(
-    name: str,
-    source: str,
-    *,
-    device: str | None = None,
-    include_paths: Sequence[str | os.PathLike[str]] = (),
-    defines: dict[str, str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    remote: str | None = None,
-) -> Module:
-    """Load a Slang module from a source string, named ``name`` for imports and errors."""
-    return load_module_source(
-        Module,
-        name,
-        source,
-        device=device,
-        include_paths=include_paths,
-        defines=defines,
-        cache_dir=cache_dir,
-        remote=remote,
-    )
+def load_source(name: str, source: str, **options: Unpack[LoadOptions]) -> Module:
+    """Load a Slang module from a source string, named ``name`` for imports and errors; the
+    keywords are ``load``'s."""
+    return load_module_source(Module, name, source, **options)

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
@@ -25,7 +25,7 @@ from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..preimage import module_closure, preimage
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
-from .builder import Builder, needing_slang
+from .miss_path import Builder, needing_slang
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -60,7 +60,7 @@ class BuildModule:
         self.path = directory / f"{name}.slang"
         self.source = source
         self.cache = cache
-        self.shaders = cache.shader_cache()
+        self.shaders = cache.files.shader_cache()
         self.device_kind = device_kind(device)
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
@@ -70,7 +70,7 @@ class BuildModule:
             self.cuda_ordinal = cuda_ordinal()
             self.context = primary_context(self.cuda_ordinal)
         self.user_include_paths = list(include_paths)
-        self.include_paths = [directory, *include_paths, cache.kernel_dir]
+        self.include_paths = [directory, *include_paths, cache.files.kernel_dir]
         self.defines = dict(defines)
         self._compiler: Compiler | None = None
         self._slang_module = None
@@ -81,7 +81,7 @@ class BuildModule:
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
-        self.functions_key = key_of(
+        self.functions_fact = "functions:" + key_of(
             {
                 "functions_of": name,
                 "toolchain": self.toolchain,
@@ -116,10 +116,10 @@ class BuildModule:
         if self._compiler is None:
             from ..compiler import Compiler
 
-            key = (id(self.device), str(self.cache.module_cache))
+            key = (id(self.device), str(self.cache.files.module_cache))
             compiler = _compilers.get(key)
             if compiler is None:
-                compiler = _compilers[key] = Compiler(self.device, self.cache.module_cache)
+                compiler = _compilers[key] = Compiler(self.device, self.cache.files.module_cache)
             self._compiler = compiler
         return self._compiler
 
@@ -149,8 +149,8 @@ class BuildModule:
             # Slang starts anyway, and waiting would only delay it.
             lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
             if self.device_kind == "cuda" and self.waits_for_reflection:
-                name_of_lease = f"functions:{self.functions_key}:{name}"
-                lease = self.cache.remote_lease(
+                name_of_lease = f"{self.functions_fact}:{name}"
+                lease = self.cache.leases.shared(
                     name_of_lease, lambda: self._remembered(name) is not None
                 )
             with lease:
@@ -158,18 +158,18 @@ class BuildModule:
                 if known is None:
                     known = self._reflect(name)
                     remembered = known.to_json() if isinstance(known, FunctionInfo) else known
-                    self.cache.note_function(self.functions_key, name, remembered)
+                    self.cache.note_fact(self.functions_fact, {name: remembered})
         return known
 
     def _remembered(self, name: str) -> bool | FunctionInfo | None:
         """What the cache remembers of function ``name``; None when nothing usable."""
-        known = self.cache.functions(self.functions_key, name).get(name)
+        known = self.cache.fact(self.functions_fact, name).get(name)
         if isinstance(known, dict):
             try:
                 return FunctionInfo.from_json(known)
             except (TypeError, KeyError, ValueError):
                 return None
-        return known
+        return known if isinstance(known, bool) else None
 
     def _reflect(self, name: str) -> bool | FunctionInfo:
         from ..specializer.reflect import function_info, has_function
@@ -279,15 +279,19 @@ class BuildFunction:
     def leased_elsewhere(self, signature: str, label: str = FORWARD) -> bool:
         """Whether a process holds the remote compile lease of this specialization's kernel
         ``label`` ("forward" or a grad mask) now."""
-        return self.module.cache.leased_remotely(kernel_lease(self.cache_key(signature), label))
+        return self.module.cache.leases.held_elsewhere(
+            kernel_lease(self.cache_key(signature), label)
+        )
 
     def claimed(
         self, signature: str, label: str = FORWARD
     ) -> contextlib.AbstractContextManager[bool]:
         """Claim the warming of this specialization's kernel ``label`` on the remote tier,
-        without waiting (see ``Cache.claim``): True within the block unless another process
+        without waiting (see ``Leases.claim``): True within the block unless another process
         has claimed it."""
-        return self.module.cache.claim("warm:" + kernel_lease(self.cache_key(signature), label))
+        return self.module.cache.leases.claim(
+            "warm:" + kernel_lease(self.cache_key(signature), label)
+        )
 
     def missing(self, signature: str, masks: Iterable[str] | None = None) -> list[str]:
         """What the cache lacks for this specialization ("forward" and masks), compiling
@@ -305,25 +309,53 @@ class BuildFunction:
 BuildModule.function_type = BuildFunction
 
 
+class LoadOptions(TypedDict, total=False):
+    """How a module is loaded: the keywords of ``slangspec.load`` and ``load_source``."""
+
+    device: str | None
+    """``cuda`` or ``vulkan`` (default: ``SLANGSPEC_DEVICE``, else CUDA when torch sees a GPU,
+    else Vulkan)."""
+    include_paths: Sequence[str | os.PathLike[str]]
+    """Where the module's imports resolve, beside its own directory."""
+    defines: dict[str, str] | None
+    """Preprocessor defines."""
+    cache_dir: str | os.PathLike[str] | None
+    """The cache root (default: ``SLANGSPEC_CACHE_DIR``, else the user cache directory)."""
+    remote: str | None
+    """The shared Redis tier behind the local cache (default: ``SLANGSPEC_REMOTE``)."""
+
+
+def _opened(
+    options: LoadOptions, cache: Cache | None
+) -> tuple[str | None, list[Path], dict[str, str], Cache]:
+    """The device, include paths, defines and cache ``options`` name; TypeError naming a keyword
+    that is not an option."""
+    unknown = sorted(set(options) - LoadOptions.__optional_keys__)
+    if unknown:
+        known = ", ".join(sorted(LoadOptions.__optional_keys__))
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}; a module takes {known}")
+    if cache is None:
+        cache = Cache.for_running(options.get("cache_dir"), options.get("remote"))
+    includes = [Path(i).resolve() for i in options.get("include_paths", ())]
+    return options.get("device"), includes, dict(options.get("defines") or {}), cache
+
+
 def load_module(
     kind: type[M],
     path: str | os.PathLike[str],
     *,
-    device: str | None = None,
-    include_paths: Sequence[str | os.PathLike[str]] = (),
-    defines: dict[str, str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    remote: str | None = None,
+    cache: Cache | None = None,
+    **options: Unpack[LoadOptions],
 ) -> M:
-    """A ``kind`` of module for the Slang module at ``path`` (see ``slangspec.load``)."""
+    """A ``kind`` of module for the Slang module at ``path`` (see ``slangspec.load``), run from
+    ``cache`` when given, else from the one ``options`` name."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no Slang module at {p}")
     if p.suffix != ".slang" or not _IDENT.fullmatch(p.stem):
         raise ValueError(f"{p}: expected a '<identifier>.slang' file name")
-    includes = [Path(i).resolve() for i in include_paths]
-    cache = Cache.for_running(cache_dir, remote)
-    return kind(p.stem, p.resolve().parent, includes, defines or {}, device, cache)
+    device, includes, defines, cache = _opened(options, cache)
+    return kind(p.stem, p.resolve().parent, includes, defines, device, cache)
 
 
 def load_module_source(
@@ -331,16 +363,13 @@ def load_module_source(
     name: str,
     source: str,
     *,
-    device: str | None = None,
-    include_paths: Sequence[str | os.PathLike[str]] = (),
-    defines: dict[str, str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    remote: str | None = None,
+    cache: Cache | None = None,
+    **options: Unpack[LoadOptions],
 ) -> M:
-    """A ``kind`` of module for a source string (see ``slangspec.load_source``)."""
+    """A ``kind`` of module for a source string (see ``slangspec.load_source``), run from
+    ``cache`` when given, else from the one ``options`` name."""
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
-    cache = Cache.for_running(cache_dir, remote)
-    path = cache.write_module(name, source)
-    includes = [Path(i).resolve() for i in include_paths]
-    return kind(name, path.parent, includes, defines or {}, device, cache, source)
+    device, includes, defines, cache = _opened(options, cache)
+    path = cache.files.write_module(name, source)
+    return kind(name, path.parent, includes, defines, device, cache, source)

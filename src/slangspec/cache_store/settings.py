@@ -1,0 +1,166 @@
+"""Every ``SLANGSPEC_*`` setting, as data: its name, how its text is read, its default, an example
+and what it does; and the one reader (``setting``) that every part of slangspec asks.
+
+Standard library and the cache store only, so the cache store reads its own settings here and
+everything above it (devices, warm workers, the command line) reads the rest the same way.
+A value that cannot be read is a ValueError in one wording, naming the setting (or the argument
+it came from), the value, what was expected and an example.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from .units import parse_duration, parse_size
+
+MIN_SECRET_BYTES = 16
+DEVICE_KINDS = ("cuda", "vulkan")
+REMOTE_MODES = ("readwrite", "read")
+REMOTE_SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``parse`` turns its text into its value, raising ValueError when it
+    cannot; ``expected`` says in words what it takes."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    example: str
+    expected: str
+    about: str
+    secret: bool = False
+    """Whether the value is a key, never shown in a message."""
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text.lower() not in choices:
+            raise ValueError(text)
+        return text.lower()
+
+    return parse
+
+
+def _positive_size(text: str) -> int:
+    value = parse_size(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _positive_duration(text: str) -> float:
+    value = parse_duration(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(text)
+    return value
+
+
+def _remote_url(text: str) -> str:
+    if urlsplit(text).scheme not in REMOTE_SCHEMES:
+        raise ValueError(text)
+    return text
+
+
+def _key(text: str) -> bytes:
+    key = text.encode()
+    if len(key) < MIN_SECRET_BYTES:
+        raise ValueError(f"{len(key)} bytes long")
+    return key
+
+
+_KEY_EXAMPLE = "the output of `openssl rand -hex 32`"
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting(
+            "SLANGSPEC_DEVICE",
+            _choice(*DEVICE_KINDS),
+            None,
+            "cuda",
+            f"one of {', '.join(DEVICE_KINDS)}",
+            "the device kind, where `device=` is not given; else CUDA when torch sees a GPU, "
+            "else Vulkan",
+        ),
+        Setting(
+            "SLANGSPEC_CACHE_DIR",
+            str,
+            None,
+            "/var/cache/slangspec",
+            "a directory",
+            "the cache root, where `cache_dir=` is not given; else the user cache directory",
+        ),
+        Setting(
+            "SLANGSPEC_CACHE_SIZE",
+            _positive_size,
+            1 << 30,
+            "2G",
+            "a size in bytes > 0, like 1048576, 500M or 2G",
+            "the bound on the whole cache root (1 GiB by default)",
+        ),
+        Setting(
+            "SLANGSPEC_CACHE_LEASE",
+            _positive_duration,
+            120.0,
+            "90s",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long a compile lease holds, unless renewed, before others may take it "
+            "(120 s by default); a lease whose holder is seen dead is taken at once",
+        ),
+        Setting(
+            "SLANGSPEC_REMOTE",
+            _remote_url,
+            None,
+            "redis://cache-host:6379/0",
+            "a redis://, rediss:// or unix:// URL",
+            "the shared remote tier, where `remote=` is not given; none by default",
+        ),
+        Setting(
+            "SLANGSPEC_REMOTE_MODE",
+            _choice(*REMOTE_MODES),
+            "readwrite",
+            "read",
+            f"one of {', '.join(REMOTE_MODES)}",
+            "`read`: use the remote tier, never write to it",
+        ),
+        Setting(
+            "SLANGSPEC_REMOTE_SECRET",
+            _key,
+            None,
+            _KEY_EXAMPLE,
+            f"at least {MIN_SECRET_BYTES} bytes",
+            "the key of the MAC every remote entry and fact carries; the same on every machine",
+            secret=True,
+        ),
+        Setting(
+            "SLANGSPEC_SECRET",
+            _key,
+            None,
+            _KEY_EXAMPLE,
+            f"at least {MIN_SECRET_BYTES} bytes",
+            "the key of the MAC that lets cubins travel in bundles; the same on both machines",
+            secret=True,
+        ),
+    )
+}
+
+
+def setting(name: str, given: str | None = None, source: str | None = None) -> Any:
+    """The value of the setting ``name``: from ``given`` (an argument, called ``source`` in a
+    message) when it is set, else from the environment, else the setting's default."""
+    s = SETTINGS[name]
+    text, where = (given, source or name) if given else (os.environ.get(name), name)
+    if not text:
+        return s.default
+    try:
+        return s.parse(text)
+    except ValueError:
+        shown = f"<{len(text.encode())} bytes>" if s.secret else repr(text)
+        raise ValueError(f"{where}={shown}: expected {s.expected}, like {s.example}") from None

@@ -1,0 +1,65 @@
+"""The one table of settings: every setting reads its example, refuses a bad value in one
+wording that names it, yields to an explicit argument, and is the README's list."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from slangspec.cache_store.settings import SETTINGS, setting
+
+README = Path(__file__).parent.parent / "README.md"
+BAD = {
+    "SLANGSPEC_DEVICE": "metal",
+    "SLANGSPEC_CACHE_SIZE": "0",
+    "SLANGSPEC_CACHE_LEASE": "soon",
+    "SLANGSPEC_REMOTE": "http://cache-host",
+    "SLANGSPEC_REMOTE_MODE": "write-only",
+    "SLANGSPEC_REMOTE_SECRET": "short",
+    "SLANGSPEC_SECRET": "short",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_every_setting_reads_its_example_and_defaults_when_unset(name, monkeypatch):
+    s = SETTINGS[name]
+    monkeypatch.delenv(name, raising=False)
+    assert setting(name) == s.default
+    example = "a" * 32 if s.secret else s.example
+    monkeypatch.setenv(name, example)
+    assert setting(name) is not None
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_value_names_the_setting_the_value_and_what_it_takes(name, monkeypatch):
+    s = SETTINGS[name]
+    monkeypatch.setenv(name, BAD[name])
+    shown = "<5 bytes>" if s.secret else repr(BAD[name])
+    message = f"{name}={shown}: expected {s.expected}, like {s.example}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        setting(name)
+
+
+def test_a_secret_is_never_shown(monkeypatch):
+    monkeypatch.setenv("SLANGSPEC_SECRET", "hunter2")
+    with pytest.raises(ValueError) as raised:
+        setting("SLANGSPEC_SECRET")
+    assert "hunter2" not in str(raised.value)
+
+
+def test_an_argument_wins_over_the_environment_and_is_named_in_errors(monkeypatch):
+    monkeypatch.setenv("SLANGSPEC_REMOTE", "redis://from-env:6379/0")
+    assert setting("SLANGSPEC_REMOTE", "redis://given:6379/0", "remote") == "redis://given:6379/0"
+    assert setting("SLANGSPEC_REMOTE") == "redis://from-env:6379/0"
+    with pytest.raises(ValueError, match=r"^remote='http://x': expected a redis://"):
+        setting("SLANGSPEC_REMOTE", "http://x", "remote")
+
+
+def test_the_readme_lists_exactly_the_settings():
+    text = README.read_text()
+    section = text[text.index("### Settings") :]
+    section = section[: section.index("\n## ")]
+    listed = re.findall(r"^\| `(SLANGSPEC_[A-Z_]+)` \|", section, flags=re.M)
+    assert listed == list(SETTINGS)
