@@ -390,7 +390,7 @@ def test_warming_reflects_a_module_another_machine_is_reflecting(
     for fact in client.keys(PREFIX + "fact:functions:*"):
         client.delete(fact)
     # As if another machine were reflecting the module, for longer than the test runs.
-    lease = "functions:" + load(tmp_path / "probe", redis_server).functions_key + ":poly"
+    lease = load(tmp_path / "probe", redis_server).functions_fact + ":poly"
     client.set(PREFIX + "lease:" + lease, "elsewhere", px=600_000)
     pool = ThreadPoolExecutor(1)
     warming = pool.submit(warm, items, cache_dir=str(tmp_path / "c"))
