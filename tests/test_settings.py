@@ -42,6 +42,24 @@ def test_a_bad_value_names_the_setting_the_value_and_what_it_takes(name, monkeyp
         setting(name)
 
 
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_set_but_empty_is_unset_except_where_that_would_hide_a_mistake(name, monkeypatch):
+    monkeypatch.setenv(name, "")
+    if name in ("SLANGSPEC_REMOTE_MODE", "SLANGSPEC_REMOTE_SECRET"):
+        with pytest.raises(ValueError, match=f"^{name}="):
+            setting(name)
+    else:
+        assert setting(name) == SETTINGS[name].default
+
+
+def test_the_device_kind_takes_any_case_and_the_remote_mode_only_its_own(monkeypatch):
+    monkeypatch.setenv("SLANGSPEC_DEVICE", "Vulkan")
+    assert setting("SLANGSPEC_DEVICE") == "vulkan"
+    monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "READ")
+    with pytest.raises(ValueError, match=r"^SLANGSPEC_REMOTE_MODE='READ': expected one of"):
+        setting("SLANGSPEC_REMOTE_MODE")
+
+
 def test_a_secret_is_never_shown(monkeypatch):
     monkeypatch.setenv("SLANGSPEC_SECRET", "hunter2")
     with pytest.raises(ValueError) as raised:

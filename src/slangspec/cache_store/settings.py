@@ -37,13 +37,16 @@ class Setting:
     about: str
     secret: bool = False
     """Whether the value is a key, never shown in a message."""
+    empty_is_unset: bool = True
+    """Whether the variable set but empty reads as unset; else an empty value is a bad one."""
 
 
-def _choice(*choices: str) -> Callable[[str], str]:
+def _choice(*choices: str, any_case: bool = False) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        if text.lower() not in choices:
+        chosen = text.lower() if any_case else text
+        if chosen not in choices:
             raise ValueError(text)
-        return text.lower()
+        return chosen
 
     return parse
 
@@ -82,7 +85,7 @@ SETTINGS: dict[str, Setting] = {
     for s in (
         Setting(
             "SLANGSPEC_DEVICE",
-            _choice(*DEVICE_KINDS),
+            _choice(*DEVICE_KINDS, any_case=True),
             None,
             "cuda",
             f"one of {', '.join(DEVICE_KINDS)}",
@@ -129,6 +132,7 @@ SETTINGS: dict[str, Setting] = {
             "read",
             f"one of {', '.join(REMOTE_MODES)}",
             "`read`: use the remote tier, never write to it",
+            empty_is_unset=False,
         ),
         Setting(
             "SLANGSPEC_REMOTE_SECRET",
@@ -138,6 +142,8 @@ SETTINGS: dict[str, Setting] = {
             f"at least {MIN_SECRET_BYTES} bytes",
             "the key of the MAC every remote entry and fact carries; the same on every machine",
             secret=True,
+            # Set but empty (a secret file that was missing) must not quietly turn MACs off.
+            empty_is_unset=False,
         ),
         Setting(
             "SLANGSPEC_SECRET",
@@ -157,7 +163,7 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
     message) when it is set, else from the environment, else the setting's default."""
     s = SETTINGS[name]
     text, where = (given, source or name) if given else (os.environ.get(name), name)
-    if not text:
+    if text is None or (not text and s.empty_is_unset):
         return s.default
     try:
         return s.parse(text)
