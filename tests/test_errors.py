@@ -316,8 +316,11 @@ def test_size_and_lease_settings_take_units(monkeypatch):
 def test_cache_dir_that_is_a_file(tmp_path):
     path = tmp_path / "not-a-dir"
     path.write_text("")
-    where = re.escape(str(path.resolve()))
-    with pytest.raises(ValueError, match=rf"^cache_dir '{where}' is a file, not a directory$"):
+    given, where = re.escape(str(path)), re.escape(str(path.resolve()))
+    with pytest.raises(
+        ValueError,
+        match=rf"^cache_dir='{given}': '{where}' is a file, not a directory; expected a directory",
+    ):
         slangspec.load(SHADERS / "ops.slang", cache_dir=path)
-    with pytest.raises(ValueError, match=r"^cache_dir '.*' is a file"):
+    with pytest.raises(ValueError, match=r"^cache_dir='.*': '.*' is a file"):
         slangspec.load_source("inline", "float f(float x) { return x; }", cache_dir=path)

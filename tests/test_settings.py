@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from slangspec.cache_store.location import cache_root
 from slangspec.cache_store.settings import SETTINGS, setting
 
 README = Path(__file__).parent.parent / "README.md"
 BAD = {
+    # Any text is a path: a cache directory is refused only when it cannot be one (below).
     "SLANGSPEC_DEVICE": "metal",
     "SLANGSPEC_CACHE_SIZE": "0",
     "SLANGSPEC_CACHE_LEASE": "soon",
@@ -40,6 +42,19 @@ def test_a_bad_value_names_the_setting_the_value_and_what_it_takes(name, monkeyp
     message = f"{name}={shown}: expected {s.expected}, like {s.example}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         setting(name)
+
+
+def test_a_cache_directory_that_cannot_be_one_is_refused_alike(tmp_path, monkeypatch):
+    path = tmp_path / "a-file"
+    path.write_text("")
+    monkeypatch.setenv("SLANGSPEC_CACHE_DIR", str(path))
+    where = f"{str(path.resolve())!r} is a file, not a directory"
+    s = SETTINGS["SLANGSPEC_CACHE_DIR"]
+    message = f"SLANGSPEC_CACHE_DIR={str(path)!r}: {where}; expected {s.expected}, like {s.example}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        cache_root()
+    with pytest.raises(ValueError, match=f"^{re.escape(message.replace(s.name, 'cache_dir', 1))}$"):
+        cache_root(path)
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))

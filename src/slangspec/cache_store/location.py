@@ -9,7 +9,7 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
 - ``shaders/``  snapshots of slangpy's shader cache (Vulkan target code and pipelines)
 
-Policy values read from the settings (size bound, lease length) are read here too.
+The size bound and the lease length, both settings, are read here too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .settings import setting
+from .settings import refusal, setting
 
 INDEX = "index"
 KERNELS = "kernels"
@@ -48,18 +48,20 @@ class CacheWarning(UserWarning):
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache root, created private to the user (mode 0700) when missing; ValueError naming
     where it came from when it cannot be a directory."""
-    source = "cache_dir" if cache_dir else "SLANGSPEC_CACHE_DIR"
-    chosen = setting("SLANGSPEC_CACHE_DIR", os.fspath(cache_dir) if cache_dir else None)
-    if not chosen:
-        source, chosen = "the user cache directory", platformdirs.user_cache_dir("slangspec")
-    root = Path(chosen).expanduser().resolve()
+    given = os.fspath(cache_dir) if cache_dir else None
+    chosen = setting("SLANGSPEC_CACHE_DIR", given, "cache_dir")
+    root = Path(chosen or platformdirs.user_cache_dir("slangspec")).expanduser().resolve()
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
-        raise ValueError(f"{source} {str(root)!r} is a file, not a directory") from None
+        why = f"{str(root)!r} is a file, not a directory"
     except OSError as exc:
-        raise ValueError(f"{source} {str(root)!r} cannot be created: {exc.strerror}") from None
-    return root
+        why = f"{str(root)!r} cannot be created: {exc.strerror}"
+    else:
+        return root
+    if chosen is None:
+        raise ValueError(f"the user cache directory {why}")
+    raise refusal("SLANGSPEC_CACHE_DIR", chosen, "cache_dir" if given else None, why)
 
 
 def root_problem(root: Path) -> str | None:

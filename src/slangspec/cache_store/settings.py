@@ -162,11 +162,19 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
     """The value of the setting ``name``: from ``given`` (an argument, called ``source`` in a
     message) when it is set, else from the environment, else the setting's default."""
     s = SETTINGS[name]
-    text, where = (given, source or name) if given else (os.environ.get(name), name)
+    text, where = (given, source) if given else (os.environ.get(name), None)
     if text is None or (not text and s.empty_is_unset):
         return s.default
     try:
         return s.parse(text)
     except ValueError:
-        shown = f"<{len(text.encode())} bytes>" if s.secret else repr(text)
-        raise ValueError(f"{where}={shown}: expected {s.expected}, like {s.example}") from None
+        raise refusal(name, text, where) from None
+
+
+def refusal(name: str, text: str, source: str | None = None, why: str | None = None) -> ValueError:
+    """The one wording of a bad value ``text`` of the setting ``name`` (or of the argument
+    ``source`` it came from), saying ``why`` when the value is bad for more than its form."""
+    s = SETTINGS[name]
+    shown = f"<{len(text.encode())} bytes>" if s.secret else repr(text)
+    because = f"{why}; " if why else ""
+    return ValueError(f"{source or name}={shown}: {because}expected {s.expected}, like {s.example}")
