@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     import slangpy as spy
     import torch
 
-DEVICE_KINDS = ("cuda", "vulkan")
-
 
 class ShaderCache(Protocol):
     """Where a Vulkan device keeps target code and pipelines: ``checkout()`` gives the directory

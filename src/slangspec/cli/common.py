@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..cache_store import units
+from ..cache_store.settings import DEVICE_KINDS
 
 
 class UsageProblem(click.ClickException):
@@ -22,7 +23,7 @@ class UsageProblem(click.ClickException):
     exit_code = 2
 
 
-_DEVICE_KINDS = click.Choice(["cuda", "vulkan"])
+_DEVICE_KINDS = click.Choice(DEVICE_KINDS)
 device_option = click.option(
     "--device",
     type=_DEVICE_KINDS,
