@@ -178,7 +178,7 @@ def stats(cache_dir, remote, as_json):
 @click.option("--key", default=None, help="A key or key prefix.")
 @device_filter_option
 @cache_dir_option
-@remote_option("Evict (module, function, key and device filters only) from")
+@remote_option("Evict from", "module, function, key and device filters only")
 @json_option
 def evict(
     older_than, unused_since, max_size, module, function, key, device, cache_dir, remote, as_json
@@ -219,7 +219,7 @@ def clear(yes, cache_dir):
 @cache.command()
 @click.option("--repair", is_flag=True, help="Drop what is damaged and rebuild missing sources.")
 @cache_dir_option
-@remote_option("Check (--repair removes what fails)")
+@remote_option("Check", "--repair removes what fails")
 @json_option
 def verify(repair, cache_dir, remote, as_json):
     """Check every row, preimage, plan and kernel source; exit 1 if problems remain."""

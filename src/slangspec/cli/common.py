@@ -83,13 +83,17 @@ def _native_stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def remote_option(instead: str | None = None) -> Callable[[Callable[..., Any]], Any]:
+def remote_option(
+    instead: str | None = None, note: str | None = None
+) -> Callable[[Callable[..., Any]], Any]:
     """``--remote URL``: the shared remote tier a command uses, or, given ``instead`` (what the
-    command then does there), the one it acts on instead of the local cache."""
+    command then does, as in 'Evict from'), the one it acts on instead of the local cache,
+    with ``note`` on what it then takes."""
     if instead is None:
         text = "The shared remote tier, redis://host:port/db (default: SLANGSPEC_REMOTE)."
     else:
-        text = f"{instead} the shared remote tier at URL instead (redis://host:port/db)."
+        more = f"; {note}" if note else ""
+        text = f"{instead} the shared remote tier at URL instead (redis://host:port/db){more}."
     return click.option("--remote", default=None, metavar="URL", help=text)
 
 
