@@ -4,6 +4,7 @@ wording that names it, yields to an explicit argument, and is the README's list.
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,18 @@ BAD = {
     "SLANGSPEC_REMOTE_SECRET": "short",
     "SLANGSPEC_SECRET": "short",
 }
+KEY = secrets.token_hex(32)
+"""What the secrets' example describes."""
+EXAMPLE_READS = {
+    "SLANGSPEC_DEVICE": "cuda",
+    "SLANGSPEC_CACHE_DIR": "/var/cache/slangspec",
+    "SLANGSPEC_CACHE_SIZE": 2 << 30,
+    "SLANGSPEC_CACHE_LEASE": 90.0,
+    "SLANGSPEC_REMOTE": "redis://cache-host:6379/0",
+    "SLANGSPEC_REMOTE_MODE": "read",
+    "SLANGSPEC_REMOTE_SECRET": KEY.encode(),
+    "SLANGSPEC_SECRET": KEY.encode(),
+}
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -29,12 +42,11 @@ def test_every_setting_reads_its_example_and_defaults_when_unset(name, monkeypat
     s = SETTINGS[name]
     monkeypatch.delenv(name, raising=False)
     assert setting(name) == s.default
-    example = "a" * 32 if s.secret else s.example
-    monkeypatch.setenv(name, example)
-    assert setting(name) is not None
+    monkeypatch.setenv(name, KEY if s.secret else s.example)
+    assert setting(name) == EXAMPLE_READS[name]
 
 
-@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("name", sorted(set(SETTINGS) - {"SLANGSPEC_CACHE_DIR"}))
 def test_a_bad_value_names_the_setting_the_value_and_what_it_takes(name, monkeypatch):
     s = SETTINGS[name]
     monkeypatch.setenv(name, BAD[name])
@@ -82,12 +94,23 @@ def test_a_secret_is_never_shown(monkeypatch):
     assert "hunter2" not in str(raised.value)
 
 
-def test_an_argument_wins_over_the_environment_and_is_named_in_errors(monkeypatch):
-    monkeypatch.setenv("SLANGSPEC_REMOTE", "redis://from-env:6379/0")
-    assert setting("SLANGSPEC_REMOTE", "redis://given:6379/0", "remote") == "redis://given:6379/0"
-    assert setting("SLANGSPEC_REMOTE") == "redis://from-env:6379/0"
-    with pytest.raises(ValueError, match=r"^remote='http://x': expected a redis://"):
-        setting("SLANGSPEC_REMOTE", "http://x", "remote")
+@pytest.mark.parametrize(
+    ("name", "source", "given", "bad"),
+    [
+        ("SLANGSPEC_DEVICE", "device", "vulkan", "metal"),
+        ("SLANGSPEC_CACHE_DIR", "cache_dir", "/tmp/given", None),
+        ("SLANGSPEC_REMOTE", "remote", "redis://given:6379/0", "http://x"),
+    ],
+)
+def test_an_argument_wins_over_the_environment_and_is_named_in_errors(
+    name, source, given, bad, monkeypatch
+):
+    monkeypatch.setenv(name, SETTINGS[name].example)
+    assert setting(name, given, source) == given
+    assert setting(name, None, source) == setting(name, "", source) == SETTINGS[name].example
+    if bad is not None:
+        with pytest.raises(ValueError, match=f"^{source}={bad!r}: expected "):
+            setting(name, bad, source)
 
 
 def test_the_readme_lists_exactly_the_settings():
