@@ -159,8 +159,10 @@ class RemoteTier:
         """The entry under ``key`` with its blobs, fetched and checked together; a miss when
         the server evicted one of its blobs since."""
         raw = self._call(lambda r: r.get(PREFIX + "entry:" + key))
-        if raw is None:
-            return None
+        return None if raw is None else self._decoded(key, raw)
+
+    def _decoded(self, key: str, raw: bytes) -> Found | Unusable | None:
+        """The entry stored as ``raw`` under ``key``, with its blobs fetched and checked."""
         try:
             stored = json.loads(raw)
             wanted = sorted(blobs_of(travel.parts(stored)))
@@ -195,7 +197,7 @@ class RemoteTier:
             if before is _FAILED:
                 return
             entry, every_blob = ours, dict(blobs)
-            theirs = None if before is None else self.get(key)
+            theirs = None if before is None else self._decoded(key, before)
             if isinstance(theirs, Found) and theirs.row["preimage"] == ours["preimage"]:
                 entry = {
                     **ours,
