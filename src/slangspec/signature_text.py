@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 
-SIGNATURE_FORMAT = 1
+SIGNATURE_FORMAT = 2
 """Bumped whenever any argument form changes, so old cache entries are never served."""
 
 CALL_MODE = "call"
@@ -68,10 +68,18 @@ class GridForm:
     rank: int
 
 
-ArgForm = TensorForm | ScalarForm | GridForm
+@dataclass(frozen=True)
+class DictForm:
+    """A parsed dict signature: a struct's fields, by name, in sorted order."""
+
+    fields: tuple[tuple[str, ArgForm], ...]
+
+
+ArgForm = TensorForm | ScalarForm | GridForm | DictForm
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
 _GRID_RE = re.compile(r"grid\[D(\d+)\]")
+_FIELD_RE = re.compile(r"[A-Za-z_]\w*")
 
 
 def format_arg(form: ArgForm) -> str:
@@ -80,6 +88,8 @@ def format_arg(form: ArgForm) -> str:
         return form.kind
     if isinstance(form, GridForm):
         return f"grid[D{form.rank}]"
+    if isinstance(form, DictForm):
+        return "{" + ",".join(f"{k}:{format_arg(v)}" for k, v in form.fields) + "}"
     number = NUMBER_OF_DTYPE[form.dtype]
     prefix = "np" if form.numpy else ""
     return f"{prefix}[D{form.rank},S{number},G{int(form.grad)},V{form.extents}]"
@@ -92,6 +102,8 @@ def parse_arg(text: str) -> ArgForm:
     m = _GRID_RE.fullmatch(text)
     if m:
         return GridForm(int(m.group(1)))
+    if text.startswith("{"):
+        return _parse_dict(text)
     m = _TENSOR_RE.fullmatch(text)
     if not m:
         raise ValueError(f"malformed argument signature {text!r}")
@@ -102,6 +114,29 @@ def parse_arg(text: str) -> ArgForm:
     if dtype is None:
         raise ValueError(f"argument signature {text!r}: unknown scalar type number {number}")
     return TensorForm(rank, dtype, m.group(4) == "1", extents, numpy=bool(m.group(1)))
+
+
+def _parse_dict(text: str) -> DictForm:
+    """``{name:form,...}``, names sorted and distinct, forms nested to any depth."""
+    if not text.endswith("}"):
+        raise ValueError(f"malformed argument signature {text!r}")
+    fields: list[tuple[str, ArgForm]] = []
+    body, start, depth = text[1:-1], 0, 0
+    for k, ch in enumerate(body + ","):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            name, sep, inner = body[start:k].partition(":")
+            if not sep or not _FIELD_RE.fullmatch(name):
+                raise ValueError(f"malformed dict field {body[start:k]!r} in {text!r}")
+            fields.append((name, parse_arg(inner)))
+            start = k + 1
+    names = [name for name, _ in fields]
+    if not names or names != sorted(set(names)) or depth != 0:
+        raise ValueError(f"dict signature {text!r}: expected distinct fields in sorted order")
+    return DictForm(tuple(fields))
 
 
 @dataclass(frozen=True)

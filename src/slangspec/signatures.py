@@ -13,6 +13,8 @@ nothing that cannot. Forms, by argument kind:
 - numpy array: ``np[Dn,Sm,G0,V...]``, the tensor form of ``torch.from_numpy(array)``.
 - Python scalars: ``f`` (float), ``i`` (int), ``b`` (bool). Values never enter signatures.
 - ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions.
+- dict (a struct's fields): ``{name:form,...}``, each field's own form, names sorted; nested
+  dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``.
 
 A call signature is ``"<function> <mode> <arg> <arg> ..."``, space separated: the function's
 identity (``module::function``), the call mode (``call``: a kernel call whose forward kernel
@@ -33,7 +35,13 @@ import numpy as np
 import torch
 
 from .scalars import NUMBER_OF_DTYPE, SLANG
-from .signature_text import GridForm, TensorForm, compose_call_signature, extent_classes, format_arg
+from .signature_text import (
+    GridForm,
+    TensorForm,
+    compose_call_signature,
+    extent_classes,
+    format_arg,
+)
 
 _NAME_OF_DTYPE: dict[torch.dtype, str] = {getattr(torch, name): name for name in NUMBER_OF_DTYPE}
 _PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))
@@ -137,10 +145,27 @@ def signature(value: Any) -> str:
     if isinstance(value, np.ndarray):
         with torch.no_grad():
             return "np" + tensor_signature(torch.from_numpy(value))
+    if isinstance(value, dict):
+        return _dict_signature(value)
     raise TypeError(
         f"cannot pass a value of type {type(value).__name__}; expected a torch tensor, numpy "
-        "array, Python float/int/bool or slangspec.grid"
+        "array, Python float/int/bool, slangspec.grid or a dict of those (a struct)"
     )
+
+
+def _dict_signature(value: dict[Any, Any]) -> str:
+    if not value:
+        raise ValueError("cannot pass an empty dict; expected a dict of a struct's fields")
+    bad = [k for k in value if not (isinstance(k, str) and k.isidentifier())]
+    if bad:
+        raise TypeError(f"cannot pass a dict keyed by {bad[0]!r}; expected field names")
+    parts = []
+    for k in sorted(value):
+        try:
+            parts.append(f"{k}:{signature(value[k])}")
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"field {k!r}: {exc}") from None
+    return "{" + ",".join(parts) + "}"
 
 
 def call_signature(function_id: str, args: Sequence[Any]) -> str:

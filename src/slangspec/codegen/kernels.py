@@ -2,24 +2,39 @@
 
 Every generated module imports the user's module and declares one compute entry point, ``main``,
 whose ``uniform`` parameters are bound by dispatch. Thread ``i`` runs the call at the ``i``-th
-point of the row-major call shape. Elementwise arguments arrive as pointers with per-dimension
-element strides (0 along broadcast dimensions); backward kernels write each input's gradient
-over the full call shape, and dispatch sums it back to the input's shape.
+point of the row-major call shape. Elementwise leaves arrive as pointers with per-dimension
+element strides (0 along broadcast dimensions), one stride per call dimension and per dimension
+of the element shape (a vector's, matrix's or array's); a struct argument is assembled field by
+field from its leaves. Every output (the result, each leaf of a struct result, each ``out`` and
+``inout`` parameter's) is stored row-major over the call shape and its element shape. Backward
+kernels write each input's gradient over the full call shape, and dispatch sums it back to the
+input's shape.
 
 A change to what is generated for a plan bumps ``toolchain.CODEGEN_FORMAT``.
 """
 
 from __future__ import annotations
 
+from itertools import product
+
 from ..scalars import SLANG
-from ..specializer.plan import ArgPlan, SpecializationPlan
+from ..specializer.plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
 
 ENTRY_POINT = "slangspec_main"
 THREADS_PER_GROUP = 128
 
 
-def _components(width: int) -> list[str]:
-    return ["x", "y", "z", "w"][:width] if width else [""]
+def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every index of an element shape, row-major; one empty index for a scalar."""
+    return list(product(*(range(e) for e in elem)))
+
+
+def _subscript(index: tuple[int, ...]) -> str:
+    return "".join(f"[{k}]" for k in index)
+
+
+def _member(path: tuple[str, ...]) -> str:
+    return "".join(f".{name}" for name in path)
 
 
 class _Writer:
@@ -34,8 +49,8 @@ class _Writer:
     def line(self, text: str) -> None:
         self.body.append("    " + text)
 
-    def in_mask(self, i: int) -> bool:
-        return self.mask is not None and self.mask[i] == "1"
+    def in_mask(self, j: int) -> bool:
+        return self.mask is not None and self.mask[j] == "1"
 
     def index(self) -> None:
         rank = self.plan.call_rank
@@ -48,36 +63,95 @@ class _Writer:
             if d:
                 self.line(f"_rest = _rest / uint(_shape[{d}]);")
 
-    def value(self, i: int, a: ArgPlan) -> str:
-        """Declare the argument's value for this thread; returns the expression to pass."""
+    def strided(
+        self,
+        target: str,
+        pointer: str,
+        strides: str,
+        call_dims: int,
+        a_type: str,
+        scalar: str,
+        elem: tuple[int, ...],
+    ) -> None:
+        """Declare ``target`` of ``a_type`` read from ``pointer`` at per-dimension ``strides``
+        (the last ``call_dims`` call dimensions, then the element shape's)."""
+        rank = self.plan.call_rank
+        terms = [f"_idx[{rank - call_dims + d}] * {strides}[{d}]" for d in range(call_dims)]
+        offset = f"{target}_o"
+        self.line(f"int {offset} = {' + '.join(terms) if terms else '0'};")
+        load = SLANG[scalar].load
+        if not elem:
+            self.line(f"{a_type} {target} = {load.format(f'{pointer}[{offset}]')};")
+            return
+        self.line(f"{a_type} {target};")
+        for point in _points(elem):
+            at = " + ".join(
+                [offset, *(f"{k} * {strides}[{call_dims + d}]" for d, k in enumerate(point))]
+            )
+            self.line(f"{target}{_subscript(point)} = {load.format(f'{pointer}[{at}]')};")
+
+    def value(self, j: int, a: ArgPlan) -> str:
+        """Declare leaf ``j``'s value for this thread; returns the expression to pass."""
         rank = self.plan.call_rank
         if a.kind == "uniform":
-            self.params.append(f"uniform {a.slang_type} a{i}")
-            return f"a{i}"
+            self.params.append(f"uniform {a.slang_type} a{j}")
+            return f"a{j}"
         if a.kind == "grid":
             comps = [f"_idx[{rank - 1 - k}]" for k in range(a.rank)]
             ctor = a.scalar if a.rank == 1 else f"{a.scalar}{a.rank}"
             return f"{ctor}({', '.join(comps)})"
         if a.kind == "tensor":
-            binding = "DiffTensor" if self.in_mask(i) else a.binding
-            self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{i}")
-            return f"a{i}"
-        strides = a.call_dims + (1 if a.width else 0)
-        scalar = SLANG[a.scalar]
-        self.params.append(f"uniform {scalar.storage}* a{i}")
-        if strides:
-            self.params.append(f"uniform int a{i}_st[{strides}]")
-        terms = [f"_idx[{rank - a.call_dims + d}] * a{i}_st[{d}]" for d in range(a.call_dims)]
-        self.line(f"int o{i} = {' + '.join(terms) if terms else '0'};")
-        if a.width:
-            loads = [
-                scalar.load.format(f"a{i}[o{i} + {k} * a{i}_st[{a.call_dims}]]")
-                for k in range(a.width)
-            ]
-            self.line(f"{a.slang_type} v{i} = {a.slang_type}({', '.join(loads)});")
-        else:
-            self.line(f"{a.slang_type} v{i} = {scalar.load.format(f'a{i}[o{i}]')};")
-        return f"v{i}"
+            binding = "DiffTensor" if self.in_mask(j) else a.binding
+            self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{j}")
+            return f"a{j}"
+        if a.kind == "target":
+            self.line(f"{a.slang_type} v{j};")
+            return f"v{j}"
+        self.params.append(f"uniform {SLANG[a.scalar].storage}* a{j}")
+        dims = a.call_dims + len(a.elem)
+        if dims:
+            self.params.append(f"uniform int a{j}_st[{dims}]")
+        self.strided(f"v{j}", f"a{j}", f"a{j}_st", a.call_dims, a.slang_type, a.scalar, a.elem)
+        return f"v{j}"
+
+    def argument(self, k: int, p: ParamPlan) -> str:
+        """The expression passed for parameter ``k``: its one leaf's value, or a struct
+        assembled from its leaves."""
+        leaves = range(p.first, p.first + p.count)
+        if not p.struct:
+            return self.value(p.first, self.plan.args[p.first])
+        self.line(f"{p.slang_type} s{k};")
+        for j in leaves:
+            a = self.plan.args[j]
+            if a.kind != "target":
+                self.line(f"s{k}{_member(a.path)} = {self.value(j, a)};")
+        return f"s{k}"
+
+    def store(self, target: str, o: OutputPlan, expr: str) -> None:
+        """Store output ``o``'s value ``expr`` row-major into ``target``."""
+        self.params.append(f"uniform {SLANG[o.scalar].storage}* {target}")
+        points = _points(o.elem)
+        store = SLANG[o.scalar].store
+        for flat, point in enumerate(points):
+            at = f"_tid.x * {len(points)} + {flat}" if o.elem else "_tid.x"
+            self.line(f"{target}[{at}] = {store.format(expr + _subscript(point))};")
+
+    def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
+        """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
+        often hands an expanded one (stride 0, from a sum) or a transposed or sliced one."""
+        dims = self.plan.call_rank + len(out.elem)
+        self.params.append(f"uniform {SLANG[out.scalar].storage}* _dout{o}")
+        if dims:
+            self.params.append(f"uniform int _dout{o}_st[{dims}]")
+        rank = self.plan.call_rank
+        terms = [f"_idx[{d}] * _dout{o}_st[{d}]" for d in range(rank)]
+        self.line(f"int _do{o} = {' + '.join(terms) if terms else '0'};")
+        load = SLANG[out.scalar].load
+        for point in _points(out.elem):
+            at = " + ".join(
+                [f"_do{o}", *(f"{k} * _dout{o}_st[{rank + d}]" for d, k in enumerate(point))]
+            )
+            self.line(f"{target}{_subscript(point)} = {load.format(f'_dout{o}[{at}]')};")
 
     def source(self, body_start: list[str]) -> str:
         p = self.plan
@@ -103,66 +177,71 @@ class _Writer:
         )
 
 
-def _store_value(w: _Writer, target: str, scalar: str, width: int, expr: str) -> None:
-    store = SLANG[scalar].store
-    for k, c in enumerate(_components(width)):
-        idx = f"_tid.x * {width} + {k}" if width else "_tid.x"
-        w.line(f"{target}[{idx}] = {store.format(f'{expr}.{c}' if c else expr)};")
+def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:
+    base = "_r" if o.source == RESULT else exprs[o.source]
+    return base + _member(o.path)
 
 
 _GUARD = ["    if (_tid.x >= _n)", "        return;"]
 
 
 def forward_source(plan: SpecializationPlan) -> str:
-    """The forward kernel: one call per point of the call shape, results stored row-major."""
+    """The forward kernel: one call per point of the call shape, outputs stored row-major."""
     w = _Writer(plan, None)
     w.index()
-    values = [w.value(i, a) for i, a in enumerate(plan.args)]
-    call = f"{plan.function}({', '.join(values)})"
-    r = plan.returns
-    if r is None:
-        w.line(f"{call};")
-    else:
-        w.params.append(f"uniform {SLANG[r.scalar].storage}* _out")
-        w.line(f"{r.slang_type} _r = {call};")
-        _store_value(w, "_out", r.scalar, r.width, "_r")
+    exprs = [w.argument(k, p) for k, p in enumerate(plan.params)]
+    call = f"{plan.function}({', '.join(exprs)})"
+    w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
+    for o, out in enumerate(plan.outputs):
+        w.store(f"_out{o}", out, _output_value(plan, exprs, out))
     return w.source(_GUARD)
 
 
 def backward_source(plan: SpecializationPlan, mask: str) -> str:
-    """The backward kernel for ``mask`` (one char per argument): gradients for '1' arguments only.
+    """The backward kernel for ``mask`` (one char per leaf): gradients for '1' leaves only.
 
-    Arguments outside the mask get no gradient storage: differentiable values are passed as
+    Leaves outside the mask get no gradient storage: differentiable values are passed as
     pairs with a zero derivative, whole tensors bind primal-only.
     """
     if mask not in plan.backward_masks:
         raise ValueError(f"{plan.function}: {mask!r} is not a backward mask of this plan")
-    r = plan.returns
-    assert r is not None
     w = _Writer(plan, mask)
     w.index()
+    differentials: dict[int, str] = {}
+    for o, out in enumerate(plan.outputs):
+        if not out.differentiable:
+            continue
+        owner = "result" if out.source == RESULT else out.source
+        name = "_d" if owner == "result" else f"d{owner}"
+        if name not in differentials.values():
+            struct = plan.result_struct if owner == "result" else plan.params[owner].struct
+            t = plan.result if owner == "result" else plan.params[owner].slang_type
+            w.line(f"{t}{'.Differential' if struct else ''} {name};")
+        differentials[o] = name
+        w.cotangent(o, out, name + _member(out.path))
     passed = []
-    for i, a in enumerate(plan.args):
-        value = w.value(i, a)
-        if a.differentiable and a.kind in ("elementwise", "uniform"):
-            w.line(f"var p{i} = diffPair({value});")
-            value = f"p{i}"
+    for k, p in enumerate(plan.params):
+        value = w.argument(k, p) if p.direction != "out" else ""
+        if p.direction == "out":
+            if p.differentiable:
+                passed.append(f"d{k}")
+            continue
+        if p.differentiable:
+            d = f", d{k}" if p.direction == "inout" else ""
+            w.line(f"var p{k} = diffPair({value}{d});")
+            value = f"p{k}"
         passed.append(value)
-    # The cotangent is read in place, at its own strides: torch often hands an expanded one
-    # (stride 0, from a sum) or a transposed or sliced one.
-    rank = plan.call_rank
-    w.params.append(f"uniform {SLANG[r.scalar].storage}* _dout")
-    if rank or r.width:
-        w.params.append(f"uniform int _dout_st[{rank + (1 if r.width else 0)}]")
-    terms = [f"_idx[{d}] * _dout_st[{d}]" for d in range(rank)]
-    w.line(f"int _od = {' + '.join(terms) if terms else '0'};")
-    loads = [f"_dout[_od + {k} * _dout_st[{rank}]]" for k in range(r.width)] or ["_dout[_od]"]
-    w.line(f"{r.slang_type} _d = {r.slang_type}({', '.join(loads)});")
-    w.line(f"bwd_diff({plan.function})({', '.join([*passed, '_d'])});")
-    for i, a in enumerate(plan.args):
-        if a.kind == "elementwise" and w.in_mask(i):
-            w.params.append(f"uniform {SLANG[a.scalar].storage}* g{i}")
-            _store_value(w, f"g{i}", a.scalar, a.width, f"p{i}.d")
+    if "_d" in differentials.values():
+        passed.append("_d")
+    w.line(f"bwd_diff({plan.function})({', '.join(passed)});")
+    for k, p in enumerate(plan.params):
+        for j in range(p.first, p.first + p.count):
+            a = plan.args[j]
+            if a.kind == "elementwise" and w.in_mask(j):
+                grad = OutputPlan(
+                    a.param, k, a.path, j, a.slang_type, a.scalar, a.dtype, a.elem, True
+                )
+                w.store(f"g{j}", grad, f"p{k}.d{_member(a.path)}")
     return w.source(_GUARD)
 
 

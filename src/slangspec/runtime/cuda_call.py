@@ -55,12 +55,12 @@ class _Values:
             return "n"
         if head == "_shape" and _one_index(rest):
             return f"shape[{rest[0]}]"
-        if head == "_out" and not rest and self.mask is None and self.plan.returns is not None:
+        if head == "_out0" and not rest and self.mask is None and self.plan.returns is not None:
             return "out.data_ptr()"
         if self.mask is not None:
-            if head == "_dout" and not rest:
+            if head == "_dout0" and not rest:
                 return self.read("pd", "dout.data_ptr()")
-            if head == "_dout_st" and _one_index(rest):
+            if head == "_dout0_st" and _one_index(rest):
                 return f"{self.read('std', 'dout.stride()')}[{rest[0]}]"
         for i, a in enumerate(self.plan.args):
             if head == f"a{i}":
@@ -113,12 +113,20 @@ class _Values:
             return None
         d = rest[0]
         strides = self.read(f"st{i}", f"t{i}.stride()")
-        if d == dims:
+        if d >= dims:
             return f"{strides}[{d}]"
-        if d > dims:
-            return None
         shape = self.read(f"s{i}", f"t{i}.shape")
         return f"(0 if {shape}[{d}] == 1 else {strides}[{d}])"
+
+
+def _simple(plan: SpecializationPlan) -> bool:
+    """Whether the plan's calls are what these functions generate: no tensor the kernel
+    writes in place (an ``RWTensor``, an ``out`` or ``inout`` parameter's), and at most one
+    output, the result."""
+    return (plan.returns is not None or not plan.outputs) and not any(
+        (a.kind == "tensor" and a.binding in WRITTEN) or a.kind == "target" or a.direction != "in"
+        for a in plan.args
+    )
 
 
 def _one_index(rest: tuple[str | int, ...]) -> bool:
@@ -204,7 +212,7 @@ def forward_call(
     makes its driver context current and ``call_shape`` broadcasts the arguments' call shapes.
     None when the plan or the layout holds what this does not generate."""
     args = plan.args
-    if any(a.kind == "tensor" and a.binding in WRITTEN for a in args):
+    if not _simple(plan):
         return None
     values = _Values(plan)
     packed = [values.of(path) for path in kernel.block.paths]
@@ -225,7 +233,7 @@ def forward_call(
         body.append("out = None")
     else:
         namespace["dtype"] = getattr(torch, r.dtype)
-        tail = f" + ({r.width},)" if r.width else ""
+        tail = f" + {r.elem}" if r.elem else ""
         body.append(f"oshape = shape{tail}")
         body.append("out = empty(oshape, strides(oshape), dtype=dtype, device=dev)")
     body += [f"{name} = {source}" for name, source in values.reads.items()]
@@ -247,7 +255,7 @@ def backward_call(
     and returns a gradient per tensor, leaving what it does not handle to ``generic``. None
     when the layout holds what this does not generate."""
     args = plan.args
-    if any(a.kind == "tensor" and a.binding in WRITTEN for a in args):
+    if not _simple(plan) or plan.returns is None:
         return None
     values = _Values(plan, mask)
     wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.kind == "tensor"]
@@ -257,7 +265,7 @@ def backward_call(
     for i in wholes:
         early.append(values.read(f"s{i}", f"t{i}.shape"))
         early.append(values.read(f"gst{i}", f"strides(s{i})"))
-    strided = any(path[0] == "_dout_st" for path in kernel.block.paths)
+    strided = any(path[0] == "_dout0_st" for path in kernel.block.paths)
     if strided:
         early.append(values.read("std", "dout.stride()"))
     packed = [values.of(path) for path in kernel.block.paths]
@@ -286,7 +294,7 @@ def backward_call(
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
         if a.kind == "elementwise":
-            tail = f" + ({a.width},)" if a.width else ""
+            tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             summed.append(i)

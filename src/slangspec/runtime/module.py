@@ -28,6 +28,7 @@ from .module_base import (
     BuildFunction,
     BuildModule,
     LoadOptions,
+    function_name,
     load_module,
     load_module_source,
 )
@@ -68,7 +69,9 @@ class Module(BuildModule):
                 from . import traced
 
                 return functools.partial(traced.traced_call, self._operator_for(name))
-            fn = self._functions[name] = self._function(name)
+            canonical = function_name(name)
+            fn = self._functions.get(canonical) or self._function(canonical)
+            self._functions[name] = self._functions[canonical] = fn
         return fn
 
     @_constant_while_traced
@@ -134,7 +137,11 @@ class Function(BuildFunction):
         self._specs[signature] = spec
         return spec
 
-    def __call__(self, *args: Any) -> torch.Tensor | None:
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        """Call the function: arguments by position or by parameter name; ``_result=`` a
+        tensor to write the result into (and return)."""
+        if keywords:
+            return self._call_with_keywords(args, keywords)
         if torch.compiler.is_compiling():
             return self._traced(args)
         try:
@@ -143,12 +150,65 @@ class Function(BuildFunction):
             raise self._naming(exc) from None
         spec = self._specs.get(signature) or self._specialize(signature)
         if has_numpy(signature):
-            device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+            device = next((a.device for a in _tensors(args)), None)
             device = device or self.module.torch_device
-            args = tuple(
-                torch.from_numpy(a).to(device) if isinstance(a, np.ndarray) else a for a in args
-            )
+            args = _numpy_to_torch(args, device)
+        if spec.leaves is not None:
+            args = spec.leaves(args)
         return spec(args)
+
+    def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+        result = keywords.pop("_result", None)
+        out = self(*self.positional(args, keywords)) if keywords else self(*args)
+        return out if result is None else self._write_result(out, result)
+
+    def positional(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any, ...]:
+        """``args`` and ``keywords`` as one positional tuple, as Python binds a call; TypeError
+        naming the function and the parameter that is unknown, given twice or missing."""
+        names = [p.name for p in self.info.params]
+        if len(args) > len(names):
+            raise TypeError(
+                f"{self.id}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)} "
+                "positional ones"
+            )
+        bound: list[Any] = [*args, *[_MISSING] * (len(names) - len(args))]
+        for name, value in keywords.items():
+            if name not in names:
+                raise TypeError(
+                    f"{self.id}: got an unexpected keyword argument {name!r}; its parameters are "
+                    f"{', '.join(names)}"
+                )
+            k = names.index(name)
+            if k < len(args):
+                raise TypeError(f"{self.id}: got multiple values for argument {name!r}")
+            bound[k] = value
+        missing = [n for n, v in zip(names, bound, strict=True) if v is _MISSING]
+        if missing:
+            raise TypeError(f"{self.id}: missing argument {', '.join(map(repr, missing))}")
+        return tuple(bound)
+
+    def _write_result(self, out: Any, result: Any) -> torch.Tensor:
+        """``out`` copied into ``result`` (through autograd), which is returned."""
+        if not isinstance(result, torch.Tensor):
+            raise TypeError(
+                f"{self.id}: _result: expected a torch tensor to write the result into, got "
+                f"{type(result).__name__}"
+            )
+        if not isinstance(out, torch.Tensor):
+            what = "nothing" if out is None else "a struct (a dict)"
+            raise TypeError(f"{self.id}: _result: the function returns {what}, not a tensor")
+        if result.shape != out.shape or result.dtype != out.dtype:
+            raise ValueError(
+                f"{self.id}: _result: expected a {str(out.dtype).removeprefix('torch.')} tensor "
+                f"of shape {tuple(out.shape)}, got a {str(result.dtype).removeprefix('torch.')} "
+                f"tensor of shape {tuple(result.shape)}"
+            )
+        if result.device != out.device:
+            raise ValueError(
+                f"{self.id}: _result: expected a tensor on {out.device}, got one on {result.device}"
+            )
+        result.copy_(out)
+        return result
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""
@@ -164,6 +224,29 @@ class Function(BuildFunction):
 
 
 Module.function_type = Function
+_MISSING = object()
+
+
+def _tensors(values: Any) -> list[torch.Tensor]:
+    """The torch tensors among ``values``, inside dicts too."""
+    found: list[torch.Tensor] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, dict):
+            found += _tensors(v.values())
+    return found
+
+
+def _numpy_to_torch(values: Any, device: torch.device) -> Any:
+    """``values`` with every numpy array (inside dicts too) a torch tensor on ``device``."""
+    if isinstance(values, np.ndarray):
+        return torch.from_numpy(values).to(device)
+    if isinstance(values, dict):
+        return {k: _numpy_to_torch(v, device) for k, v in values.items()}
+    if isinstance(values, tuple):
+        return tuple(_numpy_to_torch(v, device) for v in values)
+    return values
 
 
 def load(path: str | os.PathLike[str], **options: Unpack[LoadOptions]) -> Module:

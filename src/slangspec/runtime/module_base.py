@@ -41,6 +41,15 @@ class UnknownFunctionError(AttributeError, ValueError):
     """The module has no function of that name."""
 
 
+_SPACE = re.compile(r"\s+")
+
+
+def function_name(name: str) -> str:
+    """The one spelling of a function name the cache keys: a generic's explicit arguments
+    without spaces, ``add<2, 3>`` as ``add<2,3>``."""
+    return _SPACE.sub("", name) if "<" in name else name
+
+
 class BuildModule:
     """A Slang module as the builder sees it: ``m.fn`` is a ``BuildFunction``."""
 
@@ -128,8 +137,16 @@ class BuildModule:
             raise AttributeError(name)
         fn = self._functions.get(name)
         if fn is None:
-            fn = self._functions[name] = self._function(name)
+            canonical = function_name(name)
+            fn = self._functions.get(canonical) or self._function(canonical)
+            self._functions[name] = self._functions[canonical] = fn
         return fn
+
+    def __getitem__(self, name: str) -> BuildFunction:
+        """``m["add<4>"]``: the function named by a string, as ``getattr`` finds it."""
+        if not isinstance(name, str):
+            raise TypeError(f"module '{self.name}': functions are named by strings, not {name!r}")
+        return getattr(self, name)
 
     def _function(self, name: str) -> BuildFunction:
         with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):

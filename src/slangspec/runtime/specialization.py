@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..scalars import SLANG
-from ..specializer.plan import WRITTEN, SpecializationPlan
+from ..specializer.plan import RESULT, WRITTEN, SpecializationPlan
 from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
-    from .cuda_call import BackwardCall
+    from .cuda_call import BackwardCall, ForwardCall
     from .cuda_driver import DriverKernel
 
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
@@ -51,27 +51,62 @@ class Specialization:
         self._calls: dict[tuple[bool, ...], BackwardCall] = {}
         args = plan.args
         self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+        """The leaves whose tensors the kernels read: the autograd node's inputs."""
         self._trainable = [(i, args[i].grad) for i in self._tensors]
-        self._labels = [(i, self.label(i)) for i in self._tensors]
+        self._labels = [
+            (i, self.label(i))
+            for i, a in enumerate(args)
+            if a.kind in ("elementwise", "tensor", "target")
+        ]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
             (f"a{i}", i, SLANG[a.scalar].py_type) for i, a in enumerate(args) if a.kind == "uniform"
         ]
         self._elementwise = [
-            (i, a.call_dims, a.width, f"a{i}", f"a{i}_st", f"g{i}")
+            (i, a.call_dims, len(a.elem), f"a{i}", f"a{i}_st", f"g{i}")
             for i, a in enumerate(args)
             if a.kind == "elementwise"
         ]
-        self._whole = [
-            (i, a.binding in WRITTEN, f"a{i}") for i, a in enumerate(args) if a.kind == "tensor"
+        self._shaping = [
+            (i, a.call_dims) for i, a in enumerate(args) if a.kind in ("elementwise", "target")
         ]
-        self._written = [i for i, written, _ in self._whole if written]
-        only_grid = len(self._grids) == 1 and not self._elementwise
+        """The leaves whose leading dimensions take part in the call shape."""
+        self._whole = [
+            (i, a.binding in WRITTEN, a.binding == "DiffTensor", f"a{i}")
+            for i, a in enumerate(args)
+            if a.kind == "tensor"
+        ]
+        self._written = [i for i, written, _, _ in self._whole if written]
+        self._in_place = [
+            (i, a.elem) for i, a in enumerate(args) if a.kind == "target" or a.direction == "inout"
+        ]
+        """The leaves whose tensors the call writes: of ``out`` and ``inout`` parameters."""
+        self._inout = [k for k, i in enumerate(self._tensors) if args[i].direction == "inout"]
+        """Positions among the node's tensors of those the call also writes."""
+        self._elements = [
+            (i, a.elem, a.slang_type)
+            for i, a in enumerate(args)
+            if a.kind in ("elementwise", "target") and any(e > 4 for e in a.elem)
+        ]
+        """The leaves whose element shape the signature cannot vouch for (an extent past 4)."""
+        only_grid = len(self._grids) == 1 and not self._shaping
         self._only_grid = self._grids[0] if only_grid else None
         """The one argument whose shape is the call shape, where no broadcast is needed."""
-        r = plan.returns
-        self._out = None if r is None else (getattr(torch, r.dtype), (r.width,) if r.width else ())
-        self._fast = binding.forward_call(plan, self._forward, self.call_shape)
+        self._outputs = [
+            (getattr(torch, o.dtype), o.elem, f"_out{k}") for k, o in enumerate(plan.outputs)
+        ]
+        self._cotangents = [
+            (k, f"_dout{k}", f"_dout{k}_st") for k, o in enumerate(plan.outputs) if o.differentiable
+        ]
+        self._not_differentiable = [k for k, o in enumerate(plan.outputs) if not o.differentiable]
+        self.leaves = _leaf_reader(plan)
+        """``leaves(args)``: the value of each leaf, read out of the dicts of struct
+        arguments; None when every argument is its own leaf."""
+        self.finish = _finisher(plan)
+        """``finish(args, outputs)``: what the call returns, after writing ``out`` and
+        ``inout`` parameters' values into their tensors."""
+        fast = binding.forward_call(plan, self._forward, self.call_shape)
+        self._fast = None if fast is None else _as_outputs(fast)
 
     def grad_mask(self, needs_input_grad: tuple[bool, ...]) -> str:
         """The grad mask of a backward asked for ``needs_input_grad`` (the autograd node's, whose
@@ -97,14 +132,14 @@ class Specialization:
         return call
 
     def _node_backward(
-        self, mask: str, ctx: Any, grad_out: torch.Tensor
+        self, mask: str, ctx: Any, *grad_outs: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         """The generic backward of the autograd node: arguments from ``ctx``, gradients in the
         node's input order."""
         args = list(ctx.others)
         for i, t in zip(self._tensors, ctx.saved_tensors, strict=True):
             args[i] = t
-        grads = self.backward(args, grad_out, mask, ctx.call_shape)
+        grads = self.backward(args, grad_outs, mask, ctx.call_shape)
         return (None, None, *(grads[i] for i in self._tensors))
 
     def backward_kernel(self, mask: str) -> Any:
@@ -114,31 +149,66 @@ class Specialization:
             kernel = self._backward[mask] = self._binding.prepare(self._kernels(mask))
         return kernel
 
-    def __call__(self, args: Sequence[Any]) -> torch.Tensor | None:
+    def __call__(self, args: Sequence[Any]) -> Any:
+        if self._elements:
+            self.check_elements(args)
         if self.autograd:
-            return _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
-        return self._forward_with_shape(args)[0]
+            outputs = _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
+        else:
+            outputs = self._forward_with_shape(args)[0]
+        return self.finish(args, outputs)
+
+    def check_elements(self, args: Sequence[Any]) -> None:
+        """ValueError naming the leaf whose trailing dimensions are not its element shape,
+        where the signature's extent classes cannot tell (an extent past 4)."""
+        for i, elem, slang_type in self._elements:
+            shape = tuple(args[i].shape)
+            if shape[len(shape) - len(elem) :] != elem:
+                raise ValueError(
+                    f"{self.label(i)}: expected a tensor whose trailing dimensions are "
+                    f"{elem} for {slang_type}, got shape {shape}"
+                )
 
     def label(self, i: int) -> str:
         return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
-        """Every tensor is on the device's torch device; written tensors are not trained."""
+        """Every tensor is on the device's torch device; written tensors are not trained, and
+        those of ``out`` and ``inout`` parameters are not leaves that require grad (torch
+        refuses to write those in place)."""
         device = bind.torch_device
         for i, label in self._labels:
             if args[i].device != device:
                 bind.check(label, args[i])
+        grad_on = torch.is_grad_enabled()
         for i in self._written:
-            if args[i].requires_grad and torch.is_grad_enabled():
+            if args[i].requires_grad and grad_on:
                 raise ValueError(
                     f"{self.label(i)}: a tensor written by the kernel must not require grad"
+                )
+        for i, _ in self._in_place:
+            t = args[i]
+            if t.requires_grad and t.is_leaf and grad_on:
+                raise ValueError(
+                    f"{self.label(i)}: the call writes this tensor in place, so it must not be "
+                    "a leaf that requires grad (pass a clone, or one without grad)"
+                )
+
+    def check_in_place(self, args: Sequence[Any], call_shape: tuple[int, ...]) -> None:
+        """ValueError naming an ``out`` or ``inout`` tensor that is not of the call's shape."""
+        for i, elem in self._in_place:
+            want = (*call_shape, *elem)
+            if tuple(args[i].shape) != want:
+                raise ValueError(
+                    f"{self.label(i)}: the call writes this tensor, so it must have the call "
+                    f"shape and element shape {want}, got shape {tuple(args[i].shape)}"
                 )
 
     def call_shape(self, args: Sequence[Any]) -> tuple[int, ...]:
         """The broadcast of every elementwise argument's call dimensions and every grid."""
         if self._only_grid is not None:
             return args[self._only_grid].shape
-        shapes = [args[e[0]].shape[: e[1]] for e in self._elementwise]
+        shapes = [args[i].shape[:dims] for i, dims in self._shaping]
         shapes += [args[i].shape for i in self._grids]
         try:
             return broadcast(shapes)
@@ -148,7 +218,7 @@ class Specialization:
 
     def _call_shapes(self, args: Sequence[Any]) -> str:
         """Each argument's part of the call shape, for messages."""
-        parts = [(i, args[i].shape[:dims]) for i, dims, *_ in self._elementwise]
+        parts = [(i, args[i].shape[:dims]) for i, dims in self._shaping]
         parts += [(i, args[i].shape) for i in self._grids]
         return ", ".join(f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}" for i, s in parts)
 
@@ -207,34 +277,45 @@ class Specialization:
             kw["_shape"] = list(call_shape)
         for name, i, py_type in self._uniforms:
             kw[name] = py_type(args[i])
-        for i, dims, width, name, st_name, _ in self._elementwise:
+        for i, dims, elem_dims, name, st_name, _ in self._elementwise:
             value = args[i]
             address, strides = bind.read(value)
             kw[name] = address
-            if dims or width:
+            if dims or elem_dims:
                 shape = value.shape
                 st = [0 if shape[d] == 1 else strides[d] for d in range(dims)]
-                if width:
-                    st.append(strides[dims])
+                st += strides[dims : dims + elem_dims]
                 kw[st_name] = st
         tensor_grads: dict[int, torch.Tensor] = {}
-        for i, written, name in self._whole:
+        for i, written, concrete, name in self._whole:
             value = args[i]
             struct = bind.write_struct(value) if written else bind.read_struct(value)
             if mask is not None and mask[i] == "1":
                 grad = bind.zeroed(tuple(value.shape), value.dtype)
                 struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
                 tensor_grads[i] = grad
+            elif concrete:
+                # A DiffTensor parameter always has a gradient: a frozen one accumulates into
+                # one scratch element, at strides 0, never into storage of its size.
+                scratch = bind.zeroed((1,), value.dtype)
+                tensor_grads[-1 - i] = scratch
+                sink = dict(bind.write_struct(scratch))
+                sink["_shape"] = list(value.shape)
+                sink["_strides"] = [0] * value.dim()
+                struct = {"_primal": struct, "_grad_out": sink}
             kw[name] = struct
         return kw, tensor_grads
 
-    def forward(self, args: Sequence[Any]) -> torch.Tensor | None:
+    def forward(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """The call's outputs (see ``SpecializationPlan.outputs``), nothing written back."""
+        if self._elements:
+            self.check_elements(args)
         return self._forward_with_shape(args)[0]
 
     def _forward_with_shape(
         self, args: Sequence[Any]
-    ) -> tuple[torch.Tensor | None, tuple[int, ...]]:
-        """The result, and the call shape the backward pass reuses."""
+    ) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]]:
+        """The outputs, and the call shape the backward pass reuses."""
         if self._fast is not None:
             done = self._fast(args)
             if done is not None:
@@ -242,33 +323,33 @@ class Specialization:
         bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
+        if self._in_place:
+            self.check_in_place(args, call_shape)
         n = _numel(call_shape)
         if n > MAX_EXTENT:
             self.check_size(args, call_shape)
-        out = None
-        if self._out is not None:
-            dtype, tail = self._out
-            out = bind.empty(call_shape + tail, dtype)
+        outputs = tuple(bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs)
         if n == 0:
-            return out, call_shape
+            return outputs, call_shape
         try:
-            kw, _ = self._bind(bind, args, call_shape, n, None)
-            if out is not None:
-                kw["_out"] = bind.write(out)
-            bind.dispatch(self._forward, n, kw)
+            kw, zero = self._bind(bind, args, call_shape, n, None)
+            for out, (_, _, name) in zip(outputs, self._outputs, strict=True):
+                kw[name] = bind.write(out)
+            bind.dispatch(self._forward, n, kw, tuple(zero.values()))
         except Exception:
             self.blame(args)
             raise
-        return out, call_shape
+        return outputs, call_shape
 
     def backward(
         self,
         args: Sequence[Any],
-        grad_out: torch.Tensor,
+        grad_outs: Sequence[torch.Tensor | None],
         mask: str,
         call_shape: tuple[int, ...] | None = None,
     ) -> list:
-        """Gradients for the arguments marked '1' in ``mask``; None for the others."""
+        """Gradients for the leaves marked '1' in ``mask``, None for the others, from one
+        cotangent per output (None: zero)."""
         kernel = self.backward_kernel(mask)
         bind = self._binding.begin()
         if call_shape is None:
@@ -276,18 +357,23 @@ class Specialization:
             self.check_size(args, call_shape)
         n = _numel(call_shape)
         kw, tensor_grads = self._bind(bind, args, call_shape, n, mask)
-        # Read in place at its strides, unless one is past what a 32-bit index reaches.
-        if max(grad_out.stride(), default=0) > MAX_EXTENT:
-            grad_out = grad_out.contiguous()
-        kw["_dout"], dout_strides = bind.read(grad_out)
-        if dout_strides:
-            kw["_dout_st"] = dout_strides
+        for k, name, st_name in self._cotangents:
+            grad_out = grad_outs[k]
+            dtype, elem, _ = self._outputs[k]
+            if grad_out is None:
+                grad_out = torch.zeros(call_shape + elem, dtype=dtype, device=bind.torch_device)
+            # Read in place at its strides, unless one is past what a 32-bit index reaches.
+            if max(grad_out.stride(), default=0) > MAX_EXTENT:
+                grad_out = grad_out.contiguous()
+            kw[name], dout_strides = bind.read(grad_out)
+            if dout_strides:
+                kw[st_name] = dout_strides
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:
             slots = self._grad_slots[mask] = [
-                (i, (width,) if width else (), grad_name)
-                for i, _, width, _, _, grad_name in self._elementwise
+                (i, self.plan.args[i].elem, grad_name)
+                for i, *_, grad_name in self._elementwise
                 if mask[i] == "1"
             ]
         for i, tail, grad_name in slots:
@@ -300,11 +386,80 @@ class Specialization:
             if grads[i].shape != shape:
                 grads[i] = grads[i].sum_to_size(shape)
         for i, g in tensor_grads.items():
-            grads[i] = g
+            if i >= 0:
+                grads[i] = g
         return grads
 
 
-def _no_grads(nothing: tuple[None, ...], ctx: Any, grad_out: torch.Tensor) -> tuple[None, ...]:
+def _as_outputs(fast: ForwardCall) -> Callable[[Sequence[Any]], Any]:
+    """A binding's forward call, which returns its one output (or None), returning a tuple of
+    outputs as the generic path does."""
+
+    def call(args: Sequence[Any]) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None:
+        done = fast(args)
+        if done is None:
+            return None
+        out, shape = done
+        return ((out,) if out is not None else ()), shape
+
+    return call
+
+
+def _leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
+    if not any(p.struct for p in plan.params):
+        return None
+    where = [(a.index, a.path) for a in plan.args]
+
+    def leaves(args: Sequence[Any]) -> list[Any]:
+        values = []
+        for index, path in where:
+            value = args[index]
+            for name in path:
+                value = value[name]
+            values.append(value)
+        return values
+
+    return leaves
+
+
+def _finisher(plan: SpecializationPlan) -> Callable[[Sequence[Any], Sequence[torch.Tensor]], Any]:
+    """What a call returns from its outputs: the result tensor, a dict for a struct result, or
+    None; each ``out``/``inout`` output is first copied into its parameter's tensor (through
+    autograd, which so records that tensor as written by the call)."""
+    if plan.returns is not None:
+        return _first
+    if not plan.outputs:
+        return _nothing
+    results = [(k, o.path) for k, o in enumerate(plan.outputs) if o.source == RESULT]
+    written = [(k, o.leaf) for k, o in enumerate(plan.outputs) if o.source != RESULT]
+
+    def finish(args: Sequence[Any], outputs: Sequence[torch.Tensor]) -> Any:
+        for k, leaf in written:
+            args[leaf].copy_(outputs[k])
+        if not results:
+            return None
+        if not plan.result_struct:
+            return outputs[results[0][0]]
+        tree: dict[str, Any] = {}
+        for k, path in results:
+            node = tree
+            for name in path[:-1]:
+                node = node.setdefault(name, {})
+            node[path[-1]] = outputs[k]
+        return tree
+
+    return finish
+
+
+def _first(args: Sequence[Any], outputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    return outputs[0]
+
+
+def _nothing(args: Sequence[Any], outputs: Sequence[torch.Tensor]) -> None:
+    return None
+
+
+def _no_grads(nothing: tuple[None, ...], ctx: Any, *grad_outs: torch.Tensor) -> tuple[None, ...]:
     return nothing
 
 
@@ -326,19 +481,27 @@ class _SlangCall(torch.autograd.Function):
         for i in spec._tensors:
             others[i] = None
         ctx.others = others
+        if spec._inout:
+            # The call's own outputs are copied into these after it returns: keep them as the
+            # kernel read them.
+            tensors = tuple(
+                t.detach().clone() if k in spec._inout else t for k, t in enumerate(tensors)
+            )
         ctx.save_for_backward(*tensors)
-        out, ctx.call_shape = spec._forward_with_shape(args)
-        return out
+        outputs, ctx.call_shape = spec._forward_with_shape(args)
+        if spec._not_differentiable:
+            ctx.mark_non_differentiable(*(outputs[k] for k in spec._not_differentiable))
+        return outputs
 
     @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
+    def backward(ctx, *grad_outs: torch.Tensor):
         # Run as it is, never traced: autograd may enter here where torch.compile left its frame
         # hook set (a backward called past a graph break), and tracing would stage stand-ins
         # for tensors. Only a process that compiles has imported torch._dynamo, which is slow to
         # import.
         if "torch._dynamo" in sys.modules:
-            return _untraced_backward()(ctx, grad_out)
-        return _backward(ctx, grad_out)
+            return _untraced_backward()(ctx, *grad_outs)
+        return _backward(ctx, *grad_outs)
 
 
 @functools.cache
@@ -348,7 +511,7 @@ def _untraced_backward() -> Callable[..., tuple[torch.Tensor | None, ...]]:
     return torch._dynamo.disable(_backward)
 
 
-def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+def _backward(ctx: Any, *grad_outs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
     """The backward of a ``_SlangCall``: the kernel of the grad mask torch asks for."""
     spec: Specialization = ctx.spec
     if torch.is_grad_enabled():
@@ -357,4 +520,4 @@ def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ..
             "differentiable (drop create_graph=True)"
         )
     needs = ctx.needs_input_grad
-    return (spec._calls.get(needs) or spec.backward_call(needs))(ctx, grad_out)
+    return (spec._calls.get(needs) or spec.backward_call(needs))(ctx, *grad_outs)

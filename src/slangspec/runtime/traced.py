@@ -179,7 +179,7 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     shapes += [args[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
     r = plan.returns
     assert r is not None, "a function that returns nothing is called through call_writing"
-    tail = (r.width,) if r.width else ()
+    tail = r.elem
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
     device = device or fn.torch_device
     return torch.empty(broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
@@ -200,7 +200,7 @@ def _with_copies(name: str, args: list[Any]) -> tuple[list[Any], list[torch.Tens
 
 def _forward(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     args = unpack(tensors, kinds, floats, ints)
-    return _specialization(name, args, grads).forward(args)
+    return _specialization(name, args, grads).forward(args)[0]
 
 
 def _forward_writing(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
@@ -217,7 +217,7 @@ def _forward_writing_returning(
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
     args, written = _with_copies(name, args)
-    return written, spec.forward(args)
+    return written, spec.forward(args)[0]
 
 
 def _fake_result(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
@@ -261,7 +261,9 @@ def _backward_forward(name, tensors, grads, kinds, floats, ints, grad_out) -> li
     for k, g in zip(positions, grads, strict=True):
         if g and spec.plan.args[k].grad:
             mask[k] = "1"
-    computed = spec.backward(args, grad_out, "".join(mask)) if "1" in mask else [None] * len(args)
+    computed = (
+        spec.backward(args, [grad_out], "".join(mask)) if "1" in mask else [None] * len(args)
+    )
     return [
         computed[k] if computed[k] is not None else torch.zeros_like(args[k])
         for k, g in zip(positions, grads, strict=True)

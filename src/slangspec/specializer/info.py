@@ -2,24 +2,107 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-TypeKind = Literal["scalar", "vector", "tensor", "void", "other"]
+TypeKind = Literal["scalar", "vector", "matrix", "array", "struct", "tensor", "void", "other"]
 Direction = Literal["in", "out", "inout"]
-TENSOR_INTERFACES = ("ITensor", "IRWTensor", "IWTensor", "IDiffTensor")
+TENSOR_TYPES = (
+    "ITensor",
+    "IRWTensor",
+    "IWTensor",
+    "IDiffTensor",
+    "IWDiffTensor",
+    "Tensor",
+    "RWTensor",
+    "WTensor",
+    "DiffTensor",
+    "WDiffTensor",
+)
+"""The slangpy tensor types a whole torch tensor binds to: interfaces and concrete structs."""
+VALUE_KINDS = ("scalar", "vector", "matrix", "array")
+"""Kinds whose values are a scalar type over an element shape: one element per call point."""
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    name: str
+    type: TypeInfo
 
 
 @dataclass(frozen=True)
 class TypeInfo:
-    """A parameter or return type."""
+    """A parameter or return type.
+
+    ``shape`` is the element shape a value of a vector, matrix or array type takes from a
+    tensor's trailing dimensions: ``(3,)`` for ``float3``, ``(3, 3)`` for ``float3x3``, ``(5,)``
+    for ``float[5]``, ``(4, 3)`` for ``float3[4]``; ``interface`` names a tensor type
+    (``IDiffTensor``, ``RWTensor``, ...) of element ``scalar`` and rank ``dims``; ``fields`` are a
+    struct's, in declaration order, and ``differentiable`` says whether
+    it conforms to ``IDifferentiable``.
+    """
 
     kind: TypeKind
     name: str
     scalar: str = ""
-    width: int = 0
+    shape: tuple[int, ...] = ()
     interface: str = ""
     dims: int = 0
+    fields: tuple[FieldInfo, ...] = ()
+    differentiable: bool = False  # a struct that conforms to IDifferentiable
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "scalar": self.scalar,
+            "shape": list(self.shape),
+            "interface": self.interface,
+            "dims": self.dims,
+            "fields": [[f.name, f.type.to_json()] for f in self.fields],
+            "differentiable": self.differentiable,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], depth: int = 0) -> TypeInfo:
+        """The inverse of ``to_json``; ValueError, TypeError or KeyError when ``data`` is not
+        one's output."""
+        if not isinstance(data, dict) or set(data) != set(_TYPE_FIELDS) or depth > 16:
+            raise ValueError("not a type description")
+        for name, kind in _TYPE_FIELDS.items():
+            if type(data[name]) is not kind:
+                raise ValueError(f"type field {name!r} is {data[name]!r}")
+        if data["kind"] not in get_args(TypeKind):
+            raise ValueError(f"type kind {data['kind']!r}")
+        if any(type(n) is not int or n < 0 for n in data["shape"]):
+            raise ValueError(f"type shape {data['shape']!r}")
+        fields = []
+        for f in data["fields"]:
+            if not (isinstance(f, list) and len(f) == 2 and type(f[0]) is str):
+                raise ValueError(f"struct field {f!r}")
+            fields.append(FieldInfo(f[0], cls.from_json(f[1], depth + 1)))
+        return cls(
+            data["kind"],
+            data["name"],
+            data["scalar"],
+            tuple(data["shape"]),
+            data["interface"],
+            data["dims"],
+            tuple(fields),
+            data["differentiable"],
+        )
+
+
+_TYPE_FIELDS = {
+    "kind": str,
+    "name": str,
+    "scalar": str,
+    "shape": list,
+    "interface": str,
+    "dims": int,
+    "fields": list,
+    "differentiable": bool,
+}
 
 
 @dataclass(frozen=True)
@@ -39,16 +122,28 @@ class FunctionInfo:
     returns: TypeInfo
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["params"] = list(data["params"])
-        return data
+        return {
+            "module": self.module,
+            "name": self.name,
+            "differentiable": self.differentiable,
+            "params": [
+                {
+                    "name": p.name,
+                    "type": p.type.to_json(),
+                    "no_diff": p.no_diff,
+                    "direction": p.direction,
+                }
+                for p in self.params
+            ],
+            "returns": self.returns.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FunctionInfo:
         """The inverse of ``to_json``; TypeError, KeyError or ValueError when ``data`` is not
         one's output."""
         params = tuple(
-            ParamInfo(p["name"], _type(p["type"]), p["no_diff"], p["direction"])
+            ParamInfo(p["name"], TypeInfo.from_json(p["type"]), p["no_diff"], p["direction"])
             for p in data["params"]
         )
         info = cls(
@@ -56,7 +151,7 @@ class FunctionInfo:
             data["name"],
             data["differentiable"],
             params,
-            _type(data["returns"]),
+            TypeInfo.from_json(data["returns"]),
         )
         plain = [str, str, bool] + [str, bool, str] * len(params)
         values = [info.module, info.name, info.differentiable]
@@ -69,13 +164,3 @@ class FunctionInfo:
         ):
             raise ValueError("not a function description")
         return info
-
-
-def _type(data: dict[str, Any]) -> TypeInfo:
-    t = TypeInfo(**data)
-    for f in fields(t):
-        if type(getattr(t, f.name)) is not (int if f.name in ("width", "dims") else str):
-            raise ValueError(f"type field {f.name!r} is {getattr(t, f.name)!r}")
-    if t.kind not in get_args(TypeKind):
-        raise ValueError(f"type kind {t.kind!r}")
-    return t

@@ -8,6 +8,7 @@ signature string alone. A change to its fields or their meaning bumps
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal
@@ -17,54 +18,105 @@ from ..signature_text import (
     SIGNATURE_FORMAT,
     ArgForm,
     CallSignature,
+    DictForm,
     GridForm,
     ScalarForm,
     TensorForm,
+    extent_classes,
     parse_call_signature,
 )
 from ..toolchain import PLAN_FORMAT
-from .info import FunctionInfo, ParamInfo, TypeInfo
+from .info import VALUE_KINDS, Direction, FunctionInfo, ParamInfo, TypeInfo
 
-ArgKind = Literal["elementwise", "uniform", "tensor", "grid"]
-Binding = Literal["pointer", "value", "index", "Tensor", "RWTensor", "WTensor", "PrimalTensor"]
-"""How an argument is bound: a pointer, a uniform value, the call index, or the Slang tensor
-struct bound in forward kernels."""
+ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "target"]
+"""How a leaf takes part in a call: an element per call point, one value for the whole call,
+a whole tensor, the call index, or (``target``) a tensor an ``out`` parameter is written into,
+which only shapes the call."""
+Binding = Literal[
+    "pointer",
+    "value",
+    "index",
+    "none",
+    "Tensor",
+    "RWTensor",
+    "WTensor",
+    "PrimalTensor",
+    "DiffTensor",
+]
+"""How a leaf is bound: a pointer, a uniform value, the call index, not at all, or the Slang
+tensor struct bound in forward kernels."""
 WRITTEN: tuple[Binding, ...] = ("RWTensor", "WTensor")
 """The tensor bindings through which a kernel writes a whole tensor."""
+RESULT = -1
+"""The ``source`` of an output that is the function's result."""
 
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
 _BINDINGS: dict[str, Binding] = {
     "ITensor": "Tensor",
+    "Tensor": "Tensor",
     "IRWTensor": "RWTensor",
+    "RWTensor": "RWTensor",
     "IWTensor": "WTensor",
+    "WTensor": "WTensor",
+    "IDiffTensor": "PrimalTensor",
+    "DiffTensor": "DiffTensor",
+}
+_UNSUPPORTED_TENSORS = {
+    "IWDiffTensor": "a differentiable tensor the kernel writes",
+    "WDiffTensor": "a differentiable tensor the kernel writes",
 }
 
 
 @dataclass(frozen=True, kw_only=True)
 class ArgPlan:
-    """How one argument binds to its parameter."""
+    """How one leaf of the arguments binds: a whole argument, or one field of a struct argument
+    (fed by a dict), at ``path`` within parameter ``index``."""
 
-    param: str
+    param: str  # the parameter's name, with the field path of a struct's leaf: "p.b"
+    index: int  # the parameter's position
+    path: tuple[str, ...] = ()
     kind: ArgKind
     slang_type: str
     scalar: str  # Slang element scalar type
     dtype: str = ""  # torch dtype name, "" for uniforms and grids
-    width: int = 0  # vector components consumed from the last dimension; 0 for scalars
+    elem: tuple[int, ...] = ()  # element shape consumed from the trailing dimensions
     rank: int = 0  # rank of the tensor, or grid dimensions
     call_dims: int = 0  # dimensions contributed to the call shape
     broadcast: bool = False  # may be broadcast across the call: its gradient is a sum
     differentiable: bool = False  # differentiable: a DifferentialPair in backward kernels
     grad: bool = False  # receives a gradient in this call (differentiable and requires grad)
     binding: Binding
+    direction: Direction = "in"
 
 
 @dataclass(frozen=True)
-class ReturnPlan:
+class ParamPlan:
+    """One parameter: its leaves are ``SpecializationPlan.args[first:first + count]``."""
+
+    name: str
+    slang_type: str
+    direction: Direction
+    struct: bool  # fed by a dict, one leaf per field
+    differentiable: bool  # passed as a differential pair (or its differential) in backward
+    first: int
+    count: int
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """One tensor the call produces: the result (``source`` RESULT) or an ``out``/``inout``
+    parameter, at ``path`` within a struct; ``leaf`` is the argument leaf it is copied into
+    (-1 for the result)."""
+
+    name: str
+    source: int
+    path: tuple[str, ...]
+    leaf: int
     slang_type: str
     scalar: str
     dtype: str
-    width: int
+    elem: tuple[int, ...]
     differentiable: bool
 
 
@@ -78,10 +130,20 @@ class SpecializationPlan:
     module: str
     function: str
     differentiable: bool
+    params: tuple[ParamPlan, ...]
     args: tuple[ArgPlan, ...]
     call_rank: int
-    returns: ReturnPlan | None
+    result: str  # the result's Slang type, "" for void
+    result_struct: bool  # the result is a struct: it comes back as a dict
+    outputs: tuple[OutputPlan, ...]
     backward_masks: tuple[str, ...]
+
+    @property
+    def returns(self) -> OutputPlan | None:
+        """The one output of a function that returns a value and writes no parameter."""
+        if len(self.outputs) == 1 and self.outputs[0].source == RESULT and not self.result_struct:
+            return self.outputs[0]
+        return None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -89,8 +151,14 @@ class SpecializationPlan:
     @classmethod
     def from_json(cls, text: str) -> SpecializationPlan:
         d = json.loads(text)
-        d["args"] = tuple(ArgPlan(**a) for a in d["args"])
-        d["returns"] = ReturnPlan(**d["returns"]) if d["returns"] else None
+        d["params"] = tuple(ParamPlan(**p) for p in d["params"])
+        d["args"] = tuple(
+            ArgPlan(**{**a, "path": tuple(a["path"]), "elem": tuple(a["elem"])}) for a in d["args"]
+        )
+        d["outputs"] = tuple(
+            OutputPlan(**{**o, "path": tuple(o["path"]), "elem": tuple(o["elem"])})
+            for o in d["outputs"]
+        )
         d["backward_masks"] = tuple(d["backward_masks"])
         return cls(**d)
 
@@ -98,68 +166,121 @@ class SpecializationPlan:
 class _Resolver:
     def __init__(self, info: FunctionInfo) -> None:
         self.info = info
+        self.fn = f"{info.module}::{info.name}"
 
-    def fail(self, exc: type[Exception], index: int, param: ParamInfo, expected: str, got: str):
-        fn = f"{self.info.module}::{self.info.name}"
-        return exc(f"{fn}: argument {index} ('{param.name}'): expected {expected}, got {got}")
+    def fail(self, exc: type[Exception], index: int, name: str, expected: str, got: str):
+        return exc(f"{self.fn}: argument {index} ('{name}'): expected {expected}, got {got}")
 
-    def arg(self, index: int, param: ParamInfo, form: ArgForm) -> ArgPlan:
+    def param(self, index: int, param: ParamInfo, form: ArgForm) -> list[ArgPlan]:
+        """The leaves of one argument."""
         t = param.type
-        if param.direction != "in":
-            raise self.fail(TypeError, index, param, "an 'in' parameter", f"'{param.direction}'")
-        if t.kind in ("scalar", "vector"):
-            return self.value_arg(index, param, t, form)
-        if t.kind == "tensor":
-            return self.tensor_arg(index, param, t, form)
+        if t.kind == "struct":
+            diff = self.info.differentiable and t.differentiable and not param.no_diff
+            return self.struct_leaves(index, param, t, form, (), diff)
+        return [self.leaf(index, param, t, form, (), not param.no_diff)]
+
+    def struct_leaves(
+        self,
+        index: int,
+        param: ParamInfo,
+        t: TypeInfo,
+        form: ArgForm,
+        path: tuple[str, ...],
+        diff: bool,
+    ) -> list[ArgPlan]:
+        name = ".".join((param.name, *path))
+        if not isinstance(form, DictForm):
+            raise self.fail(
+                TypeError, index, name, f"a dict of the fields of {t.name}", _describe(form)
+            )
+        given = dict(form.fields)
+        wanted = [f.name for f in t.fields]
+        missing = [f for f in wanted if f not in given]
+        extra = [f for f in given if f not in wanted]
+        if missing or extra:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(map(repr, missing))}")
+            if extra:
+                problems.append(f"unknown {', '.join(map(repr, extra))}")
+            raise self.fail(
+                ValueError,
+                index,
+                name,
+                f"the fields of {t.name} ({', '.join(wanted)})",
+                "; ".join(problems),
+            )
+        leaves: list[ArgPlan] = []
+        for f in t.fields:
+            sub = (*path, f.name)
+            if f.type.kind == "struct":
+                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff)
+            else:
+                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff))
+        return leaves
+
+    def leaf(
+        self,
+        index: int,
+        param: ParamInfo,
+        t: TypeInfo,
+        form: ArgForm,
+        path: tuple[str, ...],
+        may_diff: bool,
+    ) -> ArgPlan:
+        name = ".".join((param.name, *path))
+        base = {"param": name, "index": index, "path": path, "direction": param.direction}
+        if t.kind in VALUE_KINDS:
+            if param.direction == "out":
+                return self.target(index, name, t, form, base)
+            diff = self.info.differentiable and may_diff and t.scalar in SLANG_FLOATS
+            return self.value(index, name, t, form, diff, base)
+        if t.kind == "tensor" and not path:
+            if param.direction != "in":
+                raise self.fail(
+                    TypeError, index, name, "an 'in' tensor parameter", f"'{param.direction}'"
+                )
+            return self.tensor(index, name, t, form, base)
+        what = "a whole-tensor field" if t.kind == "tensor" else f"parameter type {t.name}"
         raise self.fail(
             TypeError,
             index,
-            param,
-            "a scalar, vector or slangpy tensor parameter",
-            f"unsupported parameter type {t.name}",
+            name,
+            "a scalar, vector, matrix, array, struct or slangpy tensor parameter",
+            f"unsupported {what}",
         )
 
-    def value_arg(self, index: int, param: ParamInfo, t: TypeInfo, form: ArgForm) -> ArgPlan:
-        diff = self.info.differentiable and not param.no_diff and t.scalar in SLANG_FLOATS
-        want = SLANG[t.scalar].dtype
-        if isinstance(form, ScalarForm):
-            if t.kind == "vector" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
-                raise self.fail(TypeError, index, param, _expected_value(t), _PY_NAMES[form.kind])
-            return _arg_plan(param, kind="uniform", binding="value", differentiable=diff)
-        if isinstance(form, GridForm):
-            if t.scalar not in ("int", "uint") or (t.width or 1) != form.rank:
+    def value(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, diff: bool, base: dict[str, Any]
+    ) -> ArgPlan:
+        inout = base["direction"] == "inout"
+        if isinstance(form, ScalarForm) and not inout:
+            if t.kind != "scalar" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
+                raise self.fail(TypeError, index, name, _expected_value(t), _PY_NAMES[form.kind])
+            return _arg_plan(t, base, kind="uniform", binding="value", differentiable=diff)
+        if isinstance(form, GridForm) and not inout:
+            width = t.shape[0] if t.kind == "vector" else 1 if t.kind == "scalar" else 0
+            if t.scalar not in ("int", "uint") or width != form.rank:
                 raise self.fail(
                     TypeError,
                     index,
-                    param,
+                    name,
                     _expected_value(t),
                     f"a {form.rank}-D grid (an int{form.rank} index)",
                 )
             return _arg_plan(
-                param, kind="grid", binding="index", rank=form.rank, call_dims=form.rank
+                t, base, kind="grid", binding="index", rank=form.rank, call_dims=form.rank
             )
-        if form.dtype != want:
-            raise self.fail(
-                TypeError,
-                index,
-                param,
-                f"a {want} tensor",
-                f"a {form.dtype} tensor",
-            )
-        width = t.width
-        if width and (form.rank == 0 or form.extents[-1] != str(width)):
-            got = f"shape class {form.extents or '()'}"
-            raise self.fail(
-                ValueError, index, param, f"a tensor whose last dimension is {width}", got
-            )
-        call_dims = form.rank - (1 if width else 0)
+        form = self.element_tensor(index, name, t, form)
+        call_dims = form.rank - len(t.shape)
         broadcast = "1" in form.extents[:call_dims]
         return _arg_plan(
-            param,
+            t,
+            base,
             kind="elementwise",
             binding="pointer",
             dtype=form.dtype,
-            width=width,
+            elem=t.shape,
             rank=form.rank,
             call_dims=call_dims,
             broadcast=broadcast,
@@ -167,40 +288,151 @@ class _Resolver:
             grad=diff and form.grad,
         )
 
-    def tensor_arg(self, index: int, param: ParamInfo, t: TypeInfo, form: ArgForm) -> ArgPlan:
+    def target(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        """The tensor an ``out`` parameter's value is written into."""
+        form = self.element_tensor(index, name, t, form)
+        return _arg_plan(
+            t,
+            base,
+            kind="target",
+            binding="none",
+            dtype=form.dtype,
+            elem=t.shape,
+            rank=form.rank,
+            call_dims=form.rank - len(t.shape),
+        )
+
+    def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
+        """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
+        element shape's classes (an extent past 4 is checked against the tensor itself)."""
+        want = SLANG[t.scalar].dtype
+        if not isinstance(form, TensorForm):
+            raise self.fail(TypeError, index, name, _expected_value(t), _describe(form))
+        if form.dtype != want:
+            raise self.fail(TypeError, index, name, f"a {want} tensor", f"a {form.dtype} tensor")
+        classes = extent_classes(t.shape)
+        if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
+            raise self.fail(
+                ValueError,
+                index,
+                name,
+                f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}",
+                f"shape class {form.extents or '()'}",
+            )
+        return form
+
+    def tensor(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        if t.interface in _UNSUPPORTED_TENSORS:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                "a tensor type slangspec binds",
+                f"{t.name} ({_UNSUPPORTED_TENSORS[t.interface]}, not supported)",
+            )
         want = SLANG[t.scalar].dtype
         expected = f"a {want} tensor of rank {t.dims} for {t.name}"
         if not isinstance(form, TensorForm):
-            raise self.fail(TypeError, index, param, expected, _describe(form))
+            raise self.fail(TypeError, index, name, expected, _describe(form))
         if form.dtype != want or form.rank != t.dims:
-            raise self.fail(TypeError, index, param, expected, _describe(form))
-        diff = t.interface == "IDiffTensor" and self.info.differentiable and t.scalar == "float"
-        if t.interface == "IDiffTensor" and t.scalar != "float":
-            raise self.fail(TypeError, index, param, "IDiffTensor<float, D>", t.name)
-        binding = "PrimalTensor" if t.interface == "IDiffTensor" else _BINDINGS[t.interface]
+            raise self.fail(TypeError, index, name, expected, _describe(form))
+        differentiable_type = t.interface in ("IDiffTensor", "DiffTensor")
+        if differentiable_type and t.scalar != "float":
+            raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
+        diff = differentiable_type and self.info.differentiable
         return _arg_plan(
-            param,
+            t,
+            base,
             kind="tensor",
-            binding=binding,
+            binding=_BINDINGS[t.interface],
             dtype=form.dtype,
             rank=form.rank,
             differentiable=diff,
             grad=diff and form.grad,
         )
 
+    def outputs(
+        self, params: Sequence[ParamPlan], args: Sequence[ArgPlan]
+    ) -> tuple[OutputPlan, ...]:
+        """The result's outputs (one per leaf of a struct result), then each ``out`` and
+        ``inout`` parameter's, leaf by leaf."""
+        r = self.info.returns
+        outputs: list[OutputPlan] = []
+        if r.kind != "void":
+            diff = self.info.differentiable and (r.kind != "struct" or r.differentiable)
+            for path, t in self.result_leaves(r, ()):
+                name = ".".join(("result", *path))
+                outputs.append(_output(name, RESULT, path, -1, t, diff))
+        for k, p in enumerate(params):
+            if p.direction == "in":
+                continue
+            info = self.info.params[k]
+            diff = self.info.differentiable and not info.no_diff
+            if info.type.kind == "struct":
+                diff = diff and info.type.differentiable
+            for j in range(p.first, p.first + p.count):
+                a = args[j]
+                t = _leaf_type(info.type, a.path)
+                outputs.append(_output(a.param, k, a.path, j, t, diff))
+        return tuple(outputs)
 
-def _arg_plan(param: ParamInfo, *, kind: ArgKind, binding: Binding, **fields: Any) -> ArgPlan:
-    """The plan of an argument for ``param``; the fields not given are absent (0, False, "")."""
-    t = param.type
-    return ArgPlan(
-        param=param.name, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields
+    def result_leaves(
+        self, t: TypeInfo, path: tuple[str, ...]
+    ) -> list[tuple[tuple[str, ...], TypeInfo]]:
+        if t.kind in VALUE_KINDS:
+            return [(path, t)]
+        if t.kind == "struct" and t.fields:
+            leaves = []
+            for f in t.fields:
+                leaves += self.result_leaves(f.type, (*path, f.name))
+            return leaves
+        raise TypeError(
+            f"{self.fn}: unsupported return type {t.name}; expected void, a scalar, vector, "
+            "matrix, array or a struct of those"
+        )
+
+
+def _leaf_type(t: TypeInfo, path: tuple[str, ...]) -> TypeInfo:
+    for name in path:
+        t = next(f.type for f in t.fields if f.name == name)
+    return t
+
+
+def _output(
+    name: str, source: int, path: tuple[str, ...], leaf: int, t: TypeInfo, diff: bool
+) -> OutputPlan:
+    return OutputPlan(
+        name,
+        source,
+        path,
+        leaf,
+        t.name,
+        t.scalar,
+        SLANG[t.scalar].dtype,
+        t.shape,
+        diff and t.scalar in SLANG_FLOATS,
     )
+
+
+def _arg_plan(
+    t: TypeInfo, base: dict[str, Any], *, kind: ArgKind, binding: Binding, **fields: Any
+) -> ArgPlan:
+    """The plan of a leaf of type ``t``; the fields not given are absent (0, False, "")."""
+    return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
 def _expected_value(t: TypeInfo) -> str:
     dtype = SLANG[t.scalar].dtype
-    if t.kind == "vector":
-        return f"a {dtype} tensor whose last dimension is {t.width} for {t.name}"
+    if t.kind != "scalar":
+        return f"a {dtype} tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
     if t.scalar in ("int", "uint"):
         return f"a {dtype} tensor, a Python int or a 1-D grid for {t.name}"
     return f"a {dtype} tensor or a Python scalar for {t.name}"
@@ -211,20 +443,9 @@ def _describe(form: ArgForm) -> str:
         return f"a {form.dtype} tensor of rank {form.rank}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
+    if isinstance(form, DictForm):
+        return f"a dict of {', '.join(k for k, _ in form.fields)}"
     return _PY_NAMES[form.kind]
-
-
-def _returns(info: FunctionInfo) -> ReturnPlan | None:
-    r = info.returns
-    if r.kind == "void":
-        return None
-    if r.kind not in ("scalar", "vector"):
-        raise TypeError(
-            f"{info.module}::{info.name}: unsupported return type {r.name}; "
-            "expected void, a scalar or a vector"
-        )
-    diff = info.differentiable and r.scalar in SLANG_FLOATS
-    return ReturnPlan(r.name, r.scalar, SLANG[r.scalar].dtype, r.width, diff)
 
 
 def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
@@ -238,21 +459,34 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
             f"({', '.join(p.name for p in info.params)}), got {len(call.args)}"
         )
     resolver = _Resolver(info)
-    pairs = enumerate(zip(info.params, call.args, strict=True))
-    args = tuple(resolver.arg(i, p, f) for i, (p, f) in pairs)
-    call_rank = max((a.call_dims for a in args), default=0)
+    params: list[ParamPlan] = []
+    leaves: list[ArgPlan] = []
+    for k, (p, form) in enumerate(zip(info.params, call.args, strict=True)):
+        mine = resolver.param(k, p, form)
+        struct = p.type.kind == "struct"
+        diff = info.differentiable and not p.no_diff
+        if struct:
+            diff = diff and p.type.differentiable
+        else:
+            diff = diff and p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS
+        params.append(
+            ParamPlan(p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine))
+        )
+        leaves += mine
+    call_rank = max((a.call_dims for a in leaves), default=0)
     args = tuple(
-        a if a.kind != "elementwise" or a.call_dims == call_rank else replace(a, broadcast=True)
-        for a in args
+        replace(a, broadcast=True) if a.kind == "elementwise" and a.call_dims != call_rank else a
+        for a in leaves
     )
-    returns = _returns(info)
+    outputs = resolver.outputs(params, args)
     capable = [i for i, a in enumerate(args) if a.differentiable and a.grad]
     masks: list[str] = []
-    if returns is not None and returns.differentiable:
+    if any(o.differentiable for o in outputs):
         for bits in product("01", repeat=len(capable)):
             if "1" in bits:
                 chosen = {c for c, b in zip(capable, bits, strict=True) if b == "1"}
                 masks.append("".join("1" if i in chosen else "0" for i in range(len(args))))
+    r = info.returns
     return SpecializationPlan(
         PLAN_FORMAT,
         SIGNATURE_FORMAT,
@@ -260,9 +494,12 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         info.module,
         info.name,
         info.differentiable,
+        tuple(params),
         args,
         call_rank,
-        returns,
+        "" if r.kind == "void" else r.name,
+        r.kind == "struct",
+        outputs,
         tuple(masks),
     )
 

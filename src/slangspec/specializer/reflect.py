@@ -10,7 +10,15 @@ import re
 import slangpy as spy
 
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
-from .info import TENSOR_INTERFACES, Direction, FunctionInfo, ParamInfo, TypeInfo
+from .info import (
+    TENSOR_TYPES,
+    VALUE_KINDS,
+    Direction,
+    FieldInfo,
+    FunctionInfo,
+    ParamInfo,
+    TypeInfo,
+)
 
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType
@@ -19,29 +27,49 @@ _SLANG_NAMES = {getattr(_Scalar, name): slang for name, slang in SLANG_NAME_OF_R
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
 
 
-def type_info(t: spy.TypeReflection) -> TypeInfo:
-    """Classify one reflected type."""
+def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) -> TypeInfo:
+    """Classify one reflected type of ``layout``."""
     full = t.full_name
-    if t.kind == _Kind.scalar:
+    kind = t.kind
+    if kind == _Kind.scalar:
         if t.scalar_type == _Scalar.void:
             return TypeInfo("void", full)
         scalar = _SLANG_NAMES.get(t.scalar_type)
         return TypeInfo("scalar", full, scalar) if scalar else TypeInfo("other", full)
-    if t.kind == _Kind.vector:
+    if kind == _Kind.vector:
         scalar = _SLANG_NAMES.get(t.scalar_type)
-        if scalar and 2 <= t.col_count <= 4:
-            return TypeInfo("vector", full, scalar, t.col_count)
+        if scalar and 1 <= t.col_count <= 4:
+            return TypeInfo("vector", full, scalar, (t.col_count,))
         return TypeInfo("other", full)
-    if t.kind == _Kind.interface:
-        m = _GENERIC_RE.fullmatch(full)
-        if m and m.group(1) in TENSOR_INTERFACES:
-            element = m.group(2)
-            scalar = element if element in SLANG else ""
-            if scalar:
-                return TypeInfo("tensor", full, scalar, 0, m.group(1), int(m.group(3)))
-    if t.kind == _Kind.none and full == "void":
+    if kind == _Kind.matrix:
+        scalar = _SLANG_NAMES.get(t.scalar_type)
+        if scalar and 1 <= t.row_count <= 4 and 1 <= t.col_count <= 4:
+            return TypeInfo("matrix", full, scalar, (t.row_count, t.col_count))
+        return TypeInfo("other", full)
+    if kind == _Kind.array:
+        element = type_info(t.element_type, layout, depth + 1)
+        count = t.element_count
+        if element.kind in VALUE_KINDS and count > 0:
+            return TypeInfo("array", full, element.scalar, (count, *element.shape))
+        return TypeInfo("other", full)
+    m = _GENERIC_RE.fullmatch(full)
+    if m and m.group(1) in TENSOR_TYPES and kind in (_Kind.interface, _Kind.struct):
+        element = m.group(2)
+        if element in SLANG:
+            return TypeInfo("tensor", full, element, (), m.group(1), int(m.group(3)))
+        return TypeInfo("other", full)
+    if kind == _Kind.struct and depth < 8:
+        fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)
+        differentiable = _differentiable(layout, t)
+        return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
+    if kind == _Kind.none and full == "void":
         return TypeInfo("void", full)
     return TypeInfo("other", full)
+
+
+def _differentiable(layout: spy.ProgramLayout, t: spy.TypeReflection) -> bool:
+    interface = layout.find_type_by_name("IDifferentiable")
+    return interface is not None and bool(layout.is_sub_type(t, interface))
 
 
 def _direction(p: spy.VariableReflection) -> Direction:
@@ -67,7 +95,12 @@ def function_info(module: spy.SlangModule, module_name: str, name: str) -> Funct
             f"{module_name}::{name} is overloaded; slangspec calls only functions with one overload"
         )
     params = tuple(
-        ParamInfo(p.name, type_info(p.type), p.has_modifier(spy.ModifierID.nodiff), _direction(p))
+        ParamInfo(
+            p.name,
+            type_info(p.type, module.layout),
+            p.has_modifier(spy.ModifierID.nodiff),
+            _direction(p),
+        )
         for p in f.parameters
     )
     return FunctionInfo(
@@ -75,5 +108,5 @@ def function_info(module: spy.SlangModule, module_name: str, name: str) -> Funct
         name,
         f.has_modifier(spy.ModifierID.differentiable),
         params,
-        type_info(f.return_type),
+        type_info(f.return_type, module.layout),
     )

@@ -1,0 +1,417 @@
+"""Every parameter form a slangpy user writes, against the same maths in torch: matrices,
+arrays, structs (dicts), out/inout parameters, ``_result=``, every tensor type, keyword
+arguments and explicit generics."""
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import slangspec
+
+SHADERS = Path(__file__).parent / "shaders"
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture(scope="module")
+def sf(cache_dir):
+    return slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+
+
+def leaf(*shape, tdev, grad=True, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype, device=tdev).requires_grad_(grad)
+
+
+def twin(t):
+    return t.detach().clone().requires_grad_(t.requires_grad)
+
+
+def assert_grads(tensors, twins):
+    for t, w in zip(tensors, twins, strict=True):
+        if w.grad is None:
+            assert t.grad is None
+        else:
+            torch.testing.assert_close(t.grad, w.grad, **TOL)
+
+
+# --- matrices ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["batched", "broadcast", "transposed"])
+def test_matrix_times_vector(sf, tdev, layout):
+    m = leaf(6, 3, 3, tdev=tdev) if layout != "broadcast" else leaf(3, 3, tdev=tdev)
+    if layout == "transposed":
+        m = leaf(6, 3, 3, tdev=tdev).detach().transpose(1, 2).requires_grad_()
+        assert not m.is_contiguous()
+    v = leaf(6, 3, tdev=tdev)
+    mt, vt = twin(m), twin(v)
+    y = sf.transform(m, v)
+    ref = torch.einsum("...ij,...j->...i", mt, vt)
+    torch.testing.assert_close(y, ref, **TOL)
+    cot = torch.randn_like(ref)
+    y.backward(cot)
+    ref.backward(cot)
+    assert_grads([m, v], [mt, vt])
+
+
+def test_matrix_result_of_two_by_three(sf, tdev):
+    m = leaf(4, 2, 3, tdev=tdev)
+    mt = twin(m)
+    y = sf.scale23(m, 2.5)
+    assert y.shape == (4, 2, 3)
+    ref = mt * 2.5
+    torch.testing.assert_close(y, ref, **TOL)
+    y.sum().backward()
+    ref.sum().backward()
+    assert_grads([m], [mt])
+
+
+def test_matrix_of_the_wrong_shape_names_the_argument(sf, tdev):
+    with pytest.raises(ValueError, match=r"argument 0 \('m'\).*trailing dimensions are \(3, 3\)"):
+        sf.transform(leaf(6, 3, 2, tdev=tdev), leaf(6, 3, tdev=tdev))
+
+
+# --- arrays --------------------------------------------------------------------------------
+
+
+def test_arrays_broadcast_and_differentiate(sf, tdev):
+    a = leaf(7, 5, tdev=tdev)
+    b = leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    y = sf.add_arrays(a, b)
+    ref = at + bt
+    torch.testing.assert_close(y, ref, **TOL)
+    cot = torch.randn_like(ref)
+    y.backward(cot)
+    ref.backward(cot)
+    assert_grads([a, b], [at, bt])
+
+
+def test_array_length_mismatch_names_expected_and_actual(sf, tdev):
+    with pytest.raises(ValueError, match=r"argument 0 \('a'\).*\(5,\).*got shape \(7, 6\)"):
+        sf.add_arrays(leaf(7, 6, tdev=tdev), leaf(7, 6, tdev=tdev))
+
+
+def test_arrays_of_vectors_and_nested_arrays_index_in_order(sf, tdev):
+    v = leaf(3, 2, 3, tdev=tdev)
+    w = leaf(3, 2, 3, tdev=tdev).detach().transpose(0, 1).contiguous().transpose(0, 1)
+    w.requires_grad_()
+    vt, wt = twin(v), twin(w)
+    y = sf.weigh(v, w)
+    ref = (vt * wt).sum(dim=(1, 2))
+    torch.testing.assert_close(y, ref, **TOL)
+    y.sum().backward()
+    ref.sum().backward()
+    assert_grads([v, w], [vt, wt])
+
+
+# --- structs -------------------------------------------------------------------------------
+
+
+def test_struct_fields_broadcast_on_their_own(sf, tdev):
+    ray = {"origin": leaf(3, tdev=tdev), "dir": leaf(8, 3, tdev=tdev)}
+    t = leaf(8, 1, tdev=tdev).squeeze(1).detach().requires_grad_()
+    twins = {k: twin(v) for k, v in ray.items()}
+    tt = twin(t)
+    y = sf.at(ray, t)
+    ref = twins["origin"] + twins["dir"] * tt[:, None]
+    torch.testing.assert_close(y, ref, **TOL)
+    cot = torch.randn_like(ref)
+    y.backward(cot)
+    ref.backward(cot)
+    assert_grads([ray["origin"], ray["dir"], t], [twins["origin"], twins["dir"], tt])
+
+
+def test_a_frozen_struct_field_gets_no_gradient_storage(sf, tdev):
+    ray = {"origin": leaf(8, 3, tdev=tdev, grad=False), "dir": leaf(8, 3, tdev=tdev)}
+    plan = sf.at.plan(ray, 1.5)
+    assert [a.param for a in plan.args] == ["r.origin", "r.dir", "t"]
+    assert plan.backward_masks == ("010",)
+    y = sf.at(ray, 1.5)
+    y.sum().backward()
+    assert ray["origin"].grad is None
+    torch.testing.assert_close(ray["dir"].grad, torch.full_like(ray["dir"], 1.5), **TOL)
+    source = slangspec.codegen.backward_source(plan, "010")
+    assert "g1" in source and "g0" not in source
+
+
+def test_nested_struct_with_a_matrix_field_and_an_array(sf, tdev):
+    scene, x = _scene(tdev, 5), leaf(5, 4, tdev=tdev)
+    twins = _twins(scene)
+    xt = twin(x)
+    y = sf.energy(scene, x, 0.5)
+    ref = _energy(twins, xt, 0.5)
+    torch.testing.assert_close(y, ref, **TOL)
+    y.sum().backward()
+    ref.sum().backward()
+    assert_grads([*_leaves(scene), x], [*_leaves(twins), xt])
+
+
+def test_struct_keys_missing_or_unknown_are_named(sf, tdev):
+    with pytest.raises(ValueError, match=r"argument 0 \('r'\).*missing 'dir'"):
+        sf.at({"origin": leaf(3, tdev=tdev)}, 1.0)
+    with pytest.raises(ValueError, match=r"unknown 'speed'"):
+        sf.at({"origin": leaf(3, tdev=tdev), "dir": leaf(3, tdev=tdev), "speed": 1.0}, 1.0)
+    with pytest.raises(TypeError, match=r"argument 0 \('r'\): expected a dict of the fields"):
+        sf.at(leaf(3, tdev=tdev), 1.0)
+
+
+def test_struct_result_comes_back_as_a_dict(sf, tdev):
+    ray = {"origin": leaf(4, 3, tdev=tdev), "dir": leaf(4, 3, tdev=tdev)}
+    n = torch.nn.functional.normalize(torch.randn(4, 3, device=tdev), dim=1)
+    twins = {k: twin(v) for k, v in ray.items()}
+    out = sf.reflect_ray(ray, n)
+    assert set(out) == {"origin", "dir"}
+    d = twins["dir"]
+    ref_dir = d - 2.0 * (d * n).sum(1, keepdim=True) * n
+    torch.testing.assert_close(out["origin"], twins["origin"], **TOL)
+    torch.testing.assert_close(out["dir"], ref_dir, **TOL)
+    (out["dir"].sum() + 2 * out["origin"].sum()).backward()
+    (ref_dir.sum() + 2 * twins["origin"].sum()).backward()
+    assert_grads(list(ray.values()), list(twins.values()))
+
+
+# --- out and inout parameters, _result -----------------------------------------------------
+
+
+def test_out_parameter_is_written_in_place_with_autograd(sf, tdev):
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev, grad=False)
+    res = torch.empty(5, device=tdev)
+    version = res._version
+    assert sf.add_out(a, b, res) is None
+    assert res._version > version
+    torch.testing.assert_close(res, a.detach() + b, **TOL)
+    res.backward(torch.arange(5.0, device=tdev))
+    torch.testing.assert_close(a.grad, torch.arange(5.0, device=tdev))
+
+
+def test_out_vector_parameter_and_its_shape_check(sf, tdev):
+    a, b = leaf(4, 3, tdev=tdev), leaf(4, 3, tdev=tdev)
+    res = torch.zeros(4, 3, device=tdev)
+    sf.add_vectors_out(a, b, res)
+    torch.testing.assert_close(res, (a + b).detach(), **TOL)
+    with pytest.raises(ValueError, match=r"argument 2 \('res'\).*\(4, 3\), got shape \(1, 3\)"):
+        sf.add_vectors_out(a, b, torch.zeros(1, 3, device=tdev))
+
+
+def test_inout_parameter_carries_gradients_through(sf, tdev):
+    x = leaf(6, 3, tdev=tdev)
+    s = leaf(6, tdev=tdev)
+    v = x * 1.0  # not a leaf: torch writes leaves that require grad in place for no one
+    sf.scale_inout(v, s)
+    xt, st = twin(x), twin(s)
+    ref = xt * (st * st)[:, None]
+    torch.testing.assert_close(v, ref, **TOL)
+    cot = torch.randn_like(ref)
+    v.backward(cot)
+    ref.backward(cot)
+    assert_grads([x, s], [xt, st])
+
+
+def test_inout_leaf_that_requires_grad_is_refused(sf, tdev):
+    with pytest.raises(ValueError, match=r"argument 0 \('v'\).*must not be a leaf"):
+        sf.scale_inout(leaf(2, 3, tdev=tdev), 2.0)
+
+
+def test_result_into_a_given_tensor(sf, tdev):
+    x = leaf(10, tdev=tdev)
+    out = torch.empty(10, device=tdev)
+    got = sf.polynomial(2.0, 4.0, 1.0, x, _result=out)
+    assert got is out
+    torch.testing.assert_close(out, 2 * x.detach() ** 2 + 4 * x.detach() + 1, **TOL)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 4 * x.detach() + 4, **TOL)
+    with pytest.raises(ValueError, match=r"_result: expected a float32 tensor of shape \(10,\)"):
+        sf.polynomial(2.0, 4.0, 1.0, x, _result=torch.empty(3, device=tdev))
+
+
+# --- tensor types --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ga,gb", [(True, True), (True, False), (False, True)])
+def test_diff_tensors_under_mixed_requires_grad(sf, tdev, ga, gb):
+    a, b = leaf(9, tdev=tdev, grad=ga), leaf(9, tdev=tdev, grad=gb)
+    at, bt = twin(a), twin(b)
+    y = sf.through_tensors(a, b, slangspec.grid((9,)))
+    ref = at * bt * bt
+    torch.testing.assert_close(y, ref, **TOL)
+    y.sum().backward()
+    ref.sum().backward()
+    assert_grads([a, b], [at, bt])
+
+
+def test_tensor_rwtensor_and_wtensor(sf, tdev):
+    t = torch.arange(12.0, device=tdev).reshape(3, 4)
+    y = sf.read_tensor(t, slangspec.grid((3, 4)))
+    torch.testing.assert_close(y, (t * 2).T)  # .x is the innermost dimension
+    o = torch.ones(4, device=tdev)
+    sf.write_rw(o, slangspec.grid((4,)), 2.0)
+    torch.testing.assert_close(o, torch.full((4,), 3.0, device=tdev))
+    sf.write_w(o, slangspec.grid((4,)), 2.0)
+    torch.testing.assert_close(o, torch.full((4,), 6.0, device=tdev))
+
+
+def test_a_written_differentiable_tensor_is_refused_clearly(sf, tdev):
+    with pytest.raises(
+        TypeError, match=r"argument 0 \('o'\).*IWDiffTensor<float, 1>.*not supported"
+    ):
+        sf.write_wdiff(torch.zeros(3, device=tdev), slangspec.grid((3,)), 1.0)
+
+
+# --- keywords and generics -----------------------------------------------------------------
+
+
+def test_keyword_arguments_bind_like_python(sf, tdev):
+    x = torch.randn(6, device=tdev)
+    want = sf.polynomial(1.0, 2.0, 3.0, x)
+    torch.testing.assert_close(sf.polynomial(1.0, 2.0, x=x, c=3.0), want)
+    torch.testing.assert_close(sf.polynomial(c=3.0, b=2.0, a=1.0, x=x), want)
+    fid = "surface::polynomial"
+    with pytest.raises(TypeError, match=f"{fid}: got an unexpected keyword argument 'y'"):
+        sf.polynomial(1.0, 2.0, 3.0, y=x)
+    with pytest.raises(TypeError, match=f"{fid}: got multiple values for argument 'a'"):
+        sf.polynomial(1.0, 2.0, 3.0, a=x)
+    with pytest.raises(TypeError, match=f"{fid}: missing argument 'c'"):
+        sf.polynomial(1.0, b=2.0, x=x)
+
+
+def test_explicit_generics_have_one_spelling(sf, tdev):
+    a, b = torch.randn(5, 4, device=tdev), torch.randn(5, 4, device=tdev)
+    spaced, tight = getattr(sf, "add_generic< 4 >"), sf["add_generic<4>"]
+    assert spaced is tight
+    assert spaced.signature(a, b).startswith("surface::add_generic<4> call ")
+    torch.testing.assert_close(spaced(a, b), a + b)
+
+
+# --- every grad mask of a function mixing the new forms ------------------------------------
+
+
+def _scene(tdev, n, dtype=torch.float32, grads=(True, True, True)):
+    return {
+        "body": {
+            "mass": leaf(n, tdev=tdev, dtype=dtype, grad=grads[0]),
+            "frame": leaf(n, 3, 3, tdev=tdev, dtype=dtype, grad=grads[1]),
+        },
+        "weights": leaf(4, tdev=tdev, dtype=dtype, grad=grads[2]),
+    }
+
+
+def _twins(scene):
+    return {
+        "body": {k: twin(v) for k, v in scene["body"].items()},
+        "weights": twin(scene["weights"]),
+    }
+
+
+def _leaves(scene):
+    return [scene["body"]["mass"], scene["body"]["frame"], scene["weights"]]
+
+
+def _energy(s, x, k):
+    c = torch.einsum("nij,nj->ni", s["body"]["frame"], x[:, :3])
+    return s["body"]["mass"] * (c * c).sum(1) * k + (s["weights"] * x).sum(1)
+
+
+MASKS = ["".join(m) for m in itertools.product("01", repeat=4) if "1" in m]
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_every_grad_mask_of_struct_matrix_array_and_scalar(sf, tdev, mask):
+    grads = tuple(g == "1" for g in mask)
+    scene = _scene(tdev, 3, grads=grads[:3])
+    x = leaf(3, 4, tdev=tdev, grad=grads[3])
+    twins, xt = _twins(scene), twin(x)
+    y = sf.energy(scene, x, 0.75)
+    ref = _energy(twins, xt, 0.75)
+    torch.testing.assert_close(y, ref, **TOL)
+    y.sum().backward()
+    ref.sum().backward()
+    assert_grads([*_leaves(scene), x], [*_leaves(twins), xt])
+
+
+@pytest.mark.parametrize(
+    "mask", ["".join(m) for m in itertools.product("01", repeat=3) if "1" in m]
+)
+def test_gradcheck_in_float64_of_struct_array_and_scalar(sf, kind, tdev, mask):
+    if kind != "cuda":
+        pytest.skip("float64 kernels are CUDA's")
+    f64 = torch.float64
+    mass = leaf(4, tdev=tdev, dtype=f64, grad=mask[0] == "1")
+    frame = leaf(4, 3, 3, tdev=tdev, dtype=f64, grad=mask[0] == "1")
+    x = leaf(4, 3, tdev=tdev, dtype=f64, grad=mask[1] == "1")
+    k = leaf(4, tdev=tdev, dtype=f64, grad=mask[2] == "1")
+
+    def f(mass, frame, x, k):
+        return sf.energy_d({"mass": mass, "frame": frame}, x, k)
+
+    assert torch.autograd.gradcheck(f, (mass, frame, x, k), eps=1e-6, atol=1e-5)
+
+
+# --- torch.compile and a warm process ------------------------------------------------------
+
+
+def test_matrices_arrays_and_keywords_compile_without_graph_breaks(sf, tdev):
+    import torch._dynamo
+
+    def f(m, v, a, b):
+        return sf.transform(m=m, v=v).sum(1) + sf.add_arrays(a, b).sum(1)
+
+    m, v, a, b = (
+        leaf(4, 3, 3, tdev=tdev),
+        leaf(4, 3, tdev=tdev),
+        leaf(4, 5, tdev=tdev),
+        leaf(5, tdev=tdev),
+    )
+    eager = f(m, v, a, b)
+    eager.sum().backward()
+    eager_grads = [t.grad.clone() for t in (m, v, a, b)]
+    for t in (m, v, a, b):
+        t.grad = None
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(m, v, a, b)
+    assert explained.graph_break_count == 0
+    out = torch.compile(f, fullgraph=True)(m, v, a, b)
+    torch.testing.assert_close(out, eager, **TOL)
+    out.sum().backward()
+    for t, g in zip((m, v, a, b), eager_grads, strict=True):
+        torch.testing.assert_close(t.grad, g, **TOL)
+
+
+WARM = """
+import sys, torch, slangspec
+from slangspec.runtime import miss_path, module
+def refuse(*a, **k):
+    raise AssertionError("a warm process must not resolve, generate or reflect")
+miss_path.kernel_source = miss_path.plan_from_signature = miss_path.Builder.front_end = refuse
+module.plan_from_signature = module.Module.function_info = refuse
+sf = slangspec.load(sys.argv[2], cache_dir=sys.argv[1])
+dev = "cuda" if sf.device_kind == "cuda" else "cpu"
+torch.manual_seed(1)
+scene = {"body": {"mass": torch.rand(3, device=dev), "frame": torch.rand(3, 3, 3, device=dev)},
+         "weights": torch.rand(4, device=dev, requires_grad=True)}
+x = torch.rand(3, 4, device=dev, requires_grad=True)
+y = sf.energy(scene, x, 0.5)
+y.sum().backward()
+res = torch.empty(3, device=dev)
+sf.add_out(torch.ones(3, device=dev), torch.ones(3, device=dev), res)
+print(float(y.sum()), float(x.grad.sum()), float(res.sum()))
+"""
+
+
+def test_a_warm_process_runs_the_new_forms_from_the_cache(tmp_path):
+    cache = str(tmp_path / "cache")
+    path = str(SHADERS / "surface.slang")
+
+    def run(code):
+        out = subprocess.run(
+            [sys.executable, "-c", code, cache, path], capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.split()
+
+    cold_lines = WARM.split("\n")
+    cold = "\n".join(line for line in cold_lines if "refuse" not in line)
+    assert run(cold) == run(WARM)
