@@ -246,7 +246,7 @@ def test_diff_tensors_under_mixed_requires_grad(sf, tdev, ga, gb):
 def test_tensor_rwtensor_and_wtensor(sf, tdev):
     t = torch.arange(12.0, device=tdev).reshape(3, 4)
     y = sf.read_tensor(t, slangspec.grid((3, 4)))
-    torch.testing.assert_close(y, (t * 2).T)  # .x is the innermost dimension
+    torch.testing.assert_close(y, t * 2)  # .x is the innermost dimension, as slangpy indexes
     o = torch.ones(4, device=tdev)
     sf.write_rw(o, slangspec.grid((4,)), 2.0)
     torch.testing.assert_close(o, torch.full((4,), 3.0, device=tdev))
@@ -385,8 +385,9 @@ import sys, torch, slangspec
 from slangspec.runtime import miss_path, module
 def refuse(*a, **k):
     raise AssertionError("a warm process must not resolve, generate or reflect")
-miss_path.kernel_source = miss_path.plan_from_signature = miss_path.Builder.front_end = refuse
-module.plan_from_signature = module.Module.function_info = refuse
+if sys.argv[3:] == ["warm"]:
+    miss_path.kernel_source = miss_path.plan_from_signature = refuse
+    miss_path.Builder.front_end = module.Module.function_info = refuse
 sf = slangspec.load(sys.argv[2], cache_dir=sys.argv[1])
 dev = "cuda" if sf.device_kind == "cuda" else "cpu"
 torch.manual_seed(1)
@@ -405,13 +406,14 @@ def test_a_warm_process_runs_the_new_forms_from_the_cache(tmp_path):
     cache = str(tmp_path / "cache")
     path = str(SHADERS / "surface.slang")
 
-    def run(code):
+    def run(*mode):
         out = subprocess.run(
-            [sys.executable, "-c", code, cache, path], capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", WARM, cache, path, *mode],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout.split()
 
-    cold_lines = WARM.split("\n")
-    cold = "\n".join(line for line in cold_lines if "refuse" not in line)
-    assert run(cold) == run(WARM)
+    assert run() == run("warm")

@@ -152,6 +152,8 @@ class Specialization:
     def __call__(self, args: Sequence[Any]) -> Any:
         if self._elements:
             self.check_elements(args)
+        if self._in_place:
+            self.check_writable(args)
         if self.autograd:
             outputs = _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
         else:
@@ -173,22 +175,26 @@ class Specialization:
         return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
-        """Every tensor is on the device's torch device; written tensors are not trained, and
-        those of ``out`` and ``inout`` parameters are not leaves that require grad (torch
-        refuses to write those in place)."""
+        """Every tensor is on the device's torch device; written tensors are not trained."""
         device = bind.torch_device
         for i, label in self._labels:
             if args[i].device != device:
                 bind.check(label, args[i])
-        grad_on = torch.is_grad_enabled()
         for i in self._written:
-            if args[i].requires_grad and grad_on:
+            if args[i].requires_grad and torch.is_grad_enabled():
                 raise ValueError(
                     f"{self.label(i)}: a tensor written by the kernel must not require grad"
                 )
+
+    def check_writable(self, args: Sequence[Any]) -> None:
+        """ValueError naming an ``out`` or ``inout`` tensor that is a leaf requiring grad, which
+        torch refuses to write in place; asked before the autograd node, which runs its forward
+        with grad mode off."""
+        if not torch.is_grad_enabled():
+            return
         for i, _ in self._in_place:
             t = args[i]
-            if t.requires_grad and t.is_leaf and grad_on:
+            if t.requires_grad and t.is_leaf:
                 raise ValueError(
                     f"{self.label(i)}: the call writes this tensor in place, so it must not be "
                     "a leaf that requires grad (pass a clone, or one without grad)"
