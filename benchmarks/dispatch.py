@@ -7,7 +7,8 @@ Measures, after warm-up, the mean wall time per call (host and device; synchroni
 of each timed batch) of a forward call, of forward+backward with a ready cotangent, and of a
 training step (gradients cleared, output summed, backward; beside an autograd node that
 launches nothing, the floor), at 1 and 1M elements, for an elementwise polynomial and a
-grid-indexed IDiffTensor function. The implementations take turns
+grid-indexed IDiffTensor function, a struct with a matrix field (a dict) times a vector, and a
+dot product of two ``float[5]`` arrays. The implementations take turns
 over five rounds and each one's best batch counts, so drift in the machine's speed hits all
 alike. slangpy takes torch tensors only on CUDA (it crashes on CPU tensors), so on Vulkan only
 slangspec and torch are measured.
@@ -73,9 +74,15 @@ def slangpy_module(device_kind: str):
 
 
 def cases(n: int, tdev: str):
+    """(function, arguments, the tensors a training step trains, cotangent, torch twin)."""
     a = torch.randn(n, device=tdev, requires_grad=True)
     x = torch.randn(n, device=tdev, requires_grad=True)
     cot = torch.ones(n, device=tdev)
+    m = torch.randn(n, 3, 3, device=tdev, requires_grad=True)
+    v = torch.randn(n, 3, device=tdev, requires_grad=True)
+    s = torch.randn(n, device=tdev)
+    p = torch.randn(n, 5, device=tdev, requires_grad=True)
+    q = torch.randn(n, 5, device=tdev, requires_grad=True)
 
     def poly_torch(a, x):
         return a * x * x + 3 * a
@@ -83,9 +90,17 @@ def cases(n: int, tdev: str):
     def mix_torch(a, b, _):
         return a * b + a
 
+    def xform_torch(f, v):
+        return torch.einsum("nij,nj->ni", f["m"], v) * f["s"][:, None]
+
+    def dot5_torch(p, q):
+        return (p * q).sum(1)
+
     return [
-        ("poly", (a, x), cot, poly_torch),
-        ("mix2", (a, x, "grid"), cot, mix_torch),
+        ("poly", (a, x), (a, x), cot, poly_torch),
+        ("mix2", (a, x, "grid"), (a, x), cot, mix_torch),
+        ("xform", ({"m": m, "s": s}, v), (m, v), torch.ones(n, 3, device=tdev), xform_torch),
+        ("dot5", (p, q), (p, q), cot, dot5_torch),
     ]
 
 
@@ -94,17 +109,20 @@ class _Floor(torch.autograd.Function):
     least any autograd integration costs per step."""
 
     @staticmethod
-    def forward(ctx, a, x, *rest):
-        ctx.rest = len(rest)
-        return torch.empty_like(a)
+    def forward(ctx, out, a, x):
+        ctx.shapes = a.shape, x.shape
+        return torch.empty_like(out)
 
     @staticmethod
     def backward(ctx, grad):
-        return torch.empty_like(grad), torch.empty_like(grad), *([None] * ctx.rest)
+        a, x = ctx.shapes
+        return None, grad.new_empty(a), grad.new_empty(x)
 
 
-def floor(a, x, *rest):
-    return _Floor.apply(a, x, *rest)
+def floor_of(out: torch.Tensor, trained: tuple[torch.Tensor, ...]):
+    """The floor of a function whose result is like ``out`` and which trains ``trained``."""
+    empty = out.detach()
+    return lambda *_: _Floor.apply(empty, *trained)
 
 
 MODES = ("forward", "forward+backward", "training step")
@@ -124,7 +142,7 @@ def run(device_kind: str | None) -> list[dict]:
     spy_module = slangpy_module(m.device_kind)
     rows = []
     for n in (1, 1 << 20):
-        for name, args, cot, ref in cases(n, tdev):
+        for name, args, trained, cot, ref in cases(n, tdev):
             impls = {"slangspec": (getattr(m, name), slangspec.grid((n,))), "torch": (ref, None)}
             if spy_module is not None:
                 import slangpy as spy
@@ -132,17 +150,22 @@ def run(device_kind: str | None) -> list[dict]:
                 impls["slangpy"] = (getattr(spy_module, name), spy.grid((n,)))
             for mode in MODES:
                 calls = {}
-                chosen = {**impls, "floor": (floor, None)} if mode == "training step" else impls
+                if mode == "training step":
+                    with torch.no_grad():
+                        like = ref(*args)
+                    chosen = {**impls, "floor": (floor_of(like, trained), None)}
+                else:
+                    chosen = impls
                 for impl, (fn, grid) in chosen.items():
                     call_args = tuple(grid if a == "grid" else a for a in args)
 
-                    def call(fn=fn, call_args=call_args, mode=mode, cot=cot, args=args):
+                    def call(fn=fn, call_args=call_args, mode=mode, cot=cot, trained=trained):
                         if mode == "forward":
                             with torch.no_grad():
                                 return fn(*call_args)
                         out = fn(*call_args)
                         if mode == "training step":
-                            for t in args[:2]:
+                            for t in trained:
                                 t.grad = None
                             out.sum().backward()
                         else:
