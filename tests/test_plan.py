@@ -16,9 +16,9 @@ from slangspec.specializer import (
 )
 
 FLOAT = TypeInfo("scalar", "float", "float")
-FLOAT3 = TypeInfo("vector", "vector<float,3>", "float", 3)
+FLOAT3 = TypeInfo("vector", "vector<float,3>", "float", (3,))
 INT = TypeInfo("scalar", "int", "int")
-DIFF1 = TypeInfo("tensor", "IDiffTensor<float, 1>", "float", 0, "IDiffTensor", 1)
+DIFF1 = TypeInfo("tensor", "IDiffTensor<float, 1>", "float", (), "IDiffTensor", 1)
 
 
 def fn(name, *params, returns=FLOAT, differentiable=True):
@@ -65,9 +65,9 @@ def test_every_grad_mask_of_the_trainable_arguments():
 def test_vector_parameters_consume_the_last_dimension():
     plan = plan_from_signature(SCALE, "m::scale call [D2,S6,G1,Vx3] f")
     v, s = plan.args
-    assert (v.width, v.call_dims, s.kind) == (3, 1, "uniform")
-    assert plan.returns.width == 3
-    with pytest.raises(ValueError, match=r"argument 0 \('v'\): expected a tensor whose last"):
+    assert (v.elem, v.call_dims, s.kind) == ((3,), 1, "uniform")
+    assert plan.returns.elem == (3,)
+    with pytest.raises(ValueError, match=r"argument 0 \('v'\): expected a tensor whose trailing"):
         plan_from_signature(SCALE, "m::scale call [D2,S6,G1,Vx4] f")
 
 
@@ -110,7 +110,11 @@ def test_elementwise_backward_allocates_gradients_only_inside_the_mask():
 def test_a_function_description_survives_json_and_refuses_anything_else():
     assert FunctionInfo.from_json(json.loads(json.dumps(SCALE.to_json()))) == SCALE
     garbled = SCALE.to_json()
-    garbled["params"][0]["type"]["width"] = "three"
+    garbled["params"][0]["type"]["shape"] = ["three"]
+    with pytest.raises(ValueError):
+        FunctionInfo.from_json(garbled)
+    garbled["params"][0]["type"]["shape"] = [3]
+    garbled["params"][0]["type"]["fields"] = [["a", {"kind": "scalar"}]]
     with pytest.raises(ValueError):
         FunctionInfo.from_json(garbled)
     with pytest.raises(ValueError):

@@ -155,7 +155,7 @@ def signature(value: Any) -> str:
 
 def _dict_signature(value: dict[Any, Any]) -> str:
     if not value:
-        raise ValueError("cannot pass an empty dict; expected a dict of a struct's fields")
+        raise TypeError("cannot pass an empty dict; expected a dict of a struct's fields")
     bad = [k for k in value if not (isinstance(k, str) and k.isidentifier())]
     if bad:
         raise TypeError(f"cannot pass a dict keyed by {bad[0]!r}; expected field names")

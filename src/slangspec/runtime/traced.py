@@ -261,9 +261,7 @@ def _backward_forward(name, tensors, grads, kinds, floats, ints, grad_out) -> li
     for k, g in zip(positions, grads, strict=True):
         if g and spec.plan.args[k].grad:
             mask[k] = "1"
-    computed = (
-        spec.backward(args, [grad_out], "".join(mask)) if "1" in mask else [None] * len(args)
-    )
+    computed = spec.backward(args, [grad_out], "".join(mask)) if "1" in mask else [None] * len(args)
     return [
         computed[k] if computed[k] is not None else torch.zeros_like(args[k])
         for k, g in zip(positions, grads, strict=True)
