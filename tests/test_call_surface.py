@@ -417,3 +417,13 @@ def test_a_warm_process_runs_the_new_forms_from_the_cache(tmp_path):
         return out.stdout.splitlines()[-1]  # slangpy may print warnings of its own first
 
     assert run() == run("warm")
+
+
+def test_an_out_parameter_under_torch_compile_is_refused_not_skipped(sf, tdev):
+    def f(a, b, res):
+        sf.add_out(a, b, res)
+        return res * 2
+
+    ones = torch.ones(3, device=tdev)
+    with pytest.raises(Exception, match="out/inout parameters or a struct result"):
+        torch.compile(f, fullgraph=True)(ones, ones, torch.zeros(3, device=tdev))

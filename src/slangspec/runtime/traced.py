@@ -109,7 +109,8 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
         else:
             raise TypeError(
                 f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
-                "a torch tensor, Python float/int/bool or slangspec.grid"
+                "a torch tensor, Python float/int/bool or slangspec.grid (a struct's dict, an "
+                "out/inout parameter or a struct result: call it outside, torch.compiler.disable)"
             )
     return tensors, grads, ",".join(kinds), floats, ints
 
@@ -166,13 +167,26 @@ def _flagged(args: list[Any], grads: Sequence[bool]) -> list[Any]:
 def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:
     fn = _functions[name]
     signature = _signature(fn, args, grads)
-    return fn.specialization(signature)
+    spec = fn.specialization(signature)
+    _traceable(fn, spec.plan)
+    return spec
+
+
+def _traceable(fn: Traceable, plan: SpecializationPlan) -> None:
+    """TypeError unless the operators carry ``plan``'s calls: one result at most, no
+    ``out``/``inout`` parameter."""
+    if plan.outputs and plan.returns is None:
+        raise TypeError(
+            f"{fn.id}: a function with out/inout parameters or a struct result cannot be called "
+            "in code torch compiles; call it outside (torch.compiler.disable)"
+        )
 
 
 def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Tensor:
     """An empty tensor of the result's shape, dtype and device, from the plan alone."""
     fn = _functions[name]
     plan = fn.plan_for_signature(_signature(fn, args, grads))
+    _traceable(fn, plan)
     shapes = [
         args[i].shape[: a.call_dims] for i, a in enumerate(plan.args) if a.kind == "elementwise"
     ]
