@@ -63,27 +63,30 @@ class _Writer:
             if d:
                 self.line(f"_rest = _rest / uint(_shape[{d}]);")
 
-    def strided(
+    def read(
         self,
         target: str,
+        offset: str,
         pointer: str,
         strides: str,
         call_dims: int,
-        a_type: str,
         scalar: str,
         elem: tuple[int, ...],
+        declare: str = "",
     ) -> None:
-        """Declare ``target`` of ``a_type`` read from ``pointer`` at per-dimension ``strides``
-        (the last ``call_dims`` call dimensions, then the element shape's)."""
+        """Read ``target`` from ``pointer`` at per-dimension ``strides``: the last ``call_dims``
+        call dimensions, then the element shape's, element by element. ``declare`` names the
+        type ``target`` is declared as; without it ``target`` exists already (a struct's
+        field). ``offset`` names the variable that holds the element's offset."""
         rank = self.plan.call_rank
         terms = [f"_idx[{rank - call_dims + d}] * {strides}[{d}]" for d in range(call_dims)]
-        offset = f"{target}_o"
         self.line(f"int {offset} = {' + '.join(terms) if terms else '0'};")
         load = SLANG[scalar].load
-        if not elem:
-            self.line(f"{a_type} {target} = {load.format(f'{pointer}[{offset}]')};")
+        if declare and not elem:
+            self.line(f"{declare} {target} = {load.format(f'{pointer}[{offset}]')};")
             return
-        self.line(f"{a_type} {target};")
+        if declare:
+            self.line(f"{declare} {target};")
         for point in _points(elem):
             at = " + ".join(
                 [offset, *(f"{k} * {strides}[{call_dims + d}]" for d, k in enumerate(point))]
@@ -111,7 +114,9 @@ class _Writer:
         dims = a.call_dims + len(a.elem)
         if dims:
             self.params.append(f"uniform int a{j}_st[{dims}]")
-        self.strided(f"v{j}", f"a{j}", f"a{j}_st", a.call_dims, a.slang_type, a.scalar, a.elem)
+        self.read(
+            f"v{j}", f"v{j}_o", f"a{j}", f"a{j}_st", a.call_dims, a.scalar, a.elem, a.slang_type
+        )
         return f"v{j}"
 
     def argument(self, k: int, p: ParamPlan) -> str:
@@ -127,31 +132,23 @@ class _Writer:
                 self.line(f"s{k}{_member(a.path)} = {self.value(j, a)};")
         return f"s{k}"
 
-    def store(self, target: str, o: OutputPlan, expr: str) -> None:
-        """Store output ``o``'s value ``expr`` row-major into ``target``."""
-        self.params.append(f"uniform {SLANG[o.scalar].storage}* {target}")
-        points = _points(o.elem)
-        store = SLANG[o.scalar].store
+    def store(self, target: str, scalar: str, elem: tuple[int, ...], expr: str) -> None:
+        """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``."""
+        self.params.append(f"uniform {SLANG[scalar].storage}* {target}")
+        points = _points(elem)
+        store = SLANG[scalar].store
         for flat, point in enumerate(points):
-            at = f"_tid.x * {len(points)} + {flat}" if o.elem else "_tid.x"
+            at = f"_tid.x * {len(points)} + {flat}" if elem else "_tid.x"
             self.line(f"{target}[{at}] = {store.format(expr + _subscript(point))};")
 
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
         often hands an expanded one (stride 0, from a sum) or a transposed or sliced one."""
-        dims = self.plan.call_rank + len(out.elem)
-        self.params.append(f"uniform {SLANG[out.scalar].storage}* _dout{o}")
-        if dims:
-            self.params.append(f"uniform int _dout{o}_st[{dims}]")
         rank = self.plan.call_rank
-        terms = [f"_idx[{d}] * _dout{o}_st[{d}]" for d in range(rank)]
-        self.line(f"int _do{o} = {' + '.join(terms) if terms else '0'};")
-        load = SLANG[out.scalar].load
-        for point in _points(out.elem):
-            at = " + ".join(
-                [f"_do{o}", *(f"{k} * _dout{o}_st[{rank + d}]" for d, k in enumerate(point))]
-            )
-            self.line(f"{target}{_subscript(point)} = {load.format(f'_dout{o}[{at}]')};")
+        self.params.append(f"uniform {SLANG[out.scalar].storage}* _dout{o}")
+        if rank + len(out.elem):
+            self.params.append(f"uniform int _dout{o}_st[{rank + len(out.elem)}]")
+        self.read(target, f"_do{o}", f"_dout{o}", f"_dout{o}_st", rank, out.scalar, out.elem)
 
     def source(self, body_start: list[str]) -> str:
         p = self.plan
@@ -193,7 +190,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     call = f"{plan.function}({', '.join(exprs)})"
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
-        w.store(f"_out{o}", out, _output_value(plan, exprs, out))
+        w.store(f"_out{o}", out.scalar, out.elem, _output_value(plan, exprs, out))
     return w.source(_GUARD)
 
 
@@ -207,41 +204,41 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         raise ValueError(f"{plan.function}: {mask!r} is not a backward mask of this plan")
     w = _Writer(plan, mask)
     w.index()
-    differentials: dict[int, str] = {}
+    # The cotangent of each output, gathered per owner: the result (``_d``) or a parameter
+    # (``d<k>``), a struct's field by field into its Differential.
+    declared: set[str] = set()
     for o, out in enumerate(plan.outputs):
         if not out.differentiable:
             continue
-        owner = "result" if out.source == RESULT else out.source
-        name = "_d" if owner == "result" else f"d{owner}"
-        if name not in differentials.values():
-            struct = plan.result_struct if owner == "result" else plan.params[owner].struct
-            t = plan.result if owner == "result" else plan.params[owner].slang_type
+        if out.source == RESULT:
+            name, t, struct = "_d", plan.result, plan.result_struct
+        else:
+            p = plan.params[out.source]
+            name, t, struct = f"d{out.source}", p.slang_type, p.struct
+        if name not in declared:
+            declared.add(name)
             w.line(f"{t}{'.Differential' if struct else ''} {name};")
-        differentials[o] = name
         w.cotangent(o, out, name + _member(out.path))
     passed = []
     for k, p in enumerate(plan.params):
-        value = w.argument(k, p) if p.direction != "out" else ""
         if p.direction == "out":
             if p.differentiable:
                 passed.append(f"d{k}")
             continue
+        value = w.argument(k, p)
         if p.differentiable:
             d = f", d{k}" if p.direction == "inout" else ""
             w.line(f"var p{k} = diffPair({value}{d});")
             value = f"p{k}"
         passed.append(value)
-    if "_d" in differentials.values():
+    if "_d" in declared:
         passed.append("_d")
     w.line(f"bwd_diff({plan.function})({', '.join(passed)});")
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
             if a.kind == "elementwise" and w.in_mask(j):
-                grad = OutputPlan(
-                    a.param, k, a.path, j, a.slang_type, a.scalar, a.dtype, a.elem, True
-                )
-                w.store(f"g{j}", grad, f"p{k}.d{_member(a.path)}")
+                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d{_member(a.path)}")
     return w.source(_GUARD)
 
 
