@@ -175,9 +175,19 @@ class _Resolver:
         """The leaves of one argument."""
         t = param.type
         if t.kind == "struct":
-            diff = self.info.differentiable and t.differentiable and not param.no_diff
-            return self.struct_leaves(index, param, t, form, (), diff)
-        return [self.leaf(index, param, t, form, (), not param.no_diff)]
+            return self.struct_leaves(index, param, t, form, (), self.carries(param))
+        return [self.leaf(index, param, t, form, (), self.carries(param))]
+
+    def carries(self, param: ParamInfo) -> bool:
+        """Whether a derivative can flow through ``param``: a parameter of a differentiable
+        function, not ``no_diff``, and of a struct type only one that conforms to
+        ``IDifferentiable``. Its leaves of float scalars then carry one each."""
+        t = param.type
+        return (
+            self.info.differentiable
+            and not param.no_diff
+            and (t.kind != "struct" or t.differentiable)
+        )
 
     def struct_leaves(
         self,
@@ -233,7 +243,7 @@ class _Resolver:
         if t.kind in VALUE_KINDS:
             if param.direction == "out":
                 return self.target(index, name, t, form, base)
-            diff = self.info.differentiable and may_diff and t.scalar in SLANG_FLOATS
+            diff = may_diff and t.scalar in SLANG_FLOATS
             return self.value(index, name, t, form, diff, base)
         if t.kind == "tensor" and not path:
             if param.direction != "in":
@@ -272,18 +282,13 @@ class _Resolver:
                 t, base, kind="grid", binding="index", rank=form.rank, call_dims=form.rank
             )
         form = self.element_tensor(index, name, t, form)
-        call_dims = form.rank - len(t.shape)
-        broadcast = "1" in form.extents[:call_dims]
-        return _arg_plan(
+        return _element_plan(
             t,
             base,
+            form,
             kind="elementwise",
             binding="pointer",
-            dtype=form.dtype,
-            elem=t.shape,
-            rank=form.rank,
-            call_dims=call_dims,
-            broadcast=broadcast,
+            broadcast="1" in form.extents[: form.rank - len(t.shape)],
             differentiable=diff,
             grad=diff and form.grad,
         )
@@ -293,16 +298,7 @@ class _Resolver:
     ) -> ArgPlan:
         """The tensor an ``out`` parameter's value is written into."""
         form = self.element_tensor(index, name, t, form)
-        return _arg_plan(
-            t,
-            base,
-            kind="target",
-            binding="none",
-            dtype=form.dtype,
-            elem=t.shape,
-            rank=form.rank,
-            call_dims=form.rank - len(t.shape),
-        )
+        return _element_plan(t, base, form, kind="target", binding="none")
 
     def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
         """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
@@ -366,18 +362,14 @@ class _Resolver:
             diff = self.info.differentiable and (r.kind != "struct" or r.differentiable)
             for path, t in self.result_leaves(r, ()):
                 name = ".".join(("result", *path))
-                outputs.append(_output(name, RESULT, path, -1, t, diff))
+                outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
             if p.direction == "in":
                 continue
-            info = self.info.params[k]
-            diff = self.info.differentiable and not info.no_diff
-            if info.type.kind == "struct":
-                diff = diff and info.type.differentiable
+            diff = self.carries(self.info.params[k])
             for j in range(p.first, p.first + p.count):
                 a = args[j]
-                t = _leaf_type(info.type, a.path)
-                outputs.append(_output(a.param, k, a.path, j, t, diff))
+                outputs.append(_output(a.param, k, a.path, j, a.slang_type, a.scalar, a.elem, diff))
         return tuple(outputs)
 
     def result_leaves(
@@ -396,25 +388,45 @@ class _Resolver:
         )
 
 
-def _leaf_type(t: TypeInfo, path: tuple[str, ...]) -> TypeInfo:
-    for name in path:
-        t = next(f.type for f in t.fields if f.name == name)
-    return t
-
-
 def _output(
-    name: str, source: int, path: tuple[str, ...], leaf: int, t: TypeInfo, diff: bool
+    name: str,
+    source: int,
+    path: tuple[str, ...],
+    leaf: int,
+    slang_type: str,
+    scalar: str,
+    elem: tuple[int, ...],
+    diff: bool,
 ) -> OutputPlan:
+    """An output of a value of ``slang_type``; differentiable where ``diff`` and its scalar is
+    a float."""
+    dtype = SLANG[scalar].dtype
     return OutputPlan(
-        name,
-        source,
-        path,
-        leaf,
-        t.name,
-        t.scalar,
-        SLANG[t.scalar].dtype,
-        t.shape,
-        diff and t.scalar in SLANG_FLOATS,
+        name, source, path, leaf, slang_type, scalar, dtype, elem, diff and scalar in SLANG_FLOATS
+    )
+
+
+def _element_plan(
+    t: TypeInfo,
+    base: dict[str, Any],
+    form: TensorForm,
+    *,
+    kind: ArgKind,
+    binding: Binding,
+    **fields: Any,
+) -> ArgPlan:
+    """The plan of a leaf of type ``t`` fed by the tensor ``form``, one element of ``t`` per
+    call point: its trailing dimensions are ``t``'s element shape."""
+    return _arg_plan(
+        t,
+        base,
+        kind=kind,
+        binding=binding,
+        dtype=form.dtype,
+        elem=t.shape,
+        rank=form.rank,
+        call_dims=form.rank - len(t.shape),
+        **fields,
     )
 
 
@@ -464,11 +476,9 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     for k, (p, form) in enumerate(zip(info.params, call.args, strict=True)):
         mine = resolver.param(k, p, form)
         struct = p.type.kind == "struct"
-        diff = info.differentiable and not p.no_diff
-        if struct:
-            diff = diff and p.type.differentiable
-        else:
-            diff = diff and p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS
+        diff = resolver.carries(p) and (
+            struct or (p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS)
+        )
         params.append(
             ParamPlan(p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine))
         )
