@@ -29,8 +29,9 @@ from ..specializer.plan import WRITTEN, SpecializationPlan
 from .cuda_driver import DriverKernel
 from .shapes import MAX_EXTENT, contiguous_strides
 
-ForwardCall = Callable[[Sequence[Any]], "tuple[torch.Tensor | None, tuple[int, ...]] | None"]
-"""``call(args)``: the output and the call shape, or None where the generic path must run."""
+ForwardCall = Callable[[Sequence[Any]], "tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None"]
+"""``call(args)``: the outputs (the result, if any) and the call shape, or None where the
+generic path must run."""
 BackwardCall = Callable[[Any, torch.Tensor], tuple["torch.Tensor | None", ...]]
 """``call(ctx, grad_out)``: what the autograd node's backward returns."""
 
@@ -230,15 +231,16 @@ def forward_call(
     _uniforms(plan, namespace)
     r = plan.returns
     if r is None:
-        body.append("out = None")
+        body.append("outputs = ()")
     else:
         namespace["dtype"] = getattr(torch, r.dtype)
         tail = f" + {r.elem}" if r.elem else ""
         body.append(f"oshape = shape{tail}")
         body.append("out = empty(oshape, strides(oshape), dtype=dtype, device=dev)")
+        body.append("outputs = (out,)")
     body += [f"{name} = {source}" for name, source in values.reads.items()]
     body += _launch(packed, "None")
-    body.append("return out, shape")
+    body.append("return outputs, shape")
     return _compiled("call", "args", body, namespace)
 
 

@@ -17,7 +17,7 @@ from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
-    from .cuda_call import BackwardCall, ForwardCall
+    from .cuda_call import BackwardCall
     from .cuda_driver import DriverKernel
 
 KernelFactory = Callable[[str | None], "CompiledKernel | DriverKernel"]
@@ -105,8 +105,7 @@ class Specialization:
         self.finish = _finisher(plan)
         """``finish(args, outputs)``: what the call returns, after writing ``out`` and
         ``inout`` parameters' values into their tensors."""
-        fast = binding.forward_call(plan, self._forward, self.call_shape)
-        self._fast = None if fast is None else _as_outputs(fast)
+        self._fast = binding.forward_call(plan, self._forward, self.call_shape)
 
     def grad_mask(self, needs_input_grad: tuple[bool, ...]) -> str:
         """The grad mask of a backward asked for ``needs_input_grad`` (the autograd node's, whose
@@ -150,8 +149,6 @@ class Specialization:
         return kernel
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        if self._elements:
-            self.check_elements(args)
         if self._in_place:
             self.check_writable(args)
         if self.autograd:
@@ -274,10 +271,11 @@ class Specialization:
         call_shape: tuple[int, ...],
         n: int,
         mask: str | None,
-    ) -> tuple[dict[str, Any], dict[int, torch.Tensor]]:
+    ) -> tuple[dict[str, Any], dict[int, torch.Tensor], list[torch.Tensor]]:
         """Kernel keyword arguments shared by forward and backward kernels (``n`` threads over
-        ``call_shape``), and the gradient tensors of the whole-tensor arguments in ``mask``
-        (``zeroed``: the dispatch zeroes them)."""
+        ``call_shape``), the gradient tensors of the whole-tensor arguments in ``mask``, and
+        what the dispatch must zero first (those gradients, and frozen ``DiffTensor``s'
+        scratch)."""
         kw: dict[str, Any] = {"_n": n}
         if call_shape:
             kw["_shape"] = list(call_shape)
@@ -293,6 +291,7 @@ class Specialization:
                 st += strides[dims : dims + elem_dims]
                 kw[st_name] = st
         tensor_grads: dict[int, torch.Tensor] = {}
+        zero: list[torch.Tensor] = []
         for i, written, concrete, name in self._whole:
             value = args[i]
             struct = bind.write_struct(value) if written else bind.read_struct(value)
@@ -300,28 +299,29 @@ class Specialization:
                 grad = bind.zeroed(tuple(value.shape), value.dtype)
                 struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
                 tensor_grads[i] = grad
+                zero.append(grad)
             elif concrete:
                 # A DiffTensor parameter always has a gradient: a frozen one accumulates into
                 # one scratch element, at strides 0, never into storage of its size.
                 scratch = bind.zeroed((1,), value.dtype)
-                tensor_grads[-1 - i] = scratch
+                zero.append(scratch)
                 sink = dict(bind.write_struct(scratch))
                 sink["_shape"] = list(value.shape)
                 sink["_strides"] = [0] * value.dim()
                 struct = {"_primal": struct, "_grad_out": sink}
             kw[name] = struct
-        return kw, tensor_grads
+        return kw, tensor_grads, zero
 
     def forward(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         """The call's outputs (see ``SpecializationPlan.outputs``), nothing written back."""
-        if self._elements:
-            self.check_elements(args)
         return self._forward_with_shape(args)[0]
 
     def _forward_with_shape(
         self, args: Sequence[Any]
     ) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]]:
         """The outputs, and the call shape the backward pass reuses."""
+        if self._elements:
+            self.check_elements(args)
         if self._fast is not None:
             done = self._fast(args)
             if done is not None:
@@ -338,10 +338,10 @@ class Specialization:
         if n == 0:
             return outputs, call_shape
         try:
-            kw, zero = self._bind(bind, args, call_shape, n, None)
+            kw, _, zero = self._bind(bind, args, call_shape, n, None)
             for out, (_, _, name) in zip(outputs, self._outputs, strict=True):
                 kw[name] = bind.write(out)
-            bind.dispatch(self._forward, n, kw, tuple(zero.values()))
+            bind.dispatch(self._forward, n, kw, zero)
         except Exception:
             self.blame(args)
             raise
@@ -362,7 +362,7 @@ class Specialization:
             call_shape = self.call_shape(args)
             self.check_size(args, call_shape)
         n = _numel(call_shape)
-        kw, tensor_grads = self._bind(bind, args, call_shape, n, mask)
+        kw, tensor_grads, zero = self._bind(bind, args, call_shape, n, mask)
         for k, name, st_name in self._cotangents:
             grad_out = grad_outs[k]
             dtype, elem, _ = self._outputs[k]
@@ -386,29 +386,14 @@ class Specialization:
             full = bind.empty(call_shape + tail, args[i].dtype)
             kw[grad_name] = bind.write(full)
             grads[i] = full
-        bind.dispatch(kernel, n, kw, tuple(tensor_grads.values()))
+        bind.dispatch(kernel, n, kw, zero)
         for i, _, _ in slots:
             shape = args[i].shape
             if grads[i].shape != shape:
                 grads[i] = grads[i].sum_to_size(shape)
         for i, g in tensor_grads.items():
-            if i >= 0:
-                grads[i] = g
+            grads[i] = g
         return grads
-
-
-def _as_outputs(fast: ForwardCall) -> Callable[[Sequence[Any]], Any]:
-    """A binding's forward call, which returns its one output (or None), returning a tuple of
-    outputs as the generic path does."""
-
-    def call(args: Sequence[Any]) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None:
-        done = fast(args)
-        if done is None:
-            return None
-        out, shape = done
-        return ((out,) if out is not None else ()), shape
-
-    return call
 
 
 def _leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
