@@ -427,3 +427,13 @@ def test_an_out_parameter_under_torch_compile_is_refused_not_skipped(sf, tdev):
     ones = torch.ones(3, device=tdev)
     with pytest.raises(Exception, match="out/inout parameters or a struct result"):
         torch.compile(f, fullgraph=True)(ones, ones, torch.zeros(3, device=tdev))
+
+
+def test_a_spaced_generic_name_is_one_function_under_torch_compile_too(cache_dir, tdev):
+    fresh = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)  # nothing looked up
+
+    def f(a, b):
+        return fresh["add_generic< 2 >"](a, b) * 2
+
+    a, b = torch.randn(3, 2, device=tdev), torch.randn(3, 2, device=tdev)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), (a + b) * 2)

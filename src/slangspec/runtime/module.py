@@ -28,7 +28,6 @@ from .module_base import (
     BuildFunction,
     BuildModule,
     LoadOptions,
-    function_name,
     load_module,
     load_module_source,
 )
@@ -63,16 +62,14 @@ class Module(BuildModule):
         if name.startswith("__"):
             raise AttributeError(name)
         fn = self._functions.get(name)
-        if fn is None:
-            if torch.compiler.is_compiling():
-                # Looking a function up reads the cache; a graph can hold only its outcome.
-                from . import traced
+        if fn is not None:
+            return fn
+        if torch.compiler.is_compiling():
+            # Looking a function up reads the cache; a graph can hold only its outcome.
+            from . import traced
 
-                return functools.partial(traced.traced_call, self._operator_for(name))
-            canonical = function_name(name)
-            fn = self._functions.get(canonical) or self._function(canonical)
-            self._functions[name] = self._functions[canonical] = fn
-        return fn
+            return functools.partial(traced.traced_call, self._operator_for(name))
+        return super().__getattr__(name)  # type: ignore[return-value]
 
     @_constant_while_traced
     def _operator_for(self, name: str) -> str:

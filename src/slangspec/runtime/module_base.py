@@ -149,6 +149,7 @@ class BuildModule:
         return getattr(self, name)
 
     def _function(self, name: str) -> BuildFunction:
+        name = function_name(name)
         with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
             known = self._known(name)
         if known is False:
