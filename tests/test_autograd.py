@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import slangspec
+from parity import F32, check_parity, leaf
 
 SHADERS = Path(__file__).parent / "shaders"
-F32 = {"rtol": 1e-5, "atol": 1e-5}
 F16 = {"rtol": 1e-2, "atol": 1e-2}
 
 
@@ -18,32 +18,8 @@ def ops(cache_dir):
     return slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
 
 
-def leaf(*shape, tdev, grad=True, dtype=torch.float32):
-    return torch.randn(*shape, dtype=dtype, device=tdev).requires_grad_(grad)
-
-
 def grads(*tensors):
     return [None if t.grad is None else t.grad.clone() for t in tensors]
-
-
-def check_parity(slang_fn, torch_fn, inputs, tol=F32):
-    """Run both, backprop the same random cotangent, compare outputs and every input grad."""
-    twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
-    out = slang_fn(*inputs)
-    ref = torch_fn(*twins)
-    torch.testing.assert_close(out, ref.to(out.dtype), **tol)
-    cot = torch.randn_like(ref)
-    if ref.requires_grad:
-        assert out.grad_fn is not None
-        out.backward(cot)
-        ref.backward(cot)
-    else:
-        assert out.grad_fn is None
-    for t, twin in zip(inputs, twins, strict=True):
-        if twin.grad is None:
-            assert t.grad is None
-        else:
-            torch.testing.assert_close(t.grad, twin.grad, **tol)
 
 
 # --- seed bug 1: autograd dropped after a no-grad first call ----------------------------------

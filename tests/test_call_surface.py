@@ -11,30 +11,15 @@ import pytest
 import torch
 
 import slangspec
+from parity import F32 as TOL
+from parity import assert_grads, compare, leaf, twin
 
 SHADERS = Path(__file__).parent / "shaders"
-TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 
 @pytest.fixture(scope="module")
 def sf(cache_dir):
     return slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
-
-
-def leaf(*shape, tdev, grad=True, dtype=torch.float32):
-    return torch.randn(*shape, dtype=dtype, device=tdev).requires_grad_(grad)
-
-
-def twin(t):
-    return t.detach().clone().requires_grad_(t.requires_grad)
-
-
-def assert_grads(tensors, twins):
-    for t, w in zip(tensors, twins, strict=True):
-        if w.grad is None:
-            assert t.grad is None
-        else:
-            torch.testing.assert_close(t.grad, w.grad, **TOL)
 
 
 # --- matrices ------------------------------------------------------------------------------
@@ -50,11 +35,7 @@ def test_matrix_times_vector(sf, tdev, layout):
     mt, vt = twin(m), twin(v)
     y = sf.transform(m, v)
     ref = torch.einsum("...ij,...j->...i", mt, vt)
-    torch.testing.assert_close(y, ref, **TOL)
-    cot = torch.randn_like(ref)
-    y.backward(cot)
-    ref.backward(cot)
-    assert_grads([m, v], [mt, vt])
+    compare(y, ref, [m, v], [mt, vt])
 
 
 def test_matrix_result_of_two_by_three(sf, tdev):
@@ -63,10 +44,7 @@ def test_matrix_result_of_two_by_three(sf, tdev):
     y = sf.scale23(m, 2.5)
     assert y.shape == (4, 2, 3)
     ref = mt * 2.5
-    torch.testing.assert_close(y, ref, **TOL)
-    y.sum().backward()
-    ref.sum().backward()
-    assert_grads([m], [mt])
+    compare(y, ref, [m], [mt])
 
 
 def test_matrix_of_the_wrong_shape_names_the_argument(sf, tdev):
@@ -83,11 +61,7 @@ def test_arrays_broadcast_and_differentiate(sf, tdev):
     at, bt = twin(a), twin(b)
     y = sf.add_arrays(a, b)
     ref = at + bt
-    torch.testing.assert_close(y, ref, **TOL)
-    cot = torch.randn_like(ref)
-    y.backward(cot)
-    ref.backward(cot)
-    assert_grads([a, b], [at, bt])
+    compare(y, ref, [a, b], [at, bt])
 
 
 def test_array_length_mismatch_names_expected_and_actual(sf, tdev):
@@ -102,10 +76,7 @@ def test_arrays_of_vectors_and_nested_arrays_index_in_order(sf, tdev):
     vt, wt = twin(v), twin(w)
     y = sf.weigh(v, w)
     ref = (vt * wt).sum(dim=(1, 2))
-    torch.testing.assert_close(y, ref, **TOL)
-    y.sum().backward()
-    ref.sum().backward()
-    assert_grads([v, w], [vt, wt])
+    compare(y, ref, [v, w], [vt, wt])
 
 
 # --- structs -------------------------------------------------------------------------------
@@ -118,11 +89,7 @@ def test_struct_fields_broadcast_on_their_own(sf, tdev):
     tt = twin(t)
     y = sf.at(ray, t)
     ref = twins["origin"] + twins["dir"] * tt[:, None]
-    torch.testing.assert_close(y, ref, **TOL)
-    cot = torch.randn_like(ref)
-    y.backward(cot)
-    ref.backward(cot)
-    assert_grads([ray["origin"], ray["dir"], t], [twins["origin"], twins["dir"], tt])
+    compare(y, ref, [ray["origin"], ray["dir"], t], [twins["origin"], twins["dir"], tt])
 
 
 def test_a_frozen_struct_field_gets_no_gradient_storage(sf, tdev):
@@ -144,10 +111,7 @@ def test_nested_struct_with_a_matrix_field_and_an_array(sf, tdev):
     xt = twin(x)
     y = sf.energy(scene, x, 0.5)
     ref = _energy(twins, xt, 0.5)
-    torch.testing.assert_close(y, ref, **TOL)
-    y.sum().backward()
-    ref.sum().backward()
-    assert_grads([*_leaves(scene), x], [*_leaves(twins), xt])
+    compare(y, ref, [*_leaves(scene), x], [*_leaves(twins), xt])
 
 
 def test_struct_keys_missing_or_unknown_are_named(sf, tdev):
@@ -204,11 +168,7 @@ def test_inout_parameter_carries_gradients_through(sf, tdev):
     sf.scale_inout(v, s)
     xt, st = twin(x), twin(s)
     ref = xt * (st * st)[:, None]
-    torch.testing.assert_close(v, ref, **TOL)
-    cot = torch.randn_like(ref)
-    v.backward(cot)
-    ref.backward(cot)
-    assert_grads([x, s], [xt, st])
+    compare(v, ref, [x, s], [xt, st])
 
 
 def test_inout_leaf_that_requires_grad_is_refused(sf, tdev):
@@ -237,10 +197,7 @@ def test_diff_tensors_under_mixed_requires_grad(sf, tdev, ga, gb):
     at, bt = twin(a), twin(b)
     y = sf.through_tensors(a, b, slangspec.grid((9,)))
     ref = at * bt * bt
-    torch.testing.assert_close(y, ref, **TOL)
-    y.sum().backward()
-    ref.sum().backward()
-    assert_grads([a, b], [at, bt])
+    compare(y, ref, [a, b], [at, bt])
 
 
 def test_tensor_rwtensor_and_wtensor(sf, tdev):
@@ -326,10 +283,7 @@ def test_every_grad_mask_of_struct_matrix_array_and_scalar(sf, tdev, mask):
     twins, xt = _twins(scene), twin(x)
     y = sf.energy(scene, x, 0.75)
     ref = _energy(twins, xt, 0.75)
-    torch.testing.assert_close(y, ref, **TOL)
-    y.sum().backward()
-    ref.sum().backward()
-    assert_grads([*_leaves(scene), x], [*_leaves(twins), xt])
+    compare(y, ref, [*_leaves(scene), x], [*_leaves(twins), xt])
 
 
 @pytest.mark.parametrize(
