@@ -133,7 +133,16 @@ def test_stored_preimage_is_compared_on_every_hit(tmp_path):
     assert c.lookup(key, pre) is None, "serving drops the mismatched entry"
 
 
-def test_old_format_entry_is_never_served(tmp_path, tdev):
+@pytest.mark.parametrize(
+    "field,current",
+    [
+        ("cache_format", toolchain.CACHE_FORMAT),
+        ("signature_format", toolchain.SIGNATURE_FORMAT),
+        ("plan_format", toolchain.PLAN_FORMAT),
+        ("codegen_format", toolchain.CODEGEN_FORMAT),
+    ],
+)
+def test_old_format_entry_is_never_served(tmp_path, tdev, field, current):
     cache = tmp_path / "cache"
     m = load(cache)
     a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)
@@ -143,16 +152,14 @@ def test_old_format_entry_is_never_served(tmp_path, tdev):
     # A shimmed entry as an older slangspec would have written it: the previous format number,
     # stored under the key the current format computes (as a truncated key or collision would).
     old = json.loads(json.dumps(pre))
-    old["toolchain"]["cache_format"] = toolchain.CACHE_FORMAT - 1
+    old["toolchain"][field] = current - 1
     m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"})
     before = slangspec.compiler.compile_counts["specialize"]
     with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
         y = m.poly(a, x)
     assert slangspec.compiler.compile_counts["specialize"] == before + 1
     torch.testing.assert_close(y, torch.full((4,), 7.0, device=tdev))
-    assert m.cache.lookup(key, pre).row["preimage"]["toolchain"]["cache_format"] == (
-        toolchain.CACHE_FORMAT
-    )
+    assert m.cache.lookup(key, pre).row["preimage"]["toolchain"][field] == current
 
 
 # --- warm start -----------------------------------------------------------------------------------
