@@ -243,6 +243,17 @@ def test_explicit_generics_have_one_spelling(sf, tdev):
     torch.testing.assert_close(spaced(a, b), a + b)
 
 
+def test_generic_types_are_inferred_from_the_arguments(sf, tdev):
+    a, b = leaf(7, tdev=tdev), leaf(7, tdev=tdev, grad=False)
+    at, bt = twin(a), twin(b)
+    assert sf.mul_add.plan(a, b, 2.0).result == "float"
+    compare(sf.mul_add(a, b, 2.0), at * bt + 2.0, [a, b], [at, bt])
+    with pytest.raises(TypeError, match=r"\('b'\): expected float for the generic type T"):
+        sf.mul_add(a, b.half(), 2.0)
+    with pytest.raises(TypeError, match=r"argument 2 \('c'\): expected a tensor or Python scalar"):
+        sf.mul_add(a, b, slangspec.grid((7,)))
+
+
 # --- every grad mask of a function mixing the new forms ------------------------------------
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-TypeKind = Literal["scalar", "vector", "matrix", "array", "struct", "tensor", "void", "other"]
+TypeKind = Literal[
+    "scalar", "vector", "matrix", "array", "struct", "tensor", "generic", "void", "other"
+]
 Direction = Literal["in", "out", "inout"]
 TENSOR_TYPES = (
     "ITensor",
@@ -39,7 +41,8 @@ class TypeInfo:
     for ``float[5]``, ``(4, 3)`` for ``float3[4]``; ``interface`` names a tensor type
     (``IDiffTensor``, ``RWTensor``, ...) of element ``scalar`` and rank ``dims``; ``fields`` are a
     struct's, in declaration order, and ``differentiable`` says whether
-    it conforms to ``IDifferentiable``.
+    it conforms to ``IDifferentiable``. A ``generic`` type is a function's type parameter
+    (``T`` of ``T add<T : IFloat>(T a, T b)``), named ``name``, which each call infers.
     """
 
     kind: TypeKind

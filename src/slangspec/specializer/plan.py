@@ -52,6 +52,10 @@ RESULT = -1
 
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
+_PY_SLANG = {"f": "float", "i": "int", "b": "bool"}
+_SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
+"""The Slang scalar a tensor of each dtype passes as, where a generic type is inferred
+(``int32`` is ``int``, not ``uint``)."""
 _BINDINGS: dict[str, Binding] = {
     "ITensor": "Tensor",
     "Tensor": "Tensor",
@@ -470,6 +474,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
             f"{fn}: expected {len(info.params)} arguments "
             f"({', '.join(p.name for p in info.params)}), got {len(call.args)}"
         )
+    info = _inferred(info, call)
     resolver = _Resolver(info)
     params: list[ParamPlan] = []
     leaves: list[ArgPlan] = []
@@ -512,6 +517,51 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         outputs,
         tuple(masks),
     )
+
+
+def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
+    """``info`` with each generic type parameter bound to the scalar type of the arguments it
+    types, as slangpy infers them: a tensor's dtype or a Python scalar's kind; Slang infers the
+    same from the generated call. TypeError naming the argument where that is not possible or
+    two arguments disagree."""
+    generic = [k for k, p in enumerate(info.params) if p.type.kind == "generic"]
+    if not generic and info.returns.kind != "generic":
+        return info
+    fn = f"{info.module}::{info.name}"
+    bound: dict[str, tuple[str, int]] = {}
+    for k in generic:
+        p, form = info.params[k], call.args[k]
+        if isinstance(form, TensorForm) and form.dtype in _SLANG_OF_DTYPE:
+            scalar = _SLANG_OF_DTYPE[form.dtype]
+        elif isinstance(form, ScalarForm):
+            scalar = _PY_SLANG[form.kind]
+        else:
+            raise TypeError(
+                f"{fn}: argument {k} ('{p.name}'): expected a tensor or Python scalar to infer "
+                f"the generic type {p.type.name} from, got {_describe(form)}; name the type "
+                f"explicitly ({info.name}<...>)"
+            )
+        first = bound.setdefault(p.type.name, (scalar, k))
+        if first[0] != scalar:
+            raise TypeError(
+                f"{fn}: argument {k} ('{p.name}'): expected {first[0]} for the generic type "
+                f"{p.type.name} (as argument {first[1]} has it), got {scalar}"
+            )
+    r = info.returns
+    if r.kind == "generic":
+        if r.name not in bound:
+            raise TypeError(
+                f"{fn}: the return type {r.name} is not the type of any argument, so it cannot "
+                f"be inferred; name it explicitly ({info.name}<...>)"
+            )
+        r = TypeInfo("scalar", bound[r.name][0], bound[r.name][0])
+    params = tuple(
+        replace(p, type=TypeInfo("scalar", bound[p.type.name][0], bound[p.type.name][0]))
+        if p.type.kind == "generic"
+        else p
+        for p in info.params
+    )
+    return replace(info, params=params, returns=r)
 
 
 def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:

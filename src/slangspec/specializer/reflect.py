@@ -64,6 +64,8 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
         return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
     if kind == _Kind.none and full == "void":
         return TypeInfo("void", full)
+    if kind == _Kind.none and full.isidentifier():
+        return TypeInfo("generic", full)
     return TypeInfo("other", full)
 
 
