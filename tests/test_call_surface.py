@@ -254,6 +254,49 @@ def test_generic_types_are_inferred_from_the_arguments(sf, tdev):
         sf.mul_add(a, b, slangspec.grid((7,)))
 
 
+# --- explicit dimension mapping ------------------------------------------------------------
+
+
+def test_map_places_dimensions_for_an_outer_product(sf, tdev):
+    a, b = leaf(5, tdev=tdev), leaf(3, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    y = sf.mul_add.map((0,), (1,))(a, b, 1.0)
+    assert y.shape == (5, 3)
+    compare(y, at[:, None] * bt[None, :] + 1.0, [a, b], [at, bt])
+    by_name = sf.mul_add.map(b=(1,), a=(0,))(a=a.detach(), b=b.detach(), c=1.0)
+    torch.testing.assert_close(by_name, y.detach())
+
+
+def test_map_transposes_with_element_dimensions_after(sf, tdev):
+    m, v = leaf(4, 6, 3, 3, tdev=tdev), leaf(4, 6, 3, tdev=tdev)
+    mt, vt = twin(m), twin(v)
+    y = sf.transform.map((1, 0), (1, 0))(m, v)
+    assert y.shape == (6, 4, 3)
+    ref = torch.einsum("ijrc,ijc->jir", mt, vt)
+    compare(y, ref, [m, v], [mt, vt])
+
+
+def test_map_writes_an_out_parameter_through_its_view(sf, tdev):
+    a, b = torch.randn(5, device=tdev), torch.randn(3, device=tdev)
+    res = torch.zeros(5, 3, device=tdev)
+    sf.add_out.map((0,), (1,), (0, 1))(a, b, res)
+    torch.testing.assert_close(res, a[:, None] + b[None, :])
+
+
+def test_map_mistakes_name_the_parameter(sf, tdev):
+    a = torch.randn(5, 2, device=tdev)
+    with pytest.raises(ValueError, match=r"parameter 'a': the mapping \(0,\) names 1 dim"):
+        sf.mul_add.map((0,))(a, a, 1.0)
+    with pytest.raises(TypeError, match=r"parameter 'a': slangpy's type mapping \('float'\)"):
+        sf.mul_add.map("float")
+    with pytest.raises(TypeError, match=r"map: no parameter named 'z'"):
+        sf.mul_add.map(z=(0,))
+    with pytest.raises(TypeError, match=r"parameter 'b': expected a tuple of distinct"):
+        sf.mul_add.map((0,), (1, 1))
+    with pytest.raises(TypeError, match=r"parameter 'c': only a tensor fed elementwise"):
+        sf.mul_add.map(c=())(a, a, 1.0)
+
+
 # --- every grad mask of a function mixing the new forms ------------------------------------
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 import numpy as np
@@ -22,6 +22,7 @@ from ..devices import torch_device
 from ..signature_text import has_numpy
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
+from ..specializer.info import VALUE_KINDS, TypeInfo
 from .launch import Binding, CudaBinding
 from .miss_path import Kernel
 from .module_base import (
@@ -184,6 +185,14 @@ class Function(BuildFunction):
             raise TypeError(f"{self.id}: missing argument {', '.join(map(repr, missing))}")
         return tuple(bound)
 
+    def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
+        """This function with arguments' dimensions placed in the call shape explicitly, as
+        slangpy's ``Function.map``: ``f.map((0,), (1,))(a, b)`` runs every pair of ``a``'s and
+        ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
+        Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
+        arguments not mapped broadcast as usual."""
+        return MappedFunction(self, dims, named)
+
     def _write_result(self, out: Any, result: Any) -> torch.Tensor:
         """``out`` copied into ``result`` (through autograd), which is returned."""
         if not isinstance(result, torch.Tensor):
@@ -222,6 +231,97 @@ class Function(BuildFunction):
 
 Module.function_type = Function
 _MISSING = object()
+
+
+class MappedFunction:
+    """A function whose calls view each mapped argument so that its dimensions fall where the
+    mapping says; the views carry gradients back to the arguments, and writes through them
+    reach the arguments' own storage."""
+
+    def __init__(
+        self,
+        fn: Function,
+        dims: tuple[Sequence[int], ...],
+        named: dict[str, Sequence[int]],
+    ) -> None:
+        names = [p.name for p in fn.info.params]
+        if len(dims) > len(names):
+            raise TypeError(f"{fn.id}: map: {len(dims)} mappings for {len(names)} parameters")
+        mapping: dict[int, tuple[int, ...]] = {}
+        for k, m in [*enumerate(dims), *((_index_of(fn, names, n), m) for n, m in named.items())]:
+            if k in mapping:
+                raise TypeError(f"{fn.id}: map: parameter '{names[k]}' is mapped twice")
+            mapping[k] = _dimensions(fn, names[k], m)
+        self.fn = fn
+        self.mapping = mapping
+
+    def __repr__(self) -> str:
+        return f"<{self.fn!r} mapped {self.mapping}>"
+
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        result = keywords.pop("_result", None)
+        fn = self.fn
+        bound = list(fn.positional(args, keywords))
+        params = fn.info.params
+        rank = max((max(m, default=-1) + 1 for m in self.mapping.values()), default=0)
+        for k, p in enumerate(params):
+            if k not in self.mapping and isinstance(bound[k], torch.Tensor):
+                rank = max(rank, bound[k].dim() - len(p.type.shape))
+        for k, m in self.mapping.items():
+            bound[k] = _placed(fn, params[k].name, params[k].type, bound[k], m, rank)
+        out = fn(*bound)
+        return out if result is None else fn._write_result(out, result)
+
+
+def _index_of(fn: Function, names: list[str], name: str) -> int:
+    if name not in names:
+        raise TypeError(
+            f"{fn.id}: map: no parameter named {name!r}; its parameters are {', '.join(names)}"
+        )
+    return names.index(name)
+
+
+def _dimensions(fn: Function, name: str, m: Any) -> tuple[int, ...]:
+    if isinstance(m, str):
+        raise TypeError(
+            f"{fn.id}: map: parameter '{name}': slangpy's type mapping ({m!r}) is not "
+            "supported; name a generic's arguments explicitly"
+        )
+    if isinstance(m, int):
+        m = (m,)
+    ok = isinstance(m, tuple | list) and all(type(d) is int and d >= 0 for d in m)
+    if not ok or len(set(m)) != len(m):
+        raise TypeError(
+            f"{fn.id}: map: parameter '{name}': expected a tuple of distinct call dimensions "
+            f"(ints from 0), got {m!r}"
+        )
+    return tuple(m)
+
+
+def _placed(
+    fn: Function, name: str, t: TypeInfo, value: Any, m: tuple[int, ...], rank: int
+) -> torch.Tensor:
+    """``value`` viewed with its call dimensions at ``m``'s places among ``rank`` (size 1
+    elsewhere), its element dimensions after them."""
+    if not isinstance(value, torch.Tensor) or t.kind not in (*VALUE_KINDS, "generic"):
+        raise TypeError(
+            f"{fn.id}: map: parameter '{name}': only a tensor fed elementwise can be mapped, "
+            f"got {type(value).__name__} for {t.name}"
+        )
+    elem = len(t.shape)
+    calls = value.dim() - elem
+    if calls != len(m):
+        raise ValueError(
+            f"{fn.id}: map: parameter '{name}': the mapping {m} names {len(m)} dimensions, but "
+            f"a tensor of shape {tuple(value.shape)} has {calls} besides the element shape "
+            f"of {t.name}"
+        )
+    order = sorted(range(calls), key=lambda d: m[d])
+    value = value.permute(*order, *range(calls, value.dim()))
+    for d in range(rank):
+        if d not in m:
+            value = value.unsqueeze(d)
+    return value
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
