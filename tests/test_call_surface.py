@@ -211,11 +211,30 @@ def test_tensor_rwtensor_and_wtensor(sf, tdev):
     torch.testing.assert_close(o, torch.full((4,), 6.0, device=tdev))
 
 
-def test_a_written_differentiable_tensor_is_refused_clearly(sf, tdev):
-    with pytest.raises(
-        TypeError, match=r"argument 0 \('o'\).*IWDiffTensor<float, 1>.*not supported"
-    ):
-        sf.write_wdiff(torch.zeros(3, device=tdev), slangspec.grid((3,)), 1.0)
+def test_a_written_differentiable_interface_tensor_carries_gradients(sf, tdev):
+    v, w = leaf(5, tdev=tdev), torch.randn(5, device=tdev)
+    vt = twin(v)
+    o = torch.full((6,), 7.0, device=tdev)
+    sf.write_wdiff(o, slangspec.grid((5,)), v)
+    ref = torch.cat([vt * vt, torch.full((1,), 7.0, device=tdev)])
+    torch.testing.assert_close(o, ref.detach(), **TOL)  # the element not written keeps its value
+    (o[:5] * w).sum().backward()
+    (ref[:5] * w).sum().backward()
+    torch.testing.assert_close(v.grad, vt.grad, **TOL)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_written_diff_tensor_takes_its_cotangent_in_backward(sf, tdev, grad):
+    x, w = leaf(4, tdev=tdev, grad=grad), torch.randn(4, device=tdev)
+    y = torch.zeros(4, device=tdev)
+    sf.square_into(x, y, slangspec.grid((4,)))
+    torch.testing.assert_close(y, 3 * x.detach() ** 2, **TOL)
+    assert y.requires_grad == grad
+    if grad:
+        (y * w).sum().backward()
+        torch.testing.assert_close(x.grad, 6 * x.detach() * w, **TOL)
+    with pytest.raises(ValueError, match=r"argument 1 \('y'\): the call writes this tensor"):
+        sf.square_into(x, torch.zeros(4, device=tdev, requires_grad=True), slangspec.grid((4,)))
 
 
 # --- keywords and generics -----------------------------------------------------------------

@@ -18,7 +18,14 @@ from __future__ import annotations
 from itertools import product
 
 from ..scalars import SLANG
-from ..specializer.plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
+from ..specializer.plan import (
+    DIFF_WRITTEN,
+    RESULT,
+    ArgPlan,
+    OutputPlan,
+    ParamPlan,
+    SpecializationPlan,
+)
 
 ENTRY_POINT = "slangspec_main"
 THREADS_PER_GROUP = 128
@@ -105,6 +112,8 @@ class _Writer:
             return f"{ctor}({', '.join(comps)})"
         if a.kind == "tensor":
             binding = "DiffTensor" if self.in_mask(j) else a.binding
+            if self.mask is not None and a.binding in DIFF_WRITTEN:
+                binding = "WDiffTensor"
             self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{j}")
             return f"a{j}"
         if a.kind == "target":
@@ -190,7 +199,8 @@ def forward_source(plan: SpecializationPlan) -> str:
     call = f"{plan.function}({', '.join(exprs)})"
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
-        w.store(f"_out{o}", out.scalar, out.elem, _output_value(plan, exprs, out))
+        if not plan.is_whole(out):
+            w.store(f"_out{o}", out.scalar, out.elem, _output_value(plan, exprs, out))
     return w.source(_GUARD)
 
 
@@ -208,7 +218,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
     # (``d<k>``), a struct's field by field into its Differential.
     declared: set[str] = set()
     for o, out in enumerate(plan.outputs):
-        if not out.differentiable:
+        if not out.differentiable or plan.is_whole(out):
             continue
         if out.source == RESULT:
             name, t, struct = "_d", plan.result, plan.result_struct

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..scalars import SLANG
-from ..specializer.plan import RESULT, WRITTEN, SpecializationPlan
+from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, SpecializationPlan
 from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
 
@@ -50,7 +50,11 @@ class Specialization:
         self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
         self._calls: dict[tuple[bool, ...], BackwardCall] = {}
         args = plan.args
-        self._tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+        self._tensors = [
+            i
+            for i, a in enumerate(args)
+            if a.kind == "elementwise" or (a.kind == "tensor" and a.binding not in DIFF_WRITTEN)
+        ]
         """The leaves whose tensors the kernels read: the autograd node's inputs."""
         self._trainable = [(i, args[i].grad) for i in self._tensors]
         self._labels = [
@@ -74,13 +78,23 @@ class Specialization:
         self._whole = [
             (i, a.binding in WRITTEN, a.binding == "DiffTensor", f"a{i}")
             for i, a in enumerate(args)
-            if a.kind == "tensor"
+            if a.kind == "tensor" and a.binding not in DIFF_WRITTEN
         ]
+        self._diff_written = [
+            (k, o.leaf, args[o.leaf].binding == "WDiffTensor", f"a{o.leaf}")
+            for k, o in enumerate(plan.outputs)
+            if plan.is_whole(o)
+        ]
+        """The differentiable tensors the kernel writes (into a copy, the call's output)."""
         self._written = [i for i, written, _, _ in self._whole if written]
         self._in_place = [
             (i, a.elem) for i, a in enumerate(args) if a.kind == "target" or a.direction == "inout"
         ]
-        """The leaves whose tensors the call writes: of ``out`` and ``inout`` parameters."""
+        """The leaves of ``out`` and ``inout`` parameters, which the call writes."""
+        self._overwritten = [i for i, _ in self._in_place] + [
+            j for _, j, _, _ in self._diff_written
+        ]
+        """Every leaf whose tensor the call writes through autograd."""
         self._inout = [k for k, i in enumerate(self._tensors) if args[i].direction == "inout"]
         """Positions among the node's tensors of those the call also writes."""
         self._elements = [
@@ -96,7 +110,9 @@ class Specialization:
             (getattr(torch, o.dtype), o.elem, f"_out{k}") for k, o in enumerate(plan.outputs)
         ]
         self._cotangents = [
-            (k, f"_dout{k}", f"_dout{k}_st") for k, o in enumerate(plan.outputs) if o.differentiable
+            (k, f"_dout{k}", f"_dout{k}_st")
+            for k, o in enumerate(plan.outputs)
+            if o.differentiable and not plan.is_whole(o)
         ]
         self._not_differentiable = [k for k, o in enumerate(plan.outputs) if not o.differentiable]
         self.leaves = _leaf_reader(plan)
@@ -149,7 +165,7 @@ class Specialization:
         return kernel
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        if self._in_place:
+        if self._overwritten:
             self.check_writable(args)
         if self.autograd:
             outputs = _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
@@ -189,7 +205,7 @@ class Specialization:
         with grad mode off."""
         if not torch.is_grad_enabled():
             return
-        for i, _ in self._in_place:
+        for i in self._overwritten:
             t = args[i]
             if t.requires_grad and t.is_leaf:
                 raise ValueError(
@@ -334,18 +350,29 @@ class Specialization:
         n = _numel(call_shape)
         if n > MAX_EXTENT:
             self.check_size(args, call_shape)
-        outputs = tuple(bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs)
+        outputs = [bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs]
+        for k, j, _, _ in self._diff_written:
+            outputs[k] = args[j].detach().clone()
         if n == 0:
-            return outputs, call_shape
+            return tuple(outputs), call_shape
         try:
             kw, _, zero = self._bind(bind, args, call_shape, n, None)
             for out, (_, _, name) in zip(outputs, self._outputs, strict=True):
                 kw[name] = bind.write(out)
+            for k, _, concrete, name in self._diff_written:
+                struct = bind.write_struct(outputs[k])
+                if concrete:
+                    # Its cotangent, never read by a forward kernel: one element at strides 0.
+                    unread = dict(bind.read_struct(bind.empty((1,), outputs[k].dtype)))
+                    unread["_shape"] = list(outputs[k].shape)
+                    unread["_strides"] = [0] * outputs[k].dim()
+                    struct = {"_primal": struct, "_grad_in": unread}
+                kw[name] = struct
             bind.dispatch(self._forward, n, kw, zero)
         except Exception:
             self.blame(args)
             raise
-        return outputs, call_shape
+        return tuple(outputs), call_shape
 
     def backward(
         self,
@@ -374,6 +401,15 @@ class Specialization:
             kw[name], dout_strides = bind.read(grad_out)
             if dout_strides:
                 kw[st_name] = dout_strides
+        for k, j, _, name in self._diff_written:
+            cotangent = grad_outs[k]
+            if cotangent is None:
+                cotangent = torch.zeros_like(args[j])
+            # Read as the gradient of what the kernel wrote; its primal is never touched.
+            kw[name] = {
+                "_primal": bind.read_struct(cotangent),
+                "_grad_in": bind.read_struct(cotangent),
+            }
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:

@@ -174,11 +174,12 @@ def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specia
 
 def _traceable(fn: Traceable, plan: SpecializationPlan) -> None:
     """TypeError unless the operators carry ``plan``'s calls: one result at most, no
-    ``out``/``inout`` parameter."""
+    ``out``/``inout`` parameter or written differentiable tensor."""
     if plan.outputs and plan.returns is None:
         raise TypeError(
-            f"{fn.id}: a function with out/inout parameters or a struct result cannot be called "
-            "in code torch compiles; call it outside (torch.compiler.disable)"
+            f"{fn.id}: a function with out/inout parameters, a written differentiable tensor "
+            "(IWDiffTensor) or a struct result cannot be called in code torch compiles; call it "
+            "outside (torch.compiler.disable)"
         )
 
 

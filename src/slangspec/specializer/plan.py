@@ -42,14 +42,20 @@ Binding = Literal[
     "WTensor",
     "PrimalTensor",
     "DiffTensor",
+    "WPrimalTensor",
+    "WDiffTensor",
 ]
 """How a leaf is bound: a pointer, a uniform value, the call index, not at all, or the Slang
 tensor struct bound in forward kernels."""
 WRITTEN: tuple[Binding, ...] = ("RWTensor", "WTensor")
 """The tensor bindings through which a kernel writes a whole tensor."""
+DIFF_WRITTEN: tuple[Binding, ...] = ("WPrimalTensor", "WDiffTensor")
+"""The bindings of a differentiable tensor the kernel writes: the call's output, whose
+cotangent backward kernels read (bound as ``WDiffTensor`` there)."""
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
 
+_DIFF_WRITTEN_TYPES = ("IWDiffTensor", "WDiffTensor")
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
 _PY_SLANG = {"f": "float", "i": "int", "b": "bool"}
@@ -65,10 +71,8 @@ _BINDINGS: dict[str, Binding] = {
     "WTensor": "WTensor",
     "IDiffTensor": "PrimalTensor",
     "DiffTensor": "DiffTensor",
-}
-_UNSUPPORTED_TENSORS = {
-    "IWDiffTensor": "a differentiable tensor the kernel writes",
-    "WDiffTensor": "a differentiable tensor the kernel writes",
+    "IWDiffTensor": "WPrimalTensor",
+    "WDiffTensor": "WDiffTensor",
 }
 
 
@@ -109,9 +113,10 @@ class ParamPlan:
 
 @dataclass(frozen=True)
 class OutputPlan:
-    """One tensor the call produces: the result (``source`` RESULT) or an ``out``/``inout``
-    parameter, at ``path`` within a struct; ``leaf`` is the argument leaf it is copied into
-    (-1 for the result)."""
+    """One tensor the call produces: the result (``source`` RESULT), an ``out``/``inout``
+    parameter, at ``path`` within a struct, or a whole ``IWDiffTensor``/``WDiffTensor`` argument
+    (written into a copy of itself, of its own shape); ``leaf`` is the argument leaf it is
+    copied into (-1 for the result)."""
 
     name: str
     source: int
@@ -148,6 +153,11 @@ class SpecializationPlan:
         if len(self.outputs) == 1 and self.outputs[0].source == RESULT and not self.result_struct:
             return self.outputs[0]
         return None
+
+    def is_whole(self, out: OutputPlan) -> bool:
+        """Whether ``out`` is a whole tensor the kernel writes through its tensor parameter,
+        not an output stored per call point."""
+        return out.leaf >= 0 and self.args[out.leaf].kind == "tensor"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -326,24 +336,17 @@ class _Resolver:
     def tensor(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
-        if t.interface in _UNSUPPORTED_TENSORS:
-            raise self.fail(
-                TypeError,
-                index,
-                name,
-                "a tensor type slangspec binds",
-                f"{t.name} ({_UNSUPPORTED_TENSORS[t.interface]}, not supported)",
-            )
         want = SLANG[t.scalar].dtype
         expected = f"a {want} tensor of rank {t.dims} for {t.name}"
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, name, expected, _describe(form))
         if form.dtype != want or form.rank != t.dims:
             raise self.fail(TypeError, index, name, expected, _describe(form))
-        differentiable_type = t.interface in ("IDiffTensor", "DiffTensor")
+        differentiable_type = t.interface in ("IDiffTensor", "DiffTensor", *_DIFF_WRITTEN_TYPES)
         if differentiable_type and t.scalar != "float":
             raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
         diff = differentiable_type and self.info.differentiable
+        written = t.interface in _DIFF_WRITTEN_TYPES
         return _arg_plan(
             t,
             base,
@@ -352,7 +355,7 @@ class _Resolver:
             dtype=form.dtype,
             rank=form.rank,
             differentiable=diff,
-            grad=diff and form.grad,
+            grad=diff and form.grad and not written,
         )
 
     def outputs(
@@ -368,6 +371,20 @@ class _Resolver:
                 name = ".".join(("result", *path))
                 outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
+            whole = args[p.first]
+            if whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
+                outputs.append(
+                    _output(
+                        whole.param,
+                        k,
+                        (),
+                        p.first,
+                        p.slang_type,
+                        whole.scalar,
+                        (),
+                        whole.differentiable,
+                    )
+                )
             if p.direction == "in":
                 continue
             diff = self.carries(self.info.params[k])
