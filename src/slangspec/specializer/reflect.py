@@ -38,17 +38,19 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
         return TypeInfo("scalar", full, scalar) if scalar else TypeInfo("other", full)
     if kind == _Kind.vector:
         scalar = _SLANG_NAMES.get(t.scalar_type)
-        if scalar and 1 <= t.col_count <= 4:
-            return TypeInfo("vector", full, scalar, (t.col_count,))
+        cols = _count(t, "col_count")
+        if scalar and 1 <= cols <= 4:
+            return TypeInfo("vector", full, scalar, (cols,))
         return TypeInfo("other", full)
     if kind == _Kind.matrix:
         scalar = _SLANG_NAMES.get(t.scalar_type)
-        if scalar and 1 <= t.row_count <= 4 and 1 <= t.col_count <= 4:
-            return TypeInfo("matrix", full, scalar, (t.row_count, t.col_count))
+        rows, cols = _count(t, "row_count"), _count(t, "col_count")
+        if scalar and 1 <= rows <= 4 and 1 <= cols <= 4:
+            return TypeInfo("matrix", full, scalar, (rows, cols))
         return TypeInfo("other", full)
     if kind == _Kind.array:
         element = type_info(t.element_type, layout, depth + 1)
-        count = t.element_count
+        count = _count(t, "element_count")
         if element.kind in VALUE_KINDS and count > 0:
             return TypeInfo("array", full, element.scalar, (count, *element.shape))
         return TypeInfo("other", full)
@@ -67,6 +69,15 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
     if kind == _Kind.none and full.isidentifier():
         return TypeInfo("generic", full)
     return TypeInfo("other", full)
+
+
+def _count(t: spy.TypeReflection, field: str) -> int:
+    """An extent of ``t``; 0 where a generic parameter (``vector<float, N>``) leaves it open,
+    which slangpy reports by raising."""
+    try:
+        return int(getattr(t, field))
+    except (SystemError, RuntimeError, TypeError, ValueError):
+        return 0
 
 
 def _differentiable(layout: spy.ProgramLayout, t: spy.TypeReflection) -> bool:
