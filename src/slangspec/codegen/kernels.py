@@ -28,6 +28,11 @@ from ..specializer.plan import (
 )
 
 ENTRY_POINT = "slangspec_main"
+_TENSOR_PARTS = {
+    "DiffTensor": ("._primal", "._grad_out"),
+    "WDiffTensor": ("._primal", "._grad_in"),
+}
+"""The tensors inside a differentiable tensor struct; the others are one tensor each."""
 THREADS_PER_GROUP = 128
 
 
@@ -115,7 +120,9 @@ class _Writer:
             if self.mask is not None and a.binding in DIFF_WRITTEN:
                 binding = "WDiffTensor"
             self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{j}")
-            return f"a{j}"
+            if not a.call_dims:
+                return f"a{j}"
+            return self.slice(j, a, binding)
         if a.kind == "target":
             self.line(f"{a.slang_type} v{j};")
             return f"v{j}"
@@ -126,6 +133,24 @@ class _Writer:
         self.read(
             f"v{j}", f"v{j}_o", f"a{j}", f"a{j}_st", a.call_dims, a.scalar, a.elem, a.slang_type
         )
+        return f"v{j}"
+
+    def slice(self, j: int, a: ArgPlan, binding: str) -> str:
+        """Tensor ``a{j}`` past its leading ``call_dims`` dimensions, at this thread's index
+        there (index 0 along a dimension of size 1, which broadcasts)."""
+        rank, lead, dims = self.plan.call_rank, a.call_dims, a.rank - a.call_dims
+        self.line(f"{binding}<{a.scalar}, {dims}> v{j};")
+        for part in _TENSOR_PARTS.get(binding, ("",)):
+            whole, mine = f"a{j}{part}", f"v{j}{part}"
+            self.line(f"{mine}._data = {whole}._data;")
+            at = [
+                f"min(uint(_idx[{rank - lead + d}]), {whole}._shape[{d}] - 1)" for d in range(lead)
+            ]
+            terms = [f"{i} * {whole}._strides[{d}]" for d, i in enumerate(at)]
+            self.line(f"{mine}._offset = {' + '.join([f'{whole}._offset', *terms])};")
+            for d in range(dims):
+                self.line(f"{mine}._shape[{d}] = {whole}._shape[{lead + d}];")
+                self.line(f"{mine}._strides[{d}] = {whole}._strides[{lead + d}];")
         return f"v{j}"
 
     def argument(self, k: int, p: ParamPlan) -> str:

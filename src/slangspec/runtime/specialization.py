@@ -72,7 +72,9 @@ class Specialization:
             if a.kind == "elementwise"
         ]
         self._shaping = [
-            (i, a.call_dims) for i, a in enumerate(args) if a.kind in ("elementwise", "target")
+            (i, a.call_dims)
+            for i, a in enumerate(args)
+            if a.kind in ("elementwise", "target") or (a.kind == "tensor" and a.call_dims)
         ]
         """The leaves whose leading dimensions take part in the call shape."""
         self._whole = [

@@ -189,7 +189,9 @@ def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Ten
     plan = fn.plan_for_signature(_signature(fn, args, grads))
     _traceable(fn, plan)
     shapes = [
-        args[i].shape[: a.call_dims] for i, a in enumerate(plan.args) if a.kind == "elementwise"
+        args[i].shape[: a.call_dims]
+        for i, a in enumerate(plan.args)
+        if a.kind in ("elementwise", "tensor")
     ]
     shapes += [args[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
     r = plan.returns

@@ -337,10 +337,13 @@ class _Resolver:
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
         want = SLANG[t.scalar].dtype
-        expected = f"a {want} tensor of rank {t.dims} for {t.name}"
+        expected = (
+            f"a {want} tensor of rank {t.dims} for {t.name} (or of more: the leading ones are "
+            "call dimensions)"
+        )
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, name, expected, _describe(form))
-        if form.dtype != want or form.rank != t.dims:
+        if form.dtype != want or form.rank < t.dims:
             raise self.fail(TypeError, index, name, expected, _describe(form))
         differentiable_type = t.interface in ("IDiffTensor", "DiffTensor", *_DIFF_WRITTEN_TYPES)
         if differentiable_type and t.scalar != "float":
@@ -354,6 +357,7 @@ class _Resolver:
             binding=_BINDINGS[t.interface],
             dtype=form.dtype,
             rank=form.rank,
+            call_dims=form.rank - t.dims,
             differentiable=diff,
             grad=diff and form.grad and not written,
         )
