@@ -9,10 +9,9 @@ whose kernels and function descriptions are all cached never imports it.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import numpy as np
 import torch
@@ -22,7 +21,7 @@ from ..devices import torch_device
 from ..signature_text import has_numpy
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
-from ..specializer.info import VALUE_KINDS, TypeInfo
+from ..specializer.info import VALUE_KINDS, FunctionInfo
 from .launch import Binding, CudaBinding
 from .miss_path import Kernel
 from .module_base import (
@@ -34,13 +33,27 @@ from .module_base import (
 )
 from .specialization import Specialization
 
+_T = TypeVar("_T")
 
-def _constant_while_traced(method: Callable[..., str]) -> Callable[..., str]:
+
+def _constant_while_traced(method: Callable[..., _T]) -> Callable[..., _T]:
     """torch._dynamo.assume_constant_result's mark, set without importing torch._dynamo (1.5 s
     for a process that never compiles): a graph holds what the method returned, not the cache
     look-ups behind it."""
     method._dynamo_marked_constant = True  # type: ignore[attr-defined]
     return method
+
+
+Layout = tuple[tuple[str, int, bool, str], ...]
+"""Per parameter: its name, the number of element dimensions a tensor fed to it has, whether
+it is fed elementwise (so ``map`` can place it), and its Slang type."""
+
+
+def _layout(info: FunctionInfo) -> Layout:
+    elementwise = (*VALUE_KINDS, "generic")
+    return tuple(
+        (p.name, len(p.type.shape), p.type.kind in elementwise, p.type.name) for p in info.params
+    )
 
 
 class Module(BuildModule):
@@ -67,9 +80,7 @@ class Module(BuildModule):
             return fn
         if torch.compiler.is_compiling():
             # Looking a function up reads the cache; a graph can hold only its outcome.
-            from . import traced
-
-            return functools.partial(traced.traced_call, self._operator_for(name))
+            return TracedFunction(self, name)  # type: ignore[return-value]
         return super().__getattr__(name)  # type: ignore[return-value]
 
     @_constant_while_traced
@@ -82,6 +93,38 @@ class Module(BuildModule):
         if fn is None:
             fn = self._traced_functions[name] = self._function(name)
         return traced.operator_name(fn)
+
+    @_constant_while_traced
+    def _layout_for(self, name: str) -> Layout:
+        """``_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
+        self._operator_for(name)
+        fn = self._functions.get(name) or self._traced_functions[name]
+        return _layout(fn.info)
+
+
+class TracedFunction:
+    """``m.name`` while torch traces code that had not looked the function up: calls become
+    the function's operator, with what they need of the function held by the graph as
+    constants."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.id = f"{module.name}::{name}"
+
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        from . import traced
+
+        result = keywords.pop("_result", None)
+        if keywords:
+            names = [n for n, *_ in self.module._layout_for(self.name)]
+            args = _bound(self.id, names, args, keywords)
+        out = traced.traced_call(self.module._operator_for(self.name), *args)
+        return out if result is None else _write_result(self.id, out, result)
+
+    def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
+        """As ``Function.map``."""
+        return MappedFunction(self, self.id, self.module._layout_for(self.name), dims, named)
 
 
 class Function(BuildFunction):
@@ -157,33 +200,10 @@ class Function(BuildFunction):
 
     def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         result = keywords.pop("_result", None)
-        out = self(*self.positional(args, keywords)) if keywords else self(*args)
-        return out if result is None else self._write_result(out, result)
-
-    def positional(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[Any, ...]:
-        """``args`` and ``keywords`` as one positional tuple, as Python binds a call; TypeError
-        naming the function and the parameter that is unknown, given twice or missing."""
-        names = [p.name for p in self.info.params]
-        if len(args) > len(names):
-            raise TypeError(
-                f"{self.id}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)} "
-                "positional ones"
-            )
-        bound: list[Any] = [*args, *[_MISSING] * (len(names) - len(args))]
-        for name, value in keywords.items():
-            if name not in names:
-                raise TypeError(
-                    f"{self.id}: got an unexpected keyword argument {name!r}; its parameters are "
-                    f"{', '.join(names)}"
-                )
-            k = names.index(name)
-            if k < len(args):
-                raise TypeError(f"{self.id}: got multiple values for argument {name!r}")
-            bound[k] = value
-        missing = [n for n, v in zip(names, bound, strict=True) if v is _MISSING]
-        if missing:
-            raise TypeError(f"{self.id}: missing argument {', '.join(map(repr, missing))}")
-        return tuple(bound)
+        if keywords:
+            args = _bound(self.id, [p.name for p in self.info.params], args, keywords)
+        out = self(*args)
+        return out if result is None else _write_result(self.id, out, result)
 
     def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """This function with arguments' dimensions placed in the call shape explicitly, as
@@ -191,30 +211,7 @@ class Function(BuildFunction):
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
         Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
         arguments not mapped broadcast as usual."""
-        return MappedFunction(self, dims, named)
-
-    def _write_result(self, out: Any, result: Any) -> torch.Tensor:
-        """``out`` copied into ``result`` (through autograd), which is returned."""
-        if not isinstance(result, torch.Tensor):
-            raise TypeError(
-                f"{self.id}: _result: expected a torch tensor to write the result into, got "
-                f"{type(result).__name__}"
-            )
-        if not isinstance(out, torch.Tensor):
-            what = "nothing" if out is None else "a struct (a dict)"
-            raise TypeError(f"{self.id}: _result: the function returns {what}, not a tensor")
-        if result.shape != out.shape or result.dtype != out.dtype:
-            raise ValueError(
-                f"{self.id}: _result: expected a {str(out.dtype).removeprefix('torch.')} tensor "
-                f"of shape {tuple(out.shape)}, got a {str(result.dtype).removeprefix('torch.')} "
-                f"tensor of shape {tuple(result.shape)}"
-            )
-        if result.device != out.device:
-            raise ValueError(
-                f"{self.id}: _result: expected a tensor on {out.device}, got one on {result.device}"
-            )
-        result.copy_(out)
-        return result
+        return MappedFunction(self, self.id, _layout(self.info), dims, named)
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""
@@ -233,6 +230,57 @@ Module.function_type = Function
 _MISSING = object()
 
 
+def _bound(
+    fid: str, names: Sequence[str], args: tuple[Any, ...], keywords: dict[str, Any]
+) -> tuple[Any, ...]:
+    """``args`` and ``keywords`` as one positional tuple, as Python binds a call; TypeError
+    naming the function and the parameter that is unknown, given twice or missing."""
+    if len(args) > len(names):
+        raise TypeError(
+            f"{fid}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)} "
+            "positional ones"
+        )
+    bound: list[Any] = [*args, *[_MISSING] * (len(names) - len(args))]
+    for name, value in keywords.items():
+        if name not in names:
+            raise TypeError(
+                f"{fid}: got an unexpected keyword argument {name!r}; its parameters are "
+                f"{', '.join(names)}"
+            )
+        k = names.index(name)
+        if k < len(args):
+            raise TypeError(f"{fid}: got multiple values for argument {name!r}")
+        bound[k] = value
+    missing = [n for n, v in zip(names, bound, strict=True) if v is _MISSING]
+    if missing:
+        raise TypeError(f"{fid}: missing argument {', '.join(map(repr, missing))}")
+    return tuple(bound)
+
+
+def _write_result(fid: str, out: Any, result: Any) -> torch.Tensor:
+    """``out`` copied into ``result`` (through autograd), which is returned."""
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(
+            f"{fid}: _result: expected a torch tensor to write the result into, got "
+            f"{type(result).__name__}"
+        )
+    if not isinstance(out, torch.Tensor):
+        what = "nothing" if out is None else "a struct (a dict)"
+        raise TypeError(f"{fid}: _result: the function returns {what}, not a tensor")
+    if result.shape != out.shape or result.dtype != out.dtype:
+        raise ValueError(
+            f"{fid}: _result: expected a {str(out.dtype).removeprefix('torch.')} tensor "
+            f"of shape {tuple(out.shape)}, got a {str(result.dtype).removeprefix('torch.')} "
+            f"tensor of shape {tuple(result.shape)}"
+        )
+    if result.device != out.device:
+        raise ValueError(
+            f"{fid}: _result: expected a tensor on {out.device}, got one on {result.device}"
+        )
+    result.copy_(out)
+    return result
+
+
 class MappedFunction:
     """A function whose calls view each mapped argument so that its dimensions fall where the
     mapping says; the views carry gradients back to the arguments, and writes through them
@@ -240,51 +288,60 @@ class MappedFunction:
 
     def __init__(
         self,
-        fn: Function,
+        target: Callable[..., Any],
+        fid: str,
+        layout: Layout,
         dims: tuple[Sequence[int], ...],
         named: dict[str, Sequence[int]],
     ) -> None:
-        names = [p.name for p in fn.info.params]
+        names = [name for name, *_ in layout]
         if len(dims) > len(names):
-            raise TypeError(f"{fn.id}: map: {len(dims)} mappings for {len(names)} parameters")
+            raise TypeError(f"{fid}: map: {len(dims)} mappings for {len(names)} parameters")
         mapping: dict[int, tuple[int, ...]] = {}
-        for k, m in [*enumerate(dims), *((_index_of(fn, names, n), m) for n, m in named.items())]:
+        for k, m in [*enumerate(dims), *((_index_of(fid, names, n), m) for n, m in named.items())]:
             if k in mapping:
-                raise TypeError(f"{fn.id}: map: parameter '{names[k]}' is mapped twice")
-            mapping[k] = _dimensions(fn, names[k], m)
-        self.fn = fn
+                raise TypeError(f"{fid}: map: parameter '{names[k]}' is mapped twice")
+            mapping[k] = _dimensions(fid, names[k], m)
+        self.target = target
+        self.id = fid
+        self.names = names
         self.mapping = mapping
+        # Worked out once, so that a call torch traces is plain loops over plain data.
+        self._rank = max([max(m, default=-1) + 1 for m in mapping.values()], default=0)
+        self._unmapped = [(k, elem) for k, (_, elem, *_) in enumerate(layout) if k not in mapping]
+        self._mapped = [
+            (k, m, sorted(range(len(m)), key=m.__getitem__), layout[k]) for k, m in mapping.items()
+        ]
 
     def __repr__(self) -> str:
-        return f"<{self.fn!r} mapped {self.mapping}>"
+        return f"<{self.id} mapped {self.mapping}>"
 
     def __call__(self, *args: Any, **keywords: Any) -> Any:
         result = keywords.pop("_result", None)
-        fn = self.fn
-        bound = list(fn.positional(args, keywords))
-        params = fn.info.params
-        rank = max((max(m, default=-1) + 1 for m in self.mapping.values()), default=0)
-        for k, p in enumerate(params):
-            if k not in self.mapping and isinstance(bound[k], torch.Tensor):
-                rank = max(rank, bound[k].dim() - len(p.type.shape))
-        for k, m in self.mapping.items():
-            bound[k] = _placed(fn, params[k].name, params[k].type, bound[k], m, rank)
-        out = fn(*bound)
-        return out if result is None else fn._write_result(out, result)
+        bound = list(_bound(self.id, self.names, args, keywords) if keywords else args)
+        rank = self._rank
+        for k, elem in self._unmapped:
+            if k < len(bound) and isinstance(bound[k], torch.Tensor):
+                rank = max(rank, bound[k].dim() - elem)
+        for k, m, order, param in self._mapped:
+            if k < len(bound):
+                bound[k] = _placed(self.id, param, bound[k], m, order, rank)
+        out = self.target(*bound)
+        return out if result is None else _write_result(self.id, out, result)
 
 
-def _index_of(fn: Function, names: list[str], name: str) -> int:
+def _index_of(fid: str, names: list[str], name: str) -> int:
     if name not in names:
         raise TypeError(
-            f"{fn.id}: map: no parameter named {name!r}; its parameters are {', '.join(names)}"
+            f"{fid}: map: no parameter named {name!r}; its parameters are {', '.join(names)}"
         )
     return names.index(name)
 
 
-def _dimensions(fn: Function, name: str, m: Any) -> tuple[int, ...]:
+def _dimensions(fid: str, name: str, m: Any) -> tuple[int, ...]:
     if isinstance(m, str):
         raise TypeError(
-            f"{fn.id}: map: parameter '{name}': slangpy's type mapping ({m!r}) is not "
+            f"{fid}: map: parameter '{name}': slangpy's type mapping ({m!r}) is not "
             "supported; name a generic's arguments explicitly"
         )
     if isinstance(m, int):
@@ -292,31 +349,35 @@ def _dimensions(fn: Function, name: str, m: Any) -> tuple[int, ...]:
     ok = isinstance(m, tuple | list) and all(type(d) is int and d >= 0 for d in m)
     if not ok or len(set(m)) != len(m):
         raise TypeError(
-            f"{fn.id}: map: parameter '{name}': expected a tuple of distinct call dimensions "
+            f"{fid}: map: parameter '{name}': expected a tuple of distinct call dimensions "
             f"(ints from 0), got {m!r}"
         )
     return tuple(m)
 
 
 def _placed(
-    fn: Function, name: str, t: TypeInfo, value: Any, m: tuple[int, ...], rank: int
+    fid: str,
+    param: tuple[str, int, bool, str],
+    value: Any,
+    m: tuple[int, ...],
+    order: list[int],
+    rank: int,
 ) -> torch.Tensor:
     """``value`` viewed with its call dimensions at ``m``'s places among ``rank`` (size 1
-    elsewhere), its element dimensions after them."""
-    if not isinstance(value, torch.Tensor) or t.kind not in (*VALUE_KINDS, "generic"):
+    elsewhere), its element dimensions after them; ``order`` sorts ``m``."""
+    name, elem, elementwise, slang_type = param
+    if not isinstance(value, torch.Tensor) or not elementwise:
         raise TypeError(
-            f"{fn.id}: map: parameter '{name}': only a tensor fed elementwise can be mapped, "
-            f"got {type(value).__name__} for {t.name}"
+            f"{fid}: map: parameter '{name}': only a tensor fed elementwise can be mapped, "
+            f"got {type(value).__name__} for {slang_type}"
         )
-    elem = len(t.shape)
     calls = value.dim() - elem
     if calls != len(m):
         raise ValueError(
-            f"{fn.id}: map: parameter '{name}': the mapping {m} names {len(m)} dimensions, but "
+            f"{fid}: map: parameter '{name}': the mapping {m} names {len(m)} dimensions, but "
             f"a tensor of shape {tuple(value.shape)} has {calls} besides the element shape "
-            f"of {t.name}"
+            f"of {slang_type}"
         )
-    order = sorted(range(calls), key=lambda d: m[d])
     value = value.permute(*order, *range(calls, value.dim()))
     for d in range(rank):
         if d not in m:
