@@ -200,6 +200,16 @@ def test_diff_tensors_under_mixed_requires_grad(sf, tdev, ga, gb):
     compare(y, ref, [a, b], [at, bt])
 
 
+@pytest.mark.parametrize("ga", [True, False])
+def test_whole_tensors_loop_over_leading_dimensions(sf, tdev, ga):
+    a, b = leaf(3, 9, tdev=tdev, grad=ga), leaf(9, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    i = torch.arange(9, dtype=torch.int32, device=tdev).reshape(9, 1)
+    y = sf.through_tensors(a, b, i)  # a's leading dimension is the innermost call dimension
+    assert y.shape == (9, 3)
+    compare(y, at.T * (bt * bt)[:, None], [a, b], [at, bt])
+
+
 def test_tensor_rwtensor_and_wtensor(sf, tdev):
     t = torch.arange(12.0, device=tdev).reshape(3, 4)
     y = sf.read_tensor(t, slangspec.grid((3, 4)))
@@ -407,6 +417,30 @@ def test_matrices_arrays_and_keywords_compile_without_graph_breaks(sf, tdev):
         torch.testing.assert_close(t.grad, g, **TOL)
 
 
+def test_keywords_map_and_inferred_generics_compile_before_any_eager_call(cache_dir, tdev):
+    import torch._dynamo
+
+    fresh = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+
+    def f(a, b, x):
+        outer = fresh.mul_add.map(b=(1,), a=(0,))(a, b, c=1.0)
+        return outer.sum(0) + fresh.polynomial(1.0, 2.0, x=x, c=3.0)
+
+    a, b, x = leaf(5, tdev=tdev), leaf(3, tdev=tdev), leaf(3, tdev=tdev)
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(f)(a, b, x).graph_break_count == 0
+    assert not fresh._functions  # explain looked nothing up eagerly
+    out = torch.compile(f, fullgraph=True)(a, b, x)
+    out.sum().backward()
+    grads = [t.grad.clone() for t in (a, b, x)]
+    at, bt, xt = twin(a), twin(b), twin(x)
+    ref = (at[:, None] * bt[None, :] + 1.0).sum(0) + (xt * xt + 2.0 * xt + 3.0)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref.detach(), **TOL)
+    for g, t in zip(grads, (at, bt, xt), strict=True):
+        torch.testing.assert_close(g, t.grad, **TOL)
+
+
 WARM = """
 import sys, torch, slangspec
 from slangspec.runtime import miss_path, module
@@ -452,7 +486,7 @@ def test_an_out_parameter_under_torch_compile_is_refused_not_skipped(sf, tdev):
         return res * 2
 
     ones = torch.ones(3, device=tdev)
-    with pytest.raises(Exception, match="out/inout parameters or a struct result"):
+    with pytest.raises(Exception, match="out/inout parameters, a written differentiable tensor"):
         torch.compile(f, fullgraph=True)(ones, ones, torch.zeros(3, device=tdev))
 
 
