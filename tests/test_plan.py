@@ -81,7 +81,7 @@ def test_dtype_and_kind_errors_name_the_function_argument_and_expectation():
     with pytest.raises(TypeError, match=r"m::poly: expected 2 arguments \(a, x\), got 1"):
         plan_from_signature(POLY, "m::poly call f")
     with pytest.raises(TypeError, match=r"argument 0 \('a'\): expected a float32 tensor of rank 1"):
-        plan_from_signature(MIX, "m::mix call [D2,S6,G1,Vxx] [D1,S6,G0,Vx] grid[D1]")
+        plan_from_signature(MIX, "m::mix call [D0,S6,G1,V] [D1,S6,G0,Vx] grid[D1]")
     with pytest.raises(TypeError, match=r"argument 2 \('i'\).*got a 2-D grid"):
         plan_from_signature(MIX, "m::mix call [D1,S6,G1,Vx] [D1,S6,G0,Vx] grid[D2]")
 

@@ -365,10 +365,7 @@ class Specialization:
                 struct = bind.write_struct(outputs[k])
                 if concrete:
                     # Its cotangent, never read by a forward kernel: one element at strides 0.
-                    unread = dict(bind.read_struct(bind.empty((1,), outputs[k].dtype)))
-                    unread["_shape"] = list(outputs[k].shape)
-                    unread["_strides"] = [0] * outputs[k].dim()
-                    struct = {"_primal": struct, "_grad_in": unread}
+                    struct = {"_primal": struct, "_grad_in": _scratch(bind, outputs[k])}
                 kw[name] = struct
             bind.dispatch(self._forward, n, kw, zero)
         except Exception:
@@ -407,9 +404,10 @@ class Specialization:
             cotangent = grad_outs[k]
             if cotangent is None:
                 cotangent = torch.zeros_like(args[j])
-            # Read as the gradient of what the kernel wrote; its primal is never touched.
+            # Read as the gradient of what the kernel wrote. The backward kernel stores the
+            # primal values again: into one scratch element, at strides 0.
             kw[name] = {
-                "_primal": bind.read_struct(cotangent),
+                "_primal": _scratch(bind, cotangent),
                 "_grad_in": bind.read_struct(cotangent),
             }
         grads: list[torch.Tensor | None] = [None] * len(args)
@@ -432,6 +430,15 @@ class Specialization:
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
+
+
+def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
+    """A tensor struct of ``like``'s shape over one element of scratch (strides 0), for a
+    part of a tensor struct the kernel never reads."""
+    struct = dict(bind.read_struct(bind.empty((1,), like.dtype)))
+    struct["_shape"] = list(like.shape)
+    struct["_strides"] = [0] * like.dim()
+    return struct
 
 
 def _leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
