@@ -117,7 +117,7 @@ class Specialization:
             if o.differentiable and not plan.is_whole(o)
         ]
         self._not_differentiable = [k for k, o in enumerate(plan.outputs) if not o.differentiable]
-        self.leaves = _leaf_reader(plan)
+        self.leaves = leaf_reader(plan)
         """``leaves(args)``: the value of each leaf, read out of the dicts of struct
         arguments; None when every argument is its own leaf."""
         self.finish = _finisher(plan)
@@ -441,7 +441,9 @@ def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
     return struct
 
 
-def _leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
+def leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """``read(args)``: the value of each of ``plan``'s leaves, read out of the dicts of its
+    struct arguments; None when every argument is its own leaf."""
     if not any(p.struct for p in plan.params):
         return None
     where = [(a.index, a.path) for a in plan.args]

@@ -4,17 +4,22 @@ Eager calls go straight to a specialization's kernels. While torch traces, a cal
 of these custom operators instead, so that a compiled graph holds it without a break:
 
 - ``slangspec::call`` returns the function's result;
+- ``slangspec::call_outputs``, for a function with ``out``/``inout`` parameters, a written
+  ``IWDiffTensor`` or a struct result, returns every output (``output_routes``); the traced
+  code copies each parameter's into its tensor through autograd, as an eager call does, and
+  builds the result (a dict for a struct);
 - ``slangspec::call_writing`` and ``slangspec::call_writing_returning``, for a function that
   writes ``IRWTensor``/``IWTensor`` arguments, return what those arguments hold after the call
   (the kernel writes into copies), which the traced code copies back into them; the second
   also returns the function's result. Being functional, they can carry autograd: an operator
   that mutates its inputs cannot.
 
-All take the call's arguments flattened into lists torch can describe (``pack``): the tensors,
-whether each took part in autograd when the call was traced, the other arguments' kinds, and
-their values. Their fake implementations work the result's shape and dtype out of the
-specialization plan, running nothing; autograd runs ``slangspec::call_backward``, which picks
-the backward kernel of the call's grad mask as eager mode does.
+All take the call's arguments (dicts included) flattened into lists torch can describe
+(``pack``): the tensors, whether each took part in autograd when the call was traced, the
+other arguments' kinds, and their values. Their fake implementations work the outputs' shapes
+and dtypes out of the specialization plan, running nothing; autograd runs
+``slangspec::call_backward`` (``call_outputs_backward``: a cotangent per output), which
+picks the backward kernel of the call's grad mask as eager mode does.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import torch._dynamo
 
 from ..signature_text import compose_call_signature
 from ..signatures import call_signature, flagged_tensor_signature, grid, signature
+from ..specializer.plan import RESULT, WRITTEN, output_routes
 from .shapes import broadcast
-from .specialization import Specialization
+from .specialization import Specialization, leaf_reader
 
 if TYPE_CHECKING:
     from ..specializer import SpecializationPlan
@@ -50,6 +56,8 @@ class Traceable(Protocol):
 
 
 _functions: dict[str, Traceable] = {}
+_EMPTY = object()
+"""What ``pack`` flattens an empty dict to."""
 _numbers = itertools.count()
 
 
@@ -69,27 +77,50 @@ def _written(name: str) -> tuple[int, ...]:
 
 @torch._dynamo.assume_constant_result
 def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
-    """Which operator calls the function: "call", or for one that writes any of its tensor
-    arguments "writing" or, when it also returns a value, "writing_returning"; and the
-    positions of the arguments it writes."""
+    """Which operator calls the function: "call"; "outputs" for one with more outputs than a
+    plain result (``out``/``inout`` parameters, a written ``IWDiffTensor``, a struct result);
+    for one that writes ``IRWTensor``/``IWTensor`` arguments "writing" or, when it also
+    returns a value, "writing_returning". And the positions of the arguments it writes."""
+    fn = _functions[name]
     written = _written(name)
+    routes = output_routes(fn.info)
+    if routes and routes != ((RESULT, ()),):
+        if written:
+            raise TypeError(
+                f"{fn.id}: a function that writes IRWTensor/IWTensor arguments and has out/inout "
+                "parameters, a written differentiable tensor or a struct result cannot be "
+                "called in code torch compiles; call it outside (torch.compiler.disable)"
+            )
+        return "outputs", ()
     if not written:
         return "call", written
-    returns = _functions[name].info.returns.kind != "void"
+    returns = fn.info.returns.kind != "void"
     return ("writing_returning" if returns else "writing"), written
+
+
+@torch._dynamo.assume_constant_result
+def output_layout(name: str) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], bool]:
+    """Where the "outputs" operator's tensors go (``output_routes``), and whether the result
+    is a struct."""
+    info = _functions[name].info
+    return output_routes(info), info.returns.kind == "struct"
 
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
     """The call's arguments as operator inputs: tensors, their grad flags, one kind letter per
     argument (t tensor, f float, i int, b bool, g grid, with the grid's rank), floats, ints
-    (grid extents among them)."""
+    (grid extents among them). A dict (a struct's fields) is flattened: each value's kind
+    says where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict."""
     tensors: list[torch.Tensor] = []
     grads: list[bool] = []
     kinds: list[str] = []
     floats: list[float] = []
     ints: list[int] = []
     grad_mode = torch.is_grad_enabled()
-    for a in args:
+    flat: list[tuple[Any, str]] = []
+    for k, a in enumerate(args):
+        _flatten(a, f"@{k}", flat) if isinstance(a, dict) else flat.append((a, ""))
+    for a, where in flat:
         if isinstance(a, torch.Tensor):
             tensors.append(a)
             grads.append(a.requires_grad and grad_mode)
@@ -106,37 +137,69 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
         elif isinstance(a, grid):
             ints.extend(a.shape)
             kinds.append(f"g{len(a.shape)}")
+        elif a is _EMPTY:
+            kinds.append("e")
         else:
             raise TypeError(
                 f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
-                "a torch tensor, Python float/int/bool or slangspec.grid (a struct's dict, an "
-                "out/inout parameter or a struct result: call it outside, torch.compiler.disable)"
+                "a torch tensor, Python float/int/bool, slangspec.grid or a dict of those"
             )
+        kinds[-1] += where
     return tensors, grads, ",".join(kinds), floats, ints
 
 
+def _flatten(value: dict[str, Any], where: str, flat: list[tuple[Any, str]]) -> None:
+    if not value:
+        flat.append((_EMPTY, where))
+    for key, v in value.items():
+        if isinstance(v, dict):
+            _flatten(v, f"{where}.{key}", flat)
+        else:
+            flat.append((v, f"{where}.{key}"))
+
+
 def unpack(
-    tensors: Sequence[torch.Tensor], kinds: str, floats: Sequence[float], ints: Sequence[int]
+    tensors: Sequence[Any], kinds: str, floats: Sequence[float], ints: Sequence[int]
 ) -> list[Any]:
+    """The arguments ``pack`` flattened, dicts rebuilt; ``tensors`` may stand in for the
+    tensors with anything (their grad flags, their positions)."""
     args: list[Any] = []
     t, f, i = iter(tensors), iter(floats), iter(ints)
-    for kind in kinds.split(",") if kinds else ():
+    for entry in kinds.split(",") if kinds else ():
+        kind, _, where = entry.partition("@")
+        value: Any
         if kind == "t":
-            args.append(next(t))
+            value = next(t)
         elif kind == "f":
-            args.append(next(f))
+            value = next(f)
         elif kind == "i":
-            args.append(next(i))
+            value = next(i)
         elif kind == "b":
-            args.append(bool(next(i)))
+            value = bool(next(i))
+        elif kind == "e":
+            value = {}
         else:
-            args.append(grid([next(i) for _ in range(int(kind[1:]))]))
+            value = grid([next(i) for _ in range(int(kind[1:]))])
+        if not where:
+            args.append(value)
+            continue
+        index, *path = where.split(".")
+        if len(args) == int(index):
+            args.append({})
+        node = args[int(index)]
+        for name in path[:-1]:
+            node = node.setdefault(name, {})
+        if path:
+            node[path[-1]] = value
     return args
 
 
 def _signature(fn: Traceable, args: list[Any], grads: Sequence[bool]) -> str:
     """The call signature the traced call had: its tensors' grad flags as they were then."""
     flags = iter(grads)
+    if any(isinstance(a, dict) for a in args):
+        with torch.enable_grad():
+            return call_signature(fn.id, _flagged(args, grads))
     try:
         return compose_call_signature(
             fn.id,
@@ -156,12 +219,16 @@ def _signature(fn: Traceable, args: list[Any], grads: Sequence[bool]) -> str:
 
 def _flagged(args: list[Any], grads: Sequence[bool]) -> list[Any]:
     """``args`` with each tensor's grad flag as the traced call had it."""
-    flagged = list(args)
     g = iter(grads)
-    for k, a in enumerate(args):
+
+    def flag(a: Any) -> Any:
+        if isinstance(a, dict):
+            return {k: flag(v) for k, v in a.items()}
         if isinstance(a, torch.Tensor):
-            flagged[k] = a.detach().requires_grad_(True) if next(g) else a.detach()
-    return flagged
+            return a.detach().requires_grad_(True) if next(g) else a.detach()
+        return a
+
+    return [flag(a) for a in args]
 
 
 def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:
@@ -173,33 +240,41 @@ def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specia
 
 
 def _traceable(fn: Traceable, plan: SpecializationPlan) -> None:
-    """TypeError unless the operators carry ``plan``'s calls: one result at most, no
-    ``out``/``inout`` parameter or written differentiable tensor."""
-    if plan.outputs and plan.returns is None:
-        raise TypeError(
-            f"{fn.id}: a function with out/inout parameters, a written differentiable tensor "
-            "(IWDiffTensor) or a struct result cannot be called in code torch compiles; call it "
-            "outside (torch.compiler.disable)"
-        )
+    """TypeError unless the operators carry ``plan``'s calls: a function that writes
+    ``IRWTensor``/``IWTensor`` arguments returns one result at most."""
+    if plan.outputs and plan.returns is None and any(a.binding in WRITTEN for a in plan.args):
+        operator_kind(fn.operator_name or operator_name(fn))  # raises, naming the function
+
+
+def _outputs_like(name: str, args: list[Any], grads: Sequence[bool]) -> list[torch.Tensor]:
+    """Empty tensors of the outputs' shapes, dtypes and device, from the plan alone."""
+    fn = _functions[name]
+    plan = fn.plan_for_signature(_signature(fn, args, grads))
+    _traceable(fn, plan)
+    reader = leaf_reader(plan)
+    leaves = reader(args) if reader is not None else args
+    shapes = [
+        leaves[i].shape[: a.call_dims]
+        for i, a in enumerate(plan.args)
+        if a.kind in ("elementwise", "tensor", "target")
+    ]
+    shapes += [leaves[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
+    call_shape = broadcast(shapes)
+    device = next((a.device for a in leaves if isinstance(a, torch.Tensor)), None)
+    device = device or fn.torch_device
+    return [
+        torch.empty_like(leaves[o.leaf])
+        if plan.is_whole(o)
+        else torch.empty(call_shape + o.elem, dtype=getattr(torch, o.dtype), device=device)
+        for o in plan.outputs
+    ]
 
 
 def _result_like(name: str, args: list[Any], grads: Sequence[bool]) -> torch.Tensor:
     """An empty tensor of the result's shape, dtype and device, from the plan alone."""
-    fn = _functions[name]
-    plan = fn.plan_for_signature(_signature(fn, args, grads))
-    _traceable(fn, plan)
-    shapes = [
-        args[i].shape[: a.call_dims]
-        for i, a in enumerate(plan.args)
-        if a.kind in ("elementwise", "tensor")
-    ]
-    shapes += [args[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
-    r = plan.returns
-    assert r is not None, "a function that returns nothing is called through call_writing"
-    tail = r.elem
-    device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    device = device or fn.torch_device
-    return torch.empty(broadcast(shapes) + tail, dtype=getattr(torch, r.dtype), device=device)
+    outputs = _outputs_like(name, args, grads)
+    assert outputs, "a function that returns nothing is called through call_writing"
+    return outputs[0]
 
 
 _ARGUMENTS = "str name, Tensor[] tensors, bool[] grads, str kinds, float[] floats, SymInt[] ints"
@@ -215,9 +290,21 @@ def _with_copies(name: str, args: list[Any]) -> tuple[list[Any], list[torch.Tens
     return args, copies
 
 
+def _leaves(spec: Specialization, args: list[Any]) -> list[Any]:
+    """The value of each leaf of ``spec``'s plan, read out of dicts."""
+    return spec.leaves(args) if spec.leaves is not None else args
+
+
 def _forward(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     args = unpack(tensors, kinds, floats, ints)
-    return _specialization(name, args, grads).forward(args)[0]
+    spec = _specialization(name, args, grads)
+    return spec.forward(_leaves(spec, args))[0]
+
+
+def _forward_outputs(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
+    args = unpack(tensors, kinds, floats, ints)
+    spec = _specialization(name, args, grads)
+    return list(spec.forward(_leaves(spec, args)))
 
 
 def _forward_writing(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
@@ -239,6 +326,10 @@ def _forward_writing_returning(
 
 def _fake_result(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
     return _result_like(name, unpack(tensors, kinds, floats, ints), grads)
+
+
+def _fake_outputs(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
+    return _outputs_like(name, unpack(tensors, kinds, floats, ints), grads)
 
 
 def _fake_written(name, tensors, grads, kinds, floats, ints) -> list[torch.Tensor]:
@@ -268,20 +359,32 @@ def _define(op: str, forward: Any, fake: Any, returns: str, extra: str = "") -> 
 
 
 def _backward_forward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
-    """Gradients of the tensors whose grad flag is set, in order."""
+    """Gradients of the tensors whose grad flag is set, in order, from the result's
+    cotangent."""
+    return _outputs_backward(name, tensors, grads, kinds, floats, ints, [grad_out])
+
+
+def _outputs_backward(name, tensors, grads, kinds, floats, ints, grad_outs) -> list[torch.Tensor]:
+    """As ``_backward_forward``, from one cotangent per output (None: zero)."""
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
     # A backward kernel re-runs the function's writes: into copies, never into saved inputs.
     args, _ = _with_copies(name, args)
-    mask = ["0"] * len(args)
-    positions = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
-    for k, g in zip(positions, grads, strict=True):
-        if g and spec.plan.args[k].grad:
-            mask[k] = "1"
-    computed = spec.backward(args, [grad_out], "".join(mask)) if "1" in mask else [None] * len(args)
+    leaves = _leaves(spec, args)
+    flags = _leaves(spec, unpack(grads, kinds, floats, ints))
+    positions = _leaves(spec, unpack(range(len(tensors)), kinds, floats, ints))
+    fed = [i for i, a in enumerate(spec.plan.args) if a.kind in ("elementwise", "tensor")]
+    mask = ["0"] * len(leaves)
+    for i in fed:
+        if flags[i] and spec.plan.args[i].grad:
+            mask[i] = "1"
+    by_position: dict[int, torch.Tensor] = {}
+    if "1" in mask:
+        computed = spec.backward(leaves, grad_outs, "".join(mask))
+        by_position = {positions[i]: computed[i] for i in fed if computed[i] is not None}
     return [
-        computed[k] if computed[k] is not None else torch.zeros_like(args[k])
-        for k, g in zip(positions, grads, strict=True)
+        by_position[j] if j in by_position else torch.zeros_like(t)
+        for j, (t, g) in enumerate(zip(tensors, grads, strict=True))
         if g
     ]
 
@@ -291,6 +394,7 @@ def _fake_backward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[
 
 
 call = _define("call", _forward, _fake_result, "Tensor")
+call_outputs = _define("call_outputs", _forward_outputs, _fake_outputs, "Tensor[]")
 call_writing = _define("call_writing", _forward_writing, _fake_written, "Tensor[]")
 call_writing_returning = _define(
     "call_writing_returning",
@@ -300,6 +404,13 @@ call_writing_returning = _define(
 )
 call_backward = _define(
     "call_backward", _backward_forward, _fake_backward, "Tensor[]", ", Tensor grad_out"
+)
+call_outputs_backward = _define(
+    "call_outputs_backward",
+    _outputs_backward,
+    _fake_backward,
+    "Tensor[]",
+    ", Tensor?[] grad_outs",
 )
 
 
@@ -337,6 +448,49 @@ class _Recorded(torch.autograd.Function):
         return (*none, *(next(computed) if g else None for g in grads))
 
 
+class _RecordedOutputs(torch.autograd.Function):
+    """A call of the "outputs" operator autograd records: one cotangent per output."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, name, grads, kinds, floats, ints, *tensors):
+        below = keyset & torch._C._after_autograd_keyset
+        outputs = op.redispatch(below, name, list(tensors), grads, kinds, floats, ints)
+        # The traced code copies outputs into these arguments: keep them as the call read them.
+        written = _overwritten(name, kinds)
+        ctx.save_for_backward(*(t.clone() if j in written else t for j, t in enumerate(tensors)))
+        ctx.call = (name, grads, kinds, floats, ints)
+        return tuple(outputs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        name, grads, kinds, floats, ints = ctx.call
+        none = (None,) * 7
+        if all(g is None for g in grad_outputs):
+            return (*none, *([None] * len(grads)))
+        tensors = list(ctx.saved_tensors)
+        computed = iter(
+            call_outputs_backward(name, tensors, grads, kinds, floats, ints, list(grad_outputs))
+        )
+        return (*none, *(next(computed) if g else None for g in grads))
+
+
+def _overwritten(name: str, kinds: str) -> set[int]:
+    """The positions among the packed tensors of those the call's outputs are copied into:
+    in ``out``/``inout`` arguments and written differentiable tensors."""
+    written = {k for k, _ in output_routes(_functions[name].info) if k != RESULT}
+    found: set[int] = set()
+    count = tensors = 0  # arguments and tensors seen so far
+    for entry in kinds.split(",") if kinds else ():
+        kind, _, where = entry.partition("@")
+        index = int(where.split(".")[0]) if where else count
+        count = max(count, index + 1)
+        if kind == "t":
+            if index in written:
+                found.add(tensors)
+            tensors += 1
+    return found
+
+
 def _autograd(op: Any, written: bool) -> None:
     """Record calls of ``op`` for autograd where a tensor of theirs takes part in it; else (a
     compiled graph's replay runs with grad off) go straight to the call."""
@@ -355,12 +509,27 @@ _autograd(call, written=False)
 _autograd(call_writing_returning, written=True)
 
 
-def traced_call(name: str, *args: Any) -> torch.Tensor | None:
+def _outputs_kernel(keyset, name, tensors, grads, kinds, floats, ints):
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return list(
+            _RecordedOutputs.apply(call_outputs, keyset, name, grads, kinds, floats, ints, *tensors)
+        )
+    below = keyset & torch._C._after_autograd_keyset
+    return call_outputs.redispatch(below, name, tensors, grads, kinds, floats, ints)
+
+
+_LIBRARY.impl("call_outputs", _outputs_kernel, "Autograd", with_keyset=True)
+
+
+def traced_call(name: str, *args: Any) -> Any:
     """The function ``name`` names, called on ``args`` as an operator torch can trace."""
     tensors, grads, kinds, floats, ints = pack(args)
     kind, written = operator_kind(name)
     if kind == "call":
         return call(name, tensors, grads, kinds, floats, ints)
+    if kind == "outputs":
+        outputs = call_outputs(name, tensors, grads, kinds, floats, ints)
+        return _finish(args, outputs, *output_layout(name))
     result = None
     if kind == "writing":
         values = call_writing(name, tensors, grads, kinds, floats, ints)
@@ -370,4 +539,31 @@ def traced_call(name: str, *args: Any) -> torch.Tensor | None:
     # Not differentiable, as there: a written tensor does not take part in autograd.
     for k, value in zip(written, values, strict=True):
         args[k].copy_(value.detach())
+    return result
+
+
+def _finish(
+    args: Sequence[Any],
+    outputs: Sequence[torch.Tensor],
+    routes: tuple[tuple[int, tuple[str, ...]], ...],
+    result_struct: bool,
+) -> Any:
+    """As an eager call finishes: each output of a parameter copied into its tensor (through
+    autograd), then the result, a dict for a struct."""
+    result: Any = None
+    for out, (source, path) in zip(outputs, routes, strict=True):
+        if source != RESULT:
+            target = args[source]
+            for key in path:
+                target = target[key]
+            target.copy_(out)
+        elif not result_struct:
+            result = out
+        else:
+            if result is None:
+                result = {}
+            node = result
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = out
     return result

@@ -585,6 +585,27 @@ def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
     return replace(info, params=params, returns=r)
 
 
+def output_routes(info: FunctionInfo) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """Where each output of a call goes, in the order ``SpecializationPlan.outputs`` lists them:
+    the result (``RESULT``) or a parameter's index, and the field path within it. Known from
+    the function alone, whatever the call."""
+    routes: list[tuple[int, tuple[str, ...]]] = []
+    if info.returns.kind != "void":
+        routes += [(RESULT, path) for path in _leaf_paths(info.returns, ())]
+    for k, p in enumerate(info.params):
+        if p.type.kind == "tensor" and p.type.interface in _DIFF_WRITTEN_TYPES:
+            routes.append((k, ()))
+        if p.direction != "in":
+            routes += [(k, path) for path in _leaf_paths(p.type, ())]
+    return tuple(routes)
+
+
+def _leaf_paths(t: TypeInfo, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    if t.kind != "struct":
+        return [path]
+    return [q for f in t.fields for q in _leaf_paths(f.type, (*path, f.name))]
+
+
 def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:
     """Build the plan from a call-signature string alone, with no tensors at hand."""
     return resolve(info, parse_call_signature(signature))
