@@ -480,14 +480,75 @@ def test_a_warm_process_runs_the_new_forms_from_the_cache(tmp_path):
     assert run() == run("warm")
 
 
-def test_an_out_parameter_under_torch_compile_is_refused_not_skipped(sf, tdev):
-    def f(a, b, res):
-        sf.add_out(a, b, res)
-        return res * 2
+def _every_output_form(sf, ray, n, a, b, v, s, x):
+    """A struct dict and a struct result, an out and an inout parameter, a written
+    differentiable tensor: each form a compiled graph must carry."""
+    out = sf.reflect_ray(ray, n)
+    res = torch.zeros_like(a)
+    sf.add_out(a, b, res)
+    v = v * 1.0
+    sf.scale_inout(v, s)
+    o = torch.zeros(x.shape[0] + 1, device=x.device)
+    sf.write_wdiff(o, slangspec.grid(tuple(x.shape)), x)
+    return out["dir"].sum(1) + 2 * out["origin"].sum(1) + res + v.sum(1) + o[:-1]
 
-    ones = torch.ones(3, device=tdev)
-    with pytest.raises(Exception, match="out/inout parameters, a written differentiable tensor"):
-        torch.compile(f, fullgraph=True)(ones, ones, torch.zeros(3, device=tdev))
+
+def test_structs_out_inout_and_written_tensors_compile_without_graph_breaks(cache_dir, tdev):
+    import torch._dynamo
+
+    fresh = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)  # nothing looked up
+    n = torch.nn.functional.normalize(torch.randn(4, 3, device=tdev), dim=1)
+    inputs = {
+        "ray": {"origin": leaf(4, 3, tdev=tdev), "dir": leaf(4, 3, tdev=tdev)},
+        "n": n,
+        "a": leaf(4, tdev=tdev),
+        "b": leaf(4, tdev=tdev, grad=False),
+        "v": leaf(4, 3, tdev=tdev),
+        "s": leaf(4, tdev=tdev),
+        "x": leaf(4, tdev=tdev),
+    }
+    leaves = [*inputs["ray"].values(), inputs["a"], inputs["v"], inputs["s"], inputs["x"]]
+
+    def f(**kw):
+        return _every_output_form(fresh, **kw)
+
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(f)(**inputs).graph_break_count == 0
+    compiled = torch.compile(f, fullgraph=True)(**inputs)
+    w = torch.randn(4, device=tdev)
+    (compiled * w).sum().backward()
+    grads = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    eager = _every_output_form(fresh, **inputs)
+    (eager * w).sum().backward()
+    torch.testing.assert_close(compiled, eager, **TOL)
+    for t, g in zip(leaves, grads, strict=True):
+        torch.testing.assert_close(t.grad, g, **TOL)
+
+
+def test_output_routes_known_from_the_function_are_the_plans_outputs(sf, tdev):
+    from slangspec.specializer.plan import output_routes
+
+    t, t3, g = torch.ones(4, device=tdev), torch.ones(4, 3, device=tdev), slangspec.grid((4,))
+    calls = [
+        (sf.reflect_ray, ({"origin": t3, "dir": t3}, t3)),
+        (sf.add_out, (t, t, t)),
+        (sf.scale_inout, (t3, t)),
+        (sf.write_wdiff, (t, g, t)),
+        (sf.polynomial, (1.0, 2.0, 3.0, t)),
+        (sf.write_rw, (t, g, 1.0)),
+    ]
+    for fn, args in calls:
+        plan = fn.plan(*args)
+        assert output_routes(fn.info) == tuple((o.source, o.path) for o in plan.outputs), fn
+
+
+def test_a_nested_struct_dict_compiles_and_differentiates(sf, tdev):
+    scene, x = _scene(tdev, 3, grads=(True, False, True)), leaf(3, 4, tdev=tdev)
+    twins, xt = _twins(scene), twin(x)
+    y = torch.compile(lambda s, x: sf.energy(s, x, 0.75), fullgraph=True)(scene, x)
+    compare(y, _energy(twins, xt, 0.75), [*_leaves(scene), x], [*_leaves(twins), xt])
 
 
 def test_a_spaced_generic_name_is_one_function_under_torch_compile_too(cache_dir, tdev):
