@@ -114,6 +114,23 @@ def test_nested_struct_with_a_matrix_field_and_an_array(sf, tdev):
     compare(y, ref, [*_leaves(scene), x], [*_leaves(twins), xt])
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_whole_tensor_fields_of_a_struct(sf, tdev, compiled):
+    w, bias = leaf(3, 4, tdev=tdev), torch.randn(4, device=tdev)
+    wt = twin(w)
+
+    def call(w, bias):
+        return sf.layer_out({"w": w, "bias": bias, "scale": 2.0}, slangspec.grid((3, 4)))
+
+    y = (torch.compile(call, fullgraph=True) if compiled else call)(w, bias)
+    compare(y, wt * 2.0 + bias[None, :], [w], [wt])
+
+
+def test_a_written_tensor_field_is_refused_clearly(sf, tdev):
+    with pytest.raises(TypeError, match=r"argument 0 \('s.o'\): expected a struct field of a"):
+        sf.write_sink({"o": torch.zeros(3, device=tdev)}, slangspec.grid((3,)))
+
+
 def test_struct_keys_missing_or_unknown_are_named(sf, tdev):
     with pytest.raises(ValueError, match=r"argument 0 \('r'\).*missing 'dir'"):
         sf.at({"origin": leaf(3, tdev=tdev)}, 1.0)

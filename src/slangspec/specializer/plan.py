@@ -259,19 +259,26 @@ class _Resolver:
                 return self.target(index, name, t, form, base)
             diff = may_diff and t.scalar in SLANG_FLOATS
             return self.value(index, name, t, form, diff, base)
-        if t.kind == "tensor" and not path:
+        if t.kind == "tensor":
             if param.direction != "in":
                 raise self.fail(
                     TypeError, index, name, "an 'in' tensor parameter", f"'{param.direction}'"
                 )
+            if path and _BINDINGS[t.interface] in (*WRITTEN, *DIFF_WRITTEN):
+                raise self.fail(
+                    TypeError,
+                    index,
+                    name,
+                    "a struct field of a tensor type the kernel reads",
+                    f"{t.name}, which it writes (pass it as a parameter of its own)",
+                )
             return self.tensor(index, name, t, form, base)
-        what = "a whole-tensor field" if t.kind == "tensor" else f"parameter type {t.name}"
         raise self.fail(
             TypeError,
             index,
             name,
             "a scalar, vector, matrix, array, struct or slangpy tensor parameter",
-            f"unsupported {what}",
+            f"unsupported parameter type {t.name}",
         )
 
     def value(
