@@ -614,3 +614,67 @@ def test_json_output_holds_only_json_when_native_code_prints(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["entries"] == 0
     assert "[WARN] what native code prints" in out.stderr
+
+
+SURFACE = HERE / "shaders" / "surface.slang"
+
+
+def test_struct_specs_read_as_the_signature_of_the_dict_they_stand_for(tmp_path):
+    from slangspec.warm import arg_signature
+
+    ray = {"origin": torch_ones(7, 3, grad=True), "dir": torch_ones(7, 3)}
+    want = slangspec.signature(ray)
+    assert arg_signature({"origin": "f32[N, 3] grad", "dir": "f32[N, 3]"}) == want
+    assert arg_signature("{origin: f32[N, 3] grad, dir: f32[N, 3]}") == want
+    assert arg_signature(want) == want
+    scene = {"body": {"mass": torch_ones(3), "frame": torch_ones(3, 3, 3)}, "weights": 0.5}
+    spec = "{body: {mass: f32[3], frame: f32[3, 3, 3]}, weights: float}"
+    assert arg_signature(spec) == slangspec.signature(scene)
+    with pytest.raises(ValueError, match="expected 'field: spec'"):
+        arg_signature("{origin f32[N, 3]}")
+
+
+def torch_ones(*shape: int, grad: bool = False):
+    import torch
+
+    return torch.ones(*shape, requires_grad=grad)
+
+
+def test_a_manifest_names_parameters_and_struct_fields_and_explain_does_too(tmp_path):
+    cache = tmp_path / "c"
+    path = tmp_path / "warm.toml"
+    path.write_text(f"""
+[[module]]
+path = "{SURFACE}"
+
+[[module.function]]
+name = "reflect_ray"
+masks = "none"
+specializations = [
+    {{ n = "f32[N, 3]", r = {{ origin = "f32[N, 3] grad", dir = "f32[N, 3]" }} }},
+]
+""")
+    r = cli("warm", path, "--cache-dir", cache, "--json")
+    assert r.exit_code == 0, r.output
+    [item] = json.loads(r.stdout)
+    sf = slangspec.load(SURFACE, cache_dir=str(tmp_path / "other"))
+    ray = {"origin": torch_ones(7, 3, grad=True), "dir": torch_ones(7, 3)}
+    assert item["signature"] == sf.reflect_ray.signature(ray, torch_ones(7, 3))
+    args = ["explain", SURFACE, "reflect_ray"]
+    hit = cli(
+        *args,
+        "n=f32[N, 3]; r={origin: f32[N, 3] grad, dir: f32[N, 3]}",
+        "--cache-dir",
+        cache,
+        "--json",
+    )
+    assert json.loads(hit.stdout)["hit"], hit.output
+    miss = cli(
+        *args, "{origin: f32[N, 3] grad, dir: f32[N, 3] grad}; f32[N, 3]", "--cache-dir", cache
+    )
+    assert "grad bit of argument 0 field dir: G0 stored, G1 asked" in miss.output
+    unknown = cli(*args, "{origin: f32[N, 3], dir: f32[N, 3]}; m=f32[N, 3]", "--cache-dir", cache)
+    assert unknown.exit_code == 2 and "has no parameter 'm'" in unknown.output
+    path.write_text(path.read_text().replace("n = ", "m = "))
+    bad = cli("warm", path, "--cache-dir", cache)
+    assert bad.exit_code == 2 and "has no parameter 'm'" in bad.output

@@ -5,24 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
-from .signature_text import TensorForm, parse_call_signature
+from .signature_text import DictForm, TensorForm, format_arg, parse_call_signature
 
 
-def _describe_argument(i: int, old: Any, new: Any) -> list[str]:
+def _describe_argument(what: str, old: Any, new: Any) -> list[str]:
+    """How argument (or field) ``what`` differs, stored ``old`` against asked ``new``."""
     if isinstance(old, TensorForm) and isinstance(new, TensorForm):
         out = []
         if old.grad != new.grad:
-            out.append(f"grad bit of argument {i}: G{int(old.grad)} stored, G{int(new.grad)} asked")
+            out.append(f"grad bit of {what}: G{int(old.grad)} stored, G{int(new.grad)} asked")
         if old.rank != new.rank:
-            out.append(f"rank of argument {i}: {old.rank} stored, {new.rank} asked")
+            out.append(f"rank of {what}: {old.rank} stored, {new.rank} asked")
         if old.dtype != new.dtype:
-            out.append(f"dtype of argument {i}: {old.dtype} stored, {new.dtype} asked")
+            out.append(f"dtype of {what}: {old.dtype} stored, {new.dtype} asked")
         if old.extents != new.extents and old.rank == new.rank:
-            out.append(f"extent classes of argument {i}: {old.extents} stored, {new.extents} asked")
+            out.append(f"extent classes of {what}: {old.extents} stored, {new.extents} asked")
         if old.numpy != new.numpy:
-            out.append(f"argument {i} is a numpy array in one and a tensor in the other")
+            out.append(f"{what} is a numpy array in one and a tensor in the other")
         return out
-    return [f"kind of argument {i}: {old} stored, {new} asked"]
+    if isinstance(old, DictForm) and isinstance(new, DictForm):
+        a, b = dict(old.fields), dict(new.fields)
+        if set(a) != set(b):
+            return [f"fields of {what}: {', '.join(a)} stored, {', '.join(b)} asked"]
+        out = []
+        for name, form in a.items():
+            if form != b[name]:
+                out.extend(_describe_argument(f"{what} field {name}", form, b[name]))
+        return out
+    return [f"kind of {what}: {format_arg(old)} stored, {format_arg(new)} asked"]
 
 
 def _signature_differences(old: str, new: str) -> list[str]:
@@ -32,7 +42,7 @@ def _signature_differences(old: str, new: str) -> list[str]:
     out = []
     for i, (x, y) in enumerate(zip(a.args, b.args, strict=True)):
         if x != y:
-            out.extend(_describe_argument(i, x, y))
+            out.extend(_describe_argument(f"argument {i}", x, y))
     return out
 
 

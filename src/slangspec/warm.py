@@ -12,6 +12,7 @@ A manifest is TOML::
     masks = "all"                        # "all" (default), "none", or a list like ["10", "01"]
     specializations = [
         ["f32[1] grad", "f32[N] nograd"],             # one argument spec per parameter
+        { x = "f32[N] nograd", a = "f32[1] grad" },   # or by parameter name
         "poly::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]", # or a whole call signature
     ]
 
@@ -21,6 +22,8 @@ Argument specs::
                                         names (a name is an extent larger than 4); nograd default
     grid    grid[n]                     an n-dimensional slangspec.grid
     scalar  float | int | bool          a Python scalar
+    struct  { origin = "f32[N, 3] grad", dir = "f32[N, 3]" }   a dict, field by field (in
+            a command line: {origin: f32[N, 3] grad, dir: f32[N, 3]})
     raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
 """
 
@@ -39,6 +42,7 @@ from .cache_store import FORWARD
 from .devices import device_kind
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
+    DictForm,
     GridForm,
     ScalarForm,
     TensorForm,
@@ -60,6 +64,7 @@ ever passing: the kernel is taken up again once everything else was."""
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
 _DIM = re.compile(r"\d+|[A-Za-z_]\w*")
 _SCALARS = {"float": "f", "int": "i", "bool": "b"}
+_FIELD = re.compile(r"[A-Za-z_]\w*")
 _NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 
@@ -93,9 +98,19 @@ class WarmResult:
     detail: str = ""
 
 
-def arg_signature(spec: str) -> str:
+def arg_signature(spec: str | dict[str, Any]) -> str:
     """One argument spec of the manifest grammar -> its argument signature."""
+    if isinstance(spec, dict):
+        return _dict_signature(spec)
+    if not isinstance(spec, str):
+        raise ValueError(f"argument spec {spec!r}: expected a string or a table of fields")
     text = spec.strip()
+    if text.startswith("{"):
+        try:
+            parse_arg(text)
+            return text
+        except ValueError:
+            return _dict_signature(_fields(text, spec))
     if text in _SCALARS:
         return format_arg(ScalarForm(_SCALARS[text]))
     m = re.fullmatch(r"grid\[(\d+)\]", text)
@@ -117,6 +132,64 @@ def arg_signature(spec: str) -> str:
     shape = [int(d) if d.isdigit() else _NAMED_EXTENT for d in dims]
     dtype = MANIFEST_DTYPES[m.group(1)]
     return format_arg(TensorForm(len(shape), dtype, m.group(3) == "grad", extent_classes(shape)))
+
+
+def _dict_signature(fields: dict[str, Any]) -> str:
+    for name in fields:
+        if not _FIELD.fullmatch(name):
+            raise ValueError(f"argument spec: {name!r} is not a struct field name")
+    forms = tuple(sorted((k, parse_arg(arg_signature(v))) for k, v in fields.items()))
+    return format_arg(DictForm(forms))
+
+
+def _fields(text: str, spec: str) -> dict[str, Any]:
+    """``{name: spec, ...}`` (nested braces for nested structs) -> its fields."""
+    if not text.endswith("}"):
+        raise ValueError(f"argument spec {spec!r}: a struct's fields end with '}}'")
+    fields: dict[str, Any] = {}
+    for part in _top_level(text[1:-1], ","):
+        name, colon, value = part.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"argument spec {spec!r}: expected 'field: spec', got {part!r}")
+        value = value.strip()
+        fields[name.strip()] = _fields(value, spec) if value.startswith("{") else value
+    return fields
+
+
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside brackets and braces; blank parts dropped."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += c in "[{"
+        depth -= c in "]}"
+        if c == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def ordered_specs(
+    function_id: str, positional: Sequence[Any], named: dict[str, Any], names: Sequence[str]
+) -> list[Any]:
+    """Argument specs given by position and by parameter name, in parameter order; ValueError
+    naming the parameter that is unknown, given twice or missing."""
+    if len(positional) > len(names):
+        raise ValueError(f"{function_id} takes {len(names)} arguments, got {len(positional)}")
+    ordered: list[Any] = [*positional, *[None] * (len(names) - len(positional))]
+    for name, spec in named.items():
+        if name not in names:
+            raise ValueError(
+                f"{function_id} has no parameter {name!r}; its parameters are {', '.join(names)}"
+            )
+        k = names.index(name)
+        if ordered[k] is not None:
+            raise ValueError(f"{function_id}: parameter {name!r} is given twice")
+        ordered[k] = spec
+    missing = [n for n, spec in zip(names, ordered, strict=True) if spec is None]
+    if missing:
+        raise ValueError(f"{function_id}: no spec for parameter {', '.join(map(repr, missing))}")
+    return ordered
 
 
 def _position(text: str, needle: str) -> str:
@@ -174,8 +247,18 @@ def parse_manifest(path: str | Path) -> list[WarmItem]:
             if not isinstance(specs, list) or not specs:
                 raise fail(f"function {name!r} lists no specializations", f'"{name}"')
             function_id = f"{file.stem}::{name}"
+            item = WarmItem(
+                file.stem,
+                str(file),
+                None,
+                tuple(str((base / i).resolve()) for i in includes),
+                tuple(sorted(defines.items())),
+                name,
+                "",
+                masks,
+            )
             for spec in specs:
-                signature, needle = _signature(function_id, spec, fail)
+                signature, needle = _signature(function_id, spec, fail, item)
                 items.append(
                     WarmItem(
                         file.stem,
@@ -204,7 +287,20 @@ def _masks(value: Any, fail: Callable[..., ManifestError]) -> tuple[str, ...] | 
     raise fail(f'masks {value!r}: expected "all", "none" or a list of masks like "10"', "masks")
 
 
-def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError]):
+def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError], item: WarmItem):
+    if isinstance(spec, dict):
+        # By parameter name: the function's description (cached, else reflected) orders them.
+        needle = next(iter(spec), function_id)
+        try:
+            fn = getattr(module_for(item, None, None, read_only=True), item.function)
+            names = [p.name for p in fn.info.params]
+        except Exception as exc:  # the module does not load, or lacks the function
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise fail(f"cannot name {function_id}'s parameters: {message}", needle) from None
+        try:
+            spec = ordered_specs(function_id, [], spec, names)
+        except ValueError as exc:
+            raise fail(str(exc), needle) from None
     if isinstance(spec, str):
         try:
             call = parse_call_signature(spec)
@@ -213,17 +309,21 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError]):
         if call.function_id != function_id:
             raise fail(f"call signature is for {call.function_id}, not {function_id}", spec)
         return spec, spec
-    if isinstance(spec, list) and all(isinstance(a, str) for a in spec):
+    if isinstance(spec, list) and all(isinstance(a, str | dict) for a in spec):
         try:
             args = [arg_signature(a) for a in spec]
         except ValueError as exc:
             needle = next(
                 (a for a in spec if str(exc).startswith(f"argument spec {a!r}")),
-                spec[0] if spec else "",
+                spec[0] if spec and isinstance(spec[0], str) else function_id,
             )
             raise fail(str(exc), needle) from None
-        return compose_call_signature(function_id, args), spec[0] if spec else function_id
-    raise fail(f"specialization {spec!r}: expected a list of argument specs or a call signature")
+        first = next((a for a in spec if isinstance(a, str)), function_id)
+        return compose_call_signature(function_id, args), first
+    raise fail(
+        f"specialization {spec!r}: expected a list of argument specs, a table of them by "
+        "parameter name, or a call signature"
+    )
 
 
 def items_from_records(records: Iterable[dict[str, Any]]) -> list[WarmItem]:

@@ -5,26 +5,40 @@ The module loader is imported when the command runs, not when the CLI starts.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..signature_text import compose_call_signature
 from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
 
 
-def _signature(module: str, function: str, text: str) -> str:
-    """A call signature, or argument specs/signatures separated by ';'."""
+def _signature(fn: Any, text: str) -> str:
+    """A call signature, or argument specs/signatures separated by ';', positional ones first,
+    then ``name=spec`` ones."""
     from ..signature_text import parse_call_signature
-    from ..warm import arg_signature
+    from ..warm import arg_signature, ordered_specs
 
-    function_id = f"{module}::{function}"
+    function_id = fn.id
     try:
-        if text.startswith(f"{module}::"):
+        if text.startswith(f"{fn.module.name}::"):
             call = parse_call_signature(text)
             if call.function_id != function_id:
                 raise ValueError(f"the signature is for {call.function_id}, not {function_id}")
             return text
-        args = [arg_signature(a) for a in text.split(";") if a.strip()]
-        return compose_call_signature(function_id, args)
+        positional, named = [], {}
+        for part in (p.strip() for p in text.split(";")):
+            name, eq, spec = part.partition("=")
+            if eq and name.strip().isidentifier():
+                named[name.strip()] = spec.strip()
+            elif named:
+                raise ValueError(f"positional spec {part!r} after a named one")
+            elif part:
+                positional.append(part)
+        if named:
+            names = [p.name for p in fn.info.params]
+            positional = ordered_specs(function_id, positional, named, names)
+        return compose_call_signature(function_id, [arg_signature(a) for a in positional])
     except ValueError as exc:
         raise UsageProblem(f"SIGNATURE: {exc}") from None
 
@@ -43,7 +57,8 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     entries and exactly which parts of their keys differ.
 
     SIGNATURE is a call signature ("mod::fn call [D1,S6,G1,Vx] f") or argument specs separated
-    by ';' ("f32[N] grad; float").
+    by ';' ("f32[N] grad; float"), the last ones by parameter name if you like ("x=f32[N]"); a
+    struct's is its fields' ("{origin: f32[N, 3] grad, dir: f32[N, 3]}").
     """
     from ..cache import Cache
     from ..explain import explain as explain_call
@@ -63,7 +78,8 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         defines=pairs,
         cache=Cache.for_running(cache_dir, read_only=True),
     )
-    result = explain_call(getattr(m, function), _signature(m.name, function, signature))
+    fn = getattr(m, function)
+    result = explain_call(fn, _signature(fn, signature))
     if as_json:
         print_json(result)
         return
