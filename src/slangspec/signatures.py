@@ -168,6 +168,34 @@ def _dict_signature(value: dict[Any, Any]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+_field_orders: dict[tuple[Any, ...], tuple[str, ...]] = {}
+"""The sorted fields of each key sequence a dict argument came with, once checked."""
+
+
+def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
+    """``_dict_signature`` on the hot path: keys checked once per key sequence, tensors through
+    the same memo as arguments'."""
+    keys = tuple(value)
+    order = _field_orders.get(keys)
+    if order is None:
+        _dict_signature(value)  # raises for what it cannot describe
+        if len(_field_orders) > 1024:
+            _field_orders.clear()
+        order = _field_orders[keys] = tuple(sorted(keys))
+    parts = []
+    for k in order:
+        v = value[k]
+        if isinstance(v, torch.Tensor):
+            grad = grad_on and v.requires_grad
+            form = _tensor_cache.get((v.shape, v.dtype, grad, v.layout))
+            parts.append(f"{k}:{form or flagged_tensor_signature(v, grad)}")
+        elif type(v) is dict:
+            parts.append(f"{k}:{_dict_form(v, grad_on)}")
+        else:
+            parts.append(f"{k}:{signature(v)}")
+    return "{" + ",".join(parts) + "}"
+
+
 def call_signature(function_id: str, args: Sequence[Any]) -> str:
     """The call signature of calling ``function_id`` with ``args``; an ArgumentError naming
     the first argument that has no form."""
@@ -183,6 +211,8 @@ def call_signature(function_id: str, args: Sequence[Any]) -> str:
                 except TypeError:
                     form = None
                 forms.append(form or flagged_tensor_signature(value, grad))
+            elif type(value) is dict:
+                forms.append(_dict_form(value, grad_on))
             else:
                 forms.append(signature(value))
         return compose_call_signature(function_id, forms)
