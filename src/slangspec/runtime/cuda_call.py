@@ -224,6 +224,11 @@ def forward_call(
     if tensors:
         body.append(f"if {' or '.join(f't{i}.device != dev' for i in tensors)}:")
         body.append("    return None")
+    for i, a in enumerate(args):
+        if a.kind == "elementwise" and any(e > 4 for e in a.elem):
+            # An element extent the signature cannot vouch for: the generic path names it.
+            body.append(f"if t{i}.shape[{-len(a.elem)}:] != {a.elem}:")
+            body.append("    return None")
     body.append("shape = call_shape(args)")
     body += _size_check(plan, "None")
     namespace = _namespace(kernel, torch_device, make_current)

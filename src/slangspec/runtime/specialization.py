@@ -338,12 +338,12 @@ class Specialization:
         self, args: Sequence[Any]
     ) -> tuple[tuple[torch.Tensor, ...], tuple[int, ...]]:
         """The outputs, and the call shape the backward pass reuses."""
-        if self._elements:
-            self.check_elements(args)
         if self._fast is not None:
-            done = self._fast(args)
+            done = self._fast(args)  # it checks the element shapes itself
             if done is not None:
                 return done
+        if self._elements:
+            self.check_elements(args)
         bind = self._binding.begin()
         self.check(bind, args)
         call_shape = self.call_shape(args)
