@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch._dynamo.testing
 
 import slangspec
 from slangspec.counts import compile_counts
@@ -30,9 +31,12 @@ def leaf(*shape, tdev, grad=True):
     return torch.randn(*shape, device=tdev).requires_grad_(grad)
 
 
-def outputs_and_grads(fn, inputs):
-    """``fn``'s output and each input's gradient after backpropagating a fixed cotangent."""
+def outputs_and_grads(fn, inputs, mark_dynamic=False):
+    """``fn``'s output and each input's gradient after backpropagating a fixed cotangent; with
+    ``mark_dynamic``, the inputs' first dimensions marked dynamic for torch.compile."""
     twins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+    for t in twins if mark_dynamic else ():
+        torch._dynamo.mark_dynamic(t, 0)
     out = fn(*twins)
     torch.manual_seed(1)
     out.backward(torch.randn_like(out))
@@ -103,6 +107,47 @@ def test_sizes_in_one_signature_class_compile_no_kernel_again(ops, tdev):
     assert dict(compile_counts) == counts
 
 
+def _calls(ops):
+    """An elementwise call, a vector parameter, and whole IDiffTensors indexed by a grid."""
+
+    def f(a, b, v):
+        n = a.shape[0]
+        y = ops.f3(a, b, a) + ops.scale3(v, 2.0).sum(1)
+        return y + ops.mix2(a, b, slangspec.grid((n,)))
+
+    return f
+
+
+def _inputs(n, tdev):
+    return [leaf(n, tdev=tdev), leaf(n, tdev=tdev), leaf(n, 3, tdev=tdev)]
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "automatic", "mark_dynamic"])
+def test_dynamic_sizes_reuse_the_graph_within_a_signature_class(cache_dir, tdev, mode):
+    """Sizes past 4 share the extent class x: one graph and one set of kernels; sizes of 1-4
+    are classes of their own, so crossing into one recompiles."""
+    ops = slangspec.load(SHADERS / "ops.slang", cache_dir=cache_dir)
+    f = _calls(ops)
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(f, backend=counter, fullgraph=True, dynamic=mode == "dynamic" or None)
+    sizes = (5, 9, 17, 33) if mode == "mark_dynamic" else (5, 9, 17, 33, 3, 1)
+    frames = []
+    for n in sizes:
+        inputs = _inputs(n, tdev)
+        eager = outputs_and_grads(f, inputs)
+        assert_same(eager, outputs_and_grads(compiled, inputs, mode == "mark_dynamic"))
+        frames.append(counter.frame_count)
+    if mode == "automatic":  # the first size is static, the second marks it dynamic
+        assert frames[:4] == [1, 2, 2, 2]
+    else:
+        assert frames[:4] == [1, 1, 1, 1]
+    if mode != "mark_dynamic":
+        assert frames[4] == frames[3] + 1 and frames[5] == frames[4] + 1
+    # One specialization for the class past 4, and one per size of 1-4 asked.
+    classes = {signature.split(",V")[-1].rstrip("]") for signature in ops.f3._specs}
+    assert classes == ({"x"} if mode == "mark_dynamic" else {"x", "3", "1"})
+
+
 def test_a_function_that_writes_its_tensor_compiles(ops, tdev):
     def f(o, v):
         ops.fill(o, slangspec.grid((o.shape[0],)), v)
@@ -120,9 +165,11 @@ def test_a_bad_argument_raises_its_clear_error_while_tracing(ops, tdev):
     bad = [leaf(3, tdev=tdev), torch.ones(3, dtype=torch.int64, device=tdev), leaf(3, tdev=tdev)]
     with pytest.raises(Exception) as eager:
         f(*bad)
-    with pytest.raises(Exception) as traced:
+    with pytest.raises(RuntimeError) as traced:
         torch.compile(f, fullgraph=True)(*bad)
-    assert str(eager.value) in str(traced.value)
+    # torch reports it, and the error itself is its cause, as the README says.
+    assert isinstance(traced.value.__cause__, TypeError)
+    assert str(traced.value.__cause__) == str(eager.value)
 
 
 def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(ops, tdev):

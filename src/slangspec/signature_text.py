@@ -34,8 +34,11 @@ def has_numpy(call_signature: str) -> bool:
 
 
 def extent_class(extent: int) -> str:
-    """One character of a tensor form's ``V`` run: the extent when it is 1-4, else ``x``."""
-    return str(extent) if 1 <= extent <= 4 else "x"
+    """One character of a tensor form's ``V`` run: the extent when it is 1-4, else ``x``.
+
+    A size torch traces symbolically answers the comparison by guarding on it (so the graph
+    holds for the whole class), and ``int`` specializes a size of 1-4 to its value."""
+    return str(int(extent)) if 1 <= extent <= 4 else "x"
 
 
 def extent_classes(shape: Sequence[int]) -> str:

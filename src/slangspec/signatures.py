@@ -84,8 +84,9 @@ class grid:
     shape: tuple[int, ...]
 
     def __init__(self, shape: int | Sequence[int]) -> None:
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        if not dims or not all(isinstance(d, int) and d >= 0 for d in dims):
+        # A size torch traces symbolically (SymInt) stands for an int.
+        dims = (shape,) if isinstance(shape, int | torch.SymInt) else tuple(shape)
+        if not dims or not all(isinstance(d, int | torch.SymInt) and d >= 0 for d in dims):
             raise ValueError(f"grid shape must be one or more non-negative ints, got {shape!r}")
         object.__setattr__(self, "shape", dims)
 
@@ -121,7 +122,8 @@ def _tensor_form(t: torch.Tensor, grad: bool) -> str:
     name = _NAME_OF_DTYPE.get(t.dtype)
     if name is None:
         dtype = str(t.dtype).removeprefix("torch.")
-        raise TypeError(f"cannot pass a {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
+        article = "an" if dtype.startswith("int") else "a"
+        raise TypeError(f"cannot pass {article} {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
     return format_arg(TensorForm(t.dim(), name, grad, extent_classes(t.shape)))
 
 

@@ -328,7 +328,9 @@ class _Resolver:
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, name, _expected_value(t), _describe(form))
         if form.dtype != want:
-            raise self.fail(TypeError, index, name, f"a {want} tensor", f"a {form.dtype} tensor")
+            raise self.fail(
+                TypeError, index, name, f"{_a(want)} tensor", f"{_a(form.dtype)} tensor"
+            )
         classes = extent_classes(t.shape)
         if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
             raise self.fail(
@@ -345,7 +347,7 @@ class _Resolver:
     ) -> ArgPlan:
         want = SLANG[t.scalar].dtype
         expected = (
-            f"a {want} tensor of rank {t.dims} for {t.name} (or of more: the leading ones are "
+            f"{_a(want)} tensor of rank {t.dims} for {t.name} (or of more: the leading ones are "
             "call dimensions)"
         )
         if not isinstance(form, TensorForm):
@@ -469,6 +471,11 @@ def _arg_plan(
     return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
 
 
+def _a(dtype: str) -> str:
+    """``dtype`` with its article: "a float32", "an int32"."""
+    return f"an {dtype}" if dtype.startswith("int") else f"a {dtype}"
+
+
 def _shape_text(shape: tuple[int, ...]) -> str:
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
@@ -476,15 +483,16 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 def _expected_value(t: TypeInfo) -> str:
     dtype = SLANG[t.scalar].dtype
     if t.kind != "scalar":
-        return f"a {dtype} tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
+        trailing = _shape_text(t.shape)
+        return f"{_a(dtype)} tensor whose trailing dimensions are {trailing} for {t.name}"
     if t.scalar in ("int", "uint"):
-        return f"a {dtype} tensor, a Python int or a 1-D grid for {t.name}"
-    return f"a {dtype} tensor or a Python scalar for {t.name}"
+        return f"{_a(dtype)} tensor, a Python int or a 1-D grid for {t.name}"
+    return f"{_a(dtype)} tensor or a Python scalar for {t.name}"
 
 
 def _describe(form: ArgForm) -> str:
     if isinstance(form, TensorForm):
-        return f"a {form.dtype} tensor of rank {form.rank}"
+        return f"{_a(form.dtype)} tensor of rank {form.rank}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
     if isinstance(form, DictForm):
