@@ -188,9 +188,7 @@ def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
     for k in order:
         v = value[k]
         if isinstance(v, torch.Tensor):
-            grad = grad_on and v.requires_grad
-            form = _tensor_cache.get((v.shape, v.dtype, grad, v.layout))
-            parts.append(f"{k}:{form or flagged_tensor_signature(v, grad)}")
+            parts.append(f"{k}:{flagged_tensor_signature(v, grad_on and v.requires_grad)}")
         elif type(v) is dict:
             parts.append(f"{k}:{_dict_form(v, grad_on)}")
         else:
