@@ -9,6 +9,7 @@ whose kernels and function descriptions are all cached never imports it.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, Unpack
@@ -127,8 +128,26 @@ class TracedFunction:
         return MappedFunction(self, self.id, self.module._layout_for(self.name), dims, named)
 
 
+class _SlangDoc:
+    """A docstring that is the class's on the class and, on a function, its Slang signature
+    (``help(m.fn)`` and ``m.fn.__doc__``)."""
+
+    def __init__(self, doc: str) -> None:
+        self.doc = doc
+
+    def __get__(self, fn: Function | None, owner: type) -> str:
+        if fn is None:
+            return self.doc
+        try:
+            return fn.slang_doc()
+        except Exception:  # a function that cannot be described: the class's docstring
+            return self.doc
+
+
 class Function(BuildFunction):
-    """One Slang function of a module, specialized and compiled per call signature."""
+    __doc__ = _SlangDoc(
+        "One Slang function of a module, specialized and compiled per call signature."
+    )
 
     module: Module
 
@@ -136,6 +155,33 @@ class Function(BuildFunction):
         super().__init__(module, name)
         self._specs: dict[str, Specialization] = {}
         self.operator_name: str | None = None
+
+    def slang_doc(self) -> str:
+        """What the function is in Slang, and how Python calls it."""
+        info = self.info
+        params = ", ".join(
+            ("no_diff " if p.no_diff else "")
+            + ("" if p.direction == "in" else f"{p.direction} ")
+            + f"{p.type.name} {p.name}"
+            for p in info.params
+        )
+        mark = "[Differentiable] " if info.differentiable else ""
+        return (
+            f"{self.id}, the Slang function\n\n"
+            f"    {mark}{info.returns.name} {self.name}({params})\n\n"
+            "Call it with torch tensors (vectorized over their leading dimensions), Python "
+            "scalars, slangspec.grid and dicts for structs, by position or by parameter name; "
+            "_result= a tensor to write the result into. out/inout parameters take tensors "
+            "written in place. See slangspec's README, 'What can be called'."
+        )
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The Python call's: every parameter by position or name, then ``_result``."""
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params = [inspect.Parameter(p.name, kind) for p in self.info.params]
+        result = inspect.Parameter("_result", inspect.Parameter.KEYWORD_ONLY, default=None)
+        return inspect.Signature([*params, result])
 
     def signature(self, *args: Any) -> str:
         """The call signature of calling this function with ``args``."""

@@ -99,6 +99,8 @@ class BuildModule:
             }
         )
         """Keys what the cache remembers of which functions this module's content has."""
+        self.names_fact = "names:" + self.functions_fact.removeprefix("functions:")
+        """Keys the list of the functions this module's content declares."""
         self.waits_for_reflection = True
         """Whether a CUDA process that finds another machine reflecting this module waits for
         what it notes instead of starting Slang itself; warming turns it off, since its
@@ -141,6 +143,27 @@ class BuildModule:
             fn = self._functions.get(canonical) or self._function(canonical)
             self._functions[name] = self._functions[canonical] = fn
         return fn
+
+    def __dir__(self) -> list[str]:
+        """The module's attributes and the functions it declares (``function_names``)."""
+        try:
+            names = self.function_names()
+        except Exception:  # a module that does not compile still lists its attributes
+            names = []
+        return sorted({*super().__dir__(), *names})
+
+    def function_names(self) -> list[str]:
+        """The functions this module's own source declares (generic ones aside: look those up
+        by name), as the cache remembers them for this content, else reflected."""
+        known = self.cache.fact(self.names_fact, "functions").get("functions")
+        if isinstance(known, list) and all(isinstance(n, str) for n in known):
+            return known
+        from ..specializer.reflect import function_names
+
+        with needing_slang(f"module '{self.name}': the names of its functions"):
+            names = function_names(self._front_end())
+        self.cache.note_fact(self.names_fact, {"functions": names})
+        return names
 
     def __getitem__(self, name: str) -> BuildFunction:
         """``m["add<4>"]``: the function named by a string, as ``getattr`` finds it."""

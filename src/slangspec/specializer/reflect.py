@@ -93,6 +93,13 @@ def _direction(p: spy.VariableReflection) -> Direction:
     return "in"
 
 
+def function_names(module: spy.SlangModule) -> list[str]:
+    """The functions ``module`` itself declares, generic ones aside (Slang's declaration
+    reflection does not name those), sorted."""
+    func = spy.DeclReflection.Kind.func
+    return sorted({d.name for d in module.module_decl.children if d.kind == func})
+
+
 def has_function(module: spy.SlangModule, name: str) -> bool:
     """Whether ``name`` is a function ``module`` can call (its own or one it imports)."""
     return module.layout.find_function_by_name(name) is not None
