@@ -9,7 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import log
 from ._version import __version__
+
+log.configure()
 
 if TYPE_CHECKING:
     from .cache import Cache as Cache
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
     from .runtime.module import load_source as load_source
     from .runtime.module_base import UnknownFunctionError as UnknownFunctionError
     from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
+    from .signatures import ArgumentError as ArgumentError
+    from .signatures import ArgumentTypeError as ArgumentTypeError
+    from .signatures import ArgumentValueError as ArgumentValueError
     from .signatures import call_signature as call_signature
     from .signatures import grid as grid
     from .signatures import signature as signature
@@ -39,6 +45,9 @@ _HOME = {
     "SlangUnavailableError": ".runtime.miss_path",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",
+    "ArgumentError": ".signatures",
+    "ArgumentTypeError": ".signatures",
+    "ArgumentValueError": ".signatures",
     "call_signature": ".signatures",
     "grid": ".signatures",
     "load": ".runtime.module",

@@ -8,8 +8,10 @@ binary.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from .block_layout import uniform_block
 from .codegen import ENTRY_POINT
 from .counts import compile_counts
 from .uniforms import UniformBlock
+
+_log = logging.getLogger(__name__)
 
 
 class CompiledKernel:
@@ -83,7 +87,10 @@ class Compiler:
         """Front-end compile of the user's module, for reflection."""
         compile_counts["front_end"] += 1
         self.device.set_cuda_context_current()
-        return self.session(include_paths, defines, content).load_module(name)
+        start = time.perf_counter()
+        module = self.session(include_paths, defines, content).load_module(name)
+        _log.info("Slang front-end of module %s: %.3f s", name, time.perf_counter() - start)
+        return module
 
     def kernel(
         self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str

@@ -13,6 +13,7 @@ sets the running size to what it finds.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -48,6 +49,10 @@ from .location import (
     write_atomic,
 )
 from .tier import Found, Unusable
+
+_log = logging.getLogger(__name__)
+_NOTED_WAIT_S = 0.05
+"""Lease waits shorter than this are not logged."""
 
 ENTRY = "entry:"
 RECORD = "record:"
@@ -480,7 +485,10 @@ class DiskTier:
                 continue
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
-        lease_waits.append(time.monotonic() - start)
+        waited = time.monotonic() - start
+        lease_waits.append(waited)
+        if waited > _NOTED_WAIT_S:
+            _log.info("waited %.2f s on the compile lease %s", waited, name)
         try:
             yield
         finally:

@@ -25,6 +25,7 @@ import contextlib
 import gc
 import importlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -41,6 +42,10 @@ from .keys import canonical
 from .location import CacheWarning
 from .settings import setting
 from .tier import Found, Unavailable, Unusable
+
+_log = logging.getLogger(__name__)
+_NOTED_WAIT_S = 0.05
+"""Lease waits shorter than this are not logged."""
 
 PREFIX = "slangspec:"
 CONNECT_TIMEOUT_S = 1.0
@@ -138,6 +143,13 @@ class RemoteTier:
         try:
             return what(self._redis())
         except redis_py().RedisError as exc:
+            _log.info(
+                "remote cache %s failed (%s: %s): computing locally, leaving it for %.0f s",
+                self.settings.shown,
+                type(exc).__name__,
+                exc,
+                QUIET_AFTER_FAILURE_S,
+            )
             self._quiet_until = time.monotonic() + QUIET_AFTER_FAILURE_S
             self.warn(type(exc).__name__, f"cannot be used now ({type(exc).__name__}: {exc})")
             return fallback
@@ -346,7 +358,10 @@ class RemoteTier:
                 with contextlib.suppress(Exception):
                     waiter.get_message(timeout=min(1.0, seconds))
         finally:
-            lease_waits.append(time.monotonic() - start)
+            waited = time.monotonic() - start
+            lease_waits.append(waited)
+            if waited > _NOTED_WAIT_S:
+                _log.info("waited %.2f s on the remote compile lease %s", waited, name)
             with contextlib.suppress(Exception):
                 waiter.close()
         with self._holding(key, token, seconds, channel):

@@ -22,6 +22,7 @@ MIN_SECRET_BYTES = 16
 DEVICE_KINDS = ("cuda", "vulkan")
 REMOTE_MODES = ("readwrite", "read")
 REMOTE_SCHEMES = ("redis", "rediss", "unix")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,16 @@ SETTINGS: dict[str, Setting] = {
             secret=True,
             # Set but empty (a secret file that was missing) must not quietly turn MACs off.
             empty_is_unset=False,
+        ),
+        Setting(
+            "SLANGSPEC_LOG",
+            _choice(*LOG_LEVELS, any_case=True),
+            None,
+            "info",
+            f"one of {', '.join(LOG_LEVELS)}",
+            "log what slangspec does to standard error at this level (`info`: compiles with "
+            "their phases and times, misses, lease waits, remote fallbacks; `debug`: hits "
+            "too); quiet by default",
         ),
         Setting(
             "SLANGSPEC_SECRET",

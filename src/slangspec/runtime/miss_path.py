@@ -8,6 +8,7 @@ process) or "taken" (built by another process while this one waited on the lease
 from __future__ import annotations
 
 import contextlib
+import logging
 import tempfile
 import time
 import warnings
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
     from ..compiler import CompiledKernel, Compiler
 
+_log = logging.getLogger(__name__)
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
 T = TypeVar("T")
@@ -122,7 +124,10 @@ class Builder:
                     with needing_slang(what):
                         return self._build(function, signature, key, pre)
                 outcome = "taken"
+                _log.info("%s: built by another process while this one waited", signature)
         self.cache.touch(key)
+        if outcome == "cached":
+            _log.debug("hit %s (key %s)", signature, key[:12])
         plan = SpecializationPlan.from_json(entry.plan_json)
         return Found(key, pre, entry, plan, None, outcome)
 
@@ -130,11 +135,28 @@ class Builder:
         """Resolve, generate and compile the forward kernel of a missed specialization."""
         m = self.module
         self.cache.count_miss()
+        _log.info("miss %s (key %s): building it", signature, key[:12])
         start = time.perf_counter()
         compile_counts["specialize"] += 1
-        plan = plan_from_signature(m.function_info(function), signature)
-        name, kernel = self._compile(kernel_source(plan, FORWARD))
-        meta = {"compile_s": time.perf_counter() - start}
+        info = m.function_info(function)
+        described = time.perf_counter()
+        plan = plan_from_signature(info, signature)
+        resolved = time.perf_counter()
+        source = kernel_source(plan, FORWARD)
+        generated = time.perf_counter()
+        name, kernel = self._compile(source)
+        done = time.perf_counter()
+        _log.info(
+            "built %s: forward kernel in %.3f s (function description %.3f s, resolution "
+            "%.4f s, code generation %.4f s, Slang compile and load %.3f s)",
+            signature,
+            done - start,
+            described - start,
+            resolved - described,
+            generated - resolved,
+            done - generated,
+        )
+        meta = {"compile_s": done - start}
         entry = self.cache.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
         self._keep_binary(key, FORWARD, kernel)
         self.cache.publish(key)
@@ -168,7 +190,18 @@ class Builder:
             piece = "forward kernel" if label == FORWARD else f"backward kernel for grads {label}"
             what = f"{found.plan.signature}: its {piece}"
             with needing_slang(what):
-                name, kernel = self._compile(kernel_source(found.plan, label))
+                source = kernel_source(found.plan, label)
+                generated = time.perf_counter()
+                name, kernel = self._compile(source)
+            done = time.perf_counter()
+            _log.info(
+                "built %s: %s in %.3f s (code generation %.4f s, Slang compile and load %.3f s)",
+                found.plan.signature,
+                piece,
+                done - start,
+                generated - start,
+                done - generated,
+            )
             if entry is not None:
                 self.cache.amend(key, kernel_added(label, name, time.perf_counter() - start))
                 self._keep_binary(key, label, kernel)
