@@ -5,6 +5,7 @@ arguments and explicit generics."""
 import itertools
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,18 @@ def test_whole_tensors_loop_over_leading_dimensions(sf, tdev, ga):
     y = sf.through_tensors(a, b, i)  # a's leading dimension is the innermost call dimension
     assert y.shape == (9, 3)
     compare(y, at.T * (bt * bt)[:, None], [a, b], [at, bt])
+
+
+def test_a_function_that_is_not_differentiable_warns_once_of_the_gradient_it_drops(cache_dir, tdev):
+    fresh = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+    t = torch.ones(3, 4, device=tdev, requires_grad=True)
+    match = r"surface::read_tensor is not \[Differentiable\], so argument 0 \('t'\) requiring"
+    with pytest.warns(UserWarning, match=match):
+        fresh.read_tensor(t, slangspec.grid((3, 4)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh.read_tensor(torch.ones(2, 2, device=tdev, requires_grad=True), slangspec.grid((2, 2)))
+        fresh.read_tensor(t.detach(), slangspec.grid((3, 4)))
 
 
 def test_tensor_rwtensor_and_wtensor(sf, tdev):

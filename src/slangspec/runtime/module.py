@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, Unpack
 
@@ -19,7 +20,7 @@ import torch
 
 from ..cache_store import FORWARD
 from ..devices import torch_device
-from ..signature_text import has_numpy
+from ..signature_text import ArgForm, DictForm, TensorForm, has_numpy, parse_call_signature
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
 from ..specializer.info import VALUE_KINDS, FunctionInfo
@@ -155,6 +156,7 @@ class Function(BuildFunction):
         super().__init__(module, name)
         self._specs: dict[str, Specialization] = {}
         self.operator_name: str | None = None
+        self._warned_no_grad = False
 
     def slang_doc(self) -> str:
         """What the function is in Slang, and how Python calls it."""
@@ -222,7 +224,25 @@ class Function(BuildFunction):
 
         spec = Specialization(found.plan, kernels, self.module.binding)
         self._specs[signature] = spec
+        if not found.plan.differentiable and not self._warned_no_grad:
+            self._warn_no_grad(signature)
         return spec
+
+    def _warn_no_grad(self, signature: str) -> None:
+        """Warn, once per function, where a function that is not differentiable is given a
+        tensor that requires grad: it gets no gradient from this call."""
+        trained = [i for i, form in enumerate(parse_call_signature(signature).args) if _grad(form)]
+        if not trained:
+            return
+        self._warned_no_grad = True
+        names = [p.name for p in self.info.params]
+        which = ", ".join(f"argument {i} ('{names[i]}')" for i in trained)
+        warnings.warn(
+            f"{self.id} is not [Differentiable], so {which} requiring grad gets no gradient "
+            "from it: mark the function [Differentiable], or pass a detached tensor",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def __call__(self, *args: Any, **keywords: Any) -> Any:
         """Call the function: arguments by position or by parameter name; ``_result=`` a
@@ -429,6 +449,13 @@ def _placed(
         if d not in m:
             value = value.unsqueeze(d)
     return value
+
+
+def _grad(form: ArgForm) -> bool:
+    """Whether an argument's form has a tensor that requires grad, in a dict's fields too."""
+    if isinstance(form, DictForm):
+        return any(_grad(f) for _, f in form.fields)
+    return isinstance(form, TensorForm) and form.grad
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
