@@ -59,9 +59,16 @@ def test_wrong_rank_for_vector_parameter(ops, tdev, valid):
     with pytest.raises(
         ValueError,
         match=r"argument 0 \('v'\): expected a tensor whose trailing "
-        r"dimensions are \(3,\) for vector<float,3>, got shape class x4",
+        r"dimensions are \(3,\) for vector<float,3>, got shape \(10, 4\)$",
     ):
         ops.scale3(torch.ones(10, 4, device=tdev), 1.0)
+    with pytest.raises(ValueError, match=r"got shape class x4$"):  # from a signature alone
+        ops.scale3.plan(torch.ones(10, 4, device=tdev), 1.0)
+
+
+def test_a_numpy_array_is_named_as_one(ops, tdev, valid):
+    with pytest.raises(TypeError, match=r"expected a float32 tensor, got a float64 numpy array"):
+        ops.poly(1.0, np.ones(3))
 
 
 def test_tensor_on_the_wrong_device(ops, tdev, valid):

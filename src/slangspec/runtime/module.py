@@ -24,6 +24,7 @@ from ..signature_text import ArgForm, DictForm, TensorForm, has_numpy, parse_cal
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
 from ..specializer.info import VALUE_KINDS, FunctionInfo
+from ..specializer.plan import ShapeClassError
 from .launch import Binding, CudaBinding
 from .miss_path import Kernel
 from .module_base import (
@@ -255,7 +256,13 @@ class Function(BuildFunction):
             signature = call_signature(self.id, args)
         except ArgumentError as exc:
             raise self._naming(exc) from None
-        spec = self._specs.get(signature) or self._specialize(signature)
+        try:
+            spec = self._specs.get(signature) or self._specialize(signature)
+        except ShapeClassError as exc:
+            value = args[exc.index]
+            for key in exc.path:
+                value = value[key]
+            raise exc.with_shape(tuple(value.shape)) from None
         if has_numpy(signature):
             device = next((a.device for a in _tensors(args)), None)
             device = device or self.module.torch_device

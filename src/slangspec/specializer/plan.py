@@ -177,6 +177,21 @@ class SpecializationPlan:
         return cls(**d)
 
 
+class ShapeClassError(ValueError):
+    """A tensor whose trailing dimensions are not its parameter's element shape, as far as the
+    signature's extent classes tell; a call, which has the tensor (argument ``index``, at
+    ``path`` in a dict), names its actual shape instead (``with_shape``)."""
+
+    def __init__(self, head: str, got: str, index: int, path: tuple[str, ...]) -> None:
+        super().__init__(f"{head} {got}")
+        self.head = head
+        self.index = index
+        self.path = path
+
+    def with_shape(self, shape: tuple[int, ...]) -> ValueError:
+        return ValueError(f"{self.head} shape {shape}")
+
+
 class _Resolver:
     def __init__(self, info: FunctionInfo) -> None:
         self.info = info
@@ -328,17 +343,18 @@ class _Resolver:
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, name, _expected_value(t), _describe(form))
         if form.dtype != want:
+            what = "numpy array" if form.numpy else "tensor"
             raise self.fail(
-                TypeError, index, name, f"{_a(want)} tensor", f"{_a(form.dtype)} tensor"
+                TypeError, index, name, f"{_a(want)} tensor", f"{_a(form.dtype)} {what}"
             )
         classes = extent_classes(t.shape)
         if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
-            raise self.fail(
-                ValueError,
-                index,
-                name,
-                f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}",
+            expected = f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
+            raise ShapeClassError(
+                f"{self.fn}: argument {index} ('{name}'): expected {expected}, got",
                 f"shape class {form.extents or '()'}",
+                index,
+                tuple(name.split(".")[1:]),
             )
         return form
 
@@ -492,7 +508,8 @@ def _expected_value(t: TypeInfo) -> str:
 
 def _describe(form: ArgForm) -> str:
     if isinstance(form, TensorForm):
-        return f"{_a(form.dtype)} tensor of rank {form.rank}"
+        what = "numpy array" if form.numpy else "tensor"
+        return f"{_a(form.dtype)} {what} of rank {form.rank}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
     if isinstance(form, DictForm):
