@@ -22,6 +22,7 @@ BAD = {
     "SLANGSPEC_REMOTE_MODE": "write-only",
     "SLANGSPEC_REMOTE_SECRET": "short",
     "SLANGSPEC_SECRET": "short",
+    "SLANGSPEC_LOG": "loud",
 }
 KEY = secrets.token_hex(32)
 """What the secrets' example describes."""
@@ -34,6 +35,7 @@ EXAMPLE_READS = {
     "SLANGSPEC_REMOTE_MODE": "read",
     "SLANGSPEC_REMOTE_SECRET": KEY.encode(),
     "SLANGSPEC_SECRET": KEY.encode(),
+    "SLANGSPEC_LOG": "info",
 }
 
 
@@ -119,3 +121,12 @@ def test_the_readme_lists_exactly_the_settings():
     section = section[: section.index("\n## ")]
     listed = re.findall(r"^\| `(SLANGSPEC_[A-Z_]+)` \|", section, flags=re.M)
     assert listed == list(SETTINGS)
+
+
+def test_a_bad_value_fails_where_a_module_loads_not_at_its_first_miss(tmp_path, monkeypatch):
+    import slangspec
+
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", "2 minutes")
+    source = "float f(float x) { return x; }"
+    with pytest.raises(ValueError, match=r"^SLANGSPEC_CACHE_LEASE='2 minutes': expected"):
+        slangspec.load_source("m", source, cache_dir=str(tmp_path))

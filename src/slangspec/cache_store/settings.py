@@ -147,6 +147,15 @@ SETTINGS: dict[str, Setting] = {
             empty_is_unset=False,
         ),
         Setting(
+            "SLANGSPEC_SECRET",
+            _key,
+            None,
+            _KEY_EXAMPLE,
+            f"at least {MIN_SECRET_BYTES} bytes",
+            "the key of the MAC that lets cubins travel in bundles; the same on both machines",
+            secret=True,
+        ),
+        Setting(
             "SLANGSPEC_LOG",
             _choice(*LOG_LEVELS, any_case=True),
             None,
@@ -155,15 +164,6 @@ SETTINGS: dict[str, Setting] = {
             "log what slangspec does to standard error at this level (`info`: compiles with "
             "their phases and times, misses, lease waits, remote fallbacks; `debug`: hits "
             "too); quiet by default",
-        ),
-        Setting(
-            "SLANGSPEC_SECRET",
-            _key,
-            None,
-            _KEY_EXAMPLE,
-            f"at least {MIN_SECRET_BYTES} bytes",
-            "the key of the MAC that lets cubins travel in bundles; the same on both machines",
-            secret=True,
         ),
     )
 }
@@ -180,6 +180,13 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
         return s.parse(text)
     except ValueError:
         raise refusal(name, text, where) from None
+
+
+def check_all() -> None:
+    """ValueError for the first setting whose variable cannot be read: asked where a module
+    loads, so a bad value fails there and not at the first miss that reads it."""
+    for name in SETTINGS:
+        setting(name)
 
 
 def refusal(name: str, text: str, source: str | None = None, why: str | None = None) -> ValueError:
