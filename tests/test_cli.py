@@ -44,7 +44,12 @@ specializations = [{specs}]
 
 
 def cli(*args: str, input: str | None = None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
+    """The command; ``warm`` with one worker unless told (its default, the usable CPUs less
+    one, would start many per test on a large machine running tests in parallel)."""
+    words = [str(a) for a in args]
+    if words[:1] == ["warm"] and "--jobs" not in words:
+        words += ["--jobs", "1"]
+    return CliRunner().invoke(main, words, input=input, catch_exceptions=False)
 
 
 def worker(cache: Path, *args: str) -> dict:
@@ -421,8 +426,8 @@ def test_usage_errors(tmp_path):
     assert r.exit_code == 2 and "expected a duration" in r.output
     r = cli("cache", "evict", "--max-size", "big", "--cache-dir", tmp_path)
     assert r.exit_code == 2 and "expected a size" in r.output
-    r = cli("cache", "show", "ffff", "--cache-dir", tmp_path)
-    assert r.exit_code == 2 and "no entry has a key starting with 'ffff'" in r.output
+    r = cli("cache", "show", "ffff", "--cache-dir", tmp_path)  # a failure, not a usage error
+    assert r.exit_code == 1 and "no entry has a key starting with 'ffff'" in r.output
 
 
 def test_ls_show_stats_evict_verify_clear(tmp_path):
@@ -678,3 +683,24 @@ specializations = [
     path.write_text(path.read_text().replace("n = ", "m = "))
     bad = cli("warm", path, "--cache-dir", cache)
     assert bad.exit_code == 2 and "has no parameter 'm'" in bad.output
+
+
+def test_warm_explains_its_statuses_and_takes_the_usable_cpus_less_one_by_default():
+    from slangspec.cli.warm import default_jobs
+
+    assert default_jobs() == max(1, len(os.sched_getaffinity(0)) - 1)
+    help_text = " ".join(CliRunner().invoke(main, ["warm", "--help"]).output.split())
+    for words in ("built (compiled now)", "cached (all there before this run", "failed"):
+        assert words in help_text
+    assert "counts specializations, not kernels" in help_text
+    assert "the usable CPUs less one" in help_text
+
+
+def test_explain_refuses_an_unknown_function_and_a_call_it_could_not_make(tmp_path):
+    args = ["explain", SHADER, "-I", LIB, "--cache-dir", tmp_path]
+    unknown = cli(args[0], args[1], "nope", "f32[1]", *args[2:])
+    assert unknown.exit_code == 2 and "FUNCTION: module 'cached' has no function 'nope'" in (
+        unknown.output
+    )
+    wrong = cli(args[0], args[1], "poly", "f32[1] grad", *args[2:])  # poly takes two
+    assert wrong.exit_code == 2 and "SIGNATURE: cached::poly: expected 2 arguments" in wrong.output

@@ -549,7 +549,9 @@ def test_explain_and_a_dry_run_write_nothing_locally_or_remotely(
     )
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
     runner = CliRunner()
-    built = runner.invoke(main, ["warm", str(manifest), "--cache-dir", str(tmp_path / "first")])
+    built = runner.invoke(
+        main, ["warm", str(manifest), "--jobs", "1", "--cache-dir", str(tmp_path / "first")]
+    )
     assert built.exit_code == 0, built.output
     # This machine holds one entry of its own (so that there are rows to drop or touch) and is
     # asked about the one only the server holds.
@@ -560,7 +562,9 @@ def test_explain_and_a_dry_run_write_nothing_locally_or_remotely(
     explained = runner.invoke(main, [*explain, "--cache-dir", str(second), "--json"])
     assert explained.exit_code == 0, explained.output
     assert json.loads(explained.stdout)["hit"], "the server's entry is found"
-    dry = runner.invoke(main, ["warm", str(manifest), "--cache-dir", str(second), "--dry-run"])
+    dry = runner.invoke(
+        main, ["warm", str(manifest), "--jobs", "1", "--cache-dir", str(second), "--dry-run"]
+    )
     assert dry.exit_code == 0 and "1 present" in dry.output, dry.output
     after = snapshot(second, redis_server)
     changed = {p for p in before[0].keys() | after[0].keys() if before[0].get(p) != after[0].get(p)}

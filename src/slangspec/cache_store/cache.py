@@ -260,7 +260,8 @@ class Cache:
     def show(self, prefix: str) -> dict[str, Any]:
         """Everything about the one entry whose key starts with ``prefix``: preimage, plan,
         metadata, and each kernel source and binary with its size and whether it is whole.
-        LookupError when no entry or several match, or the one that does is damaged."""
+        LookupError when no entry matches or the one that does is damaged, ValueError when
+        several do."""
         return report.show(self.disk, prefix)
 
     def stats(self) -> dict[str, Any]:

@@ -54,12 +54,13 @@ def entries(tier: DiskTier, where: EntryFilter | None = None) -> list[dict[str, 
 
 
 def show(tier: DiskTier, prefix: str) -> dict[str, Any]:
-    """The one entry whose key starts with ``prefix``, in full; LookupError naming why not."""
+    """The one entry whose key starts with ``prefix``, in full; LookupError when there is none
+    (or it is damaged), ValueError when the prefix fits more than one."""
     matches = [(k, row) for k, row in rows(tier) if k.startswith(prefix)]
     if not matches:
         raise LookupError(f"no entry has a key starting with {prefix!r}")
     if len(matches) > 1:
-        raise LookupError(
+        raise ValueError(
             f"{len(matches)} entries have keys starting with {prefix!r}; give more of the key"
         )
     key, row = matches[0]

@@ -107,8 +107,10 @@ def show(key, cache_dir, as_json):
     """Show one entry (KEY or a unique prefix): preimage, plan, sources, binaries and sizes."""
     try:
         detail = Cache(cache_dir).show(key)
-    except LookupError as exc:
+    except ValueError as exc:
         raise UsageProblem(str(exc)) from None
+    except LookupError as exc:
+        raise click.ClickException(str(exc)) from None  # exit 1: nothing there to show
     if as_json:
         print_json(detail)
         return

@@ -62,7 +62,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     """
     from ..cache import Cache
     from ..explain import explain as explain_call
-    from ..runtime.module_base import BuildModule, load_module
+    from ..runtime.module_base import BuildModule, UnknownFunctionError, load_module
 
     pairs = {}
     for d in defines:
@@ -78,8 +78,16 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         defines=pairs,
         cache=Cache.for_running(cache_dir, read_only=True),
     )
-    fn = getattr(m, function)
-    result = explain_call(fn, _signature(fn, signature))
+    try:
+        fn = getattr(m, function)
+    except UnknownFunctionError as exc:
+        raise UsageProblem(f"FUNCTION: {exc}") from None
+    asked = _signature(fn, signature)
+    try:
+        fn.plan_for_signature(asked)  # a call it could not make is no miss
+    except (TypeError, ValueError) as exc:
+        raise UsageProblem(f"SIGNATURE: {exc}") from None
+    result = explain_call(fn, asked)
     if as_json:
         print_json(result)
         return

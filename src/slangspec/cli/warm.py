@@ -6,6 +6,7 @@ only (where this process cannot fork, it builds ``--jobs 1`` itself); torch by n
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,12 @@ def _recorded(source: str | None, cache_dir: str | None):
         ) from None
 
 
+def default_jobs() -> int:
+    """Workers by default: the CPUs this process may run on, less one for the command and
+    the machine (on two cores, two workers were slower than one)."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 @click.command()
 @click.argument("manifest", required=False, type=click.Path(dir_okay=False))
 @click.option(
@@ -59,8 +66,8 @@ def _recorded(source: str | None, cache_dir: str | None):
     "--jobs",
     "-j",
     type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
+    default=default_jobs,
+    show_default="the usable CPUs less one, at least 1",
     help="Worker processes compiling in parallel.",
 )
 @click.option("--dry-run", is_flag=True, help="Only report what is missing; exit 1 if anything is.")
@@ -70,7 +77,11 @@ def _recorded(source: str | None, cache_dir: str | None):
 def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
     """Build the specializations a MANIFEST (TOML) lists, or those recorded, into the cache.
 
-    See the README for the manifest format and the argument-spec grammar.
+    Each line reports one specialization (a function at one call signature: its forward kernel
+    and the backward kernels its masks ask for), and the summary counts specializations, not
+    kernels. Statuses: built (compiled now), cached (all there before this run, nothing
+    compiled), present / missing (--dry-run: all there / what is not), failed (the detail says
+    why; exit 1). See the README for the manifest format and the argument-spec grammar.
     """
     if recorded == (manifest is not None):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
