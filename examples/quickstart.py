@@ -59,11 +59,17 @@ def main() -> None:
     )
     parser.add_argument("--first-step-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="slangspec-demo-")
     if args.first_step_only:
-        first_step_only(args.device, cache_dir)
-        return
+        first_step_only(args.device, args.cache_dir)
+    elif args.cache_dir:
+        demo(args, args.cache_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="slangspec-demo-") as cache_dir:
+            demo(args, cache_dir)
 
+
+def demo(args: argparse.Namespace, cache_dir: str) -> None:
+    """Train, then time a fresh process's first step against this one's, on ``cache_dir``."""
     m = slangspec.load(SHADER, device=args.device, cache_dir=cache_dir)
     print(f"device: {m.device_kind} ({m.device.info.adapter_name}); cache: {cache_dir}")
     start = time.perf_counter()

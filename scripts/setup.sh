@@ -47,4 +47,11 @@ if ! "$py" -c 'import torch' >/dev/null 2>&1; then
   # The CPU build lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build.
   "$py" -m pip install -q torch==2.13.0
 fi
-"$py" -m pip install -q -e '.[dev]'
+# The editable install again only when pyproject.toml changed since it last ran, or it is gone.
+stamp=.venv/.slangspec-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
+  || ! "$py" -c 'import slangspec, pytest, ruff, redis, hypothesis' >/dev/null 2>&1; then
+  "$py" -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
