@@ -72,8 +72,9 @@ def test_a_lease_wait_is_logged(tmp_path, caplog):
 
 
 def test_a_bad_level_is_refused_naming_the_setting():
+    code = "import slangspec; slangspec.load_source('m', 'float f(float x) { return x; }')"
     out = subprocess.run(
-        [sys.executable, "-c", "import slangspec"],
+        [sys.executable, "-c", code],
         env={**os.environ, "SLANGSPEC_LOG": "loud"},
         capture_output=True,
         text=True,

@@ -9,10 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import log
 from ._version import __version__
-
-log.configure()
 
 if TYPE_CHECKING:
     from .cache import Cache as Cache

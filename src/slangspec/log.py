@@ -1,8 +1,9 @@
 """The ``slangspec`` logger, which every module logs under (``logging.getLogger(__name__)``).
 
 Quiet by default, as a library's logger is: ``SLANGSPEC_LOG=info`` (or ``debug``) sends its
-records to standard error. An application that configures logging itself can instead set the
-level of, and a handler on, the ``slangspec`` logger as for any library.
+records to standard error, from the first module loaded or command run on (``configure``). An
+application that configures logging itself can instead set the level of, and a handler on, the
+``slangspec`` logger as for any library.
 """
 
 from __future__ import annotations

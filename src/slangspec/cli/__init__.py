@@ -14,6 +14,7 @@ import click
 
 from .._version import __version__
 from .cache import cache
+from .common import UsageProblem
 from .explain import explain
 from .warm import warm
 
@@ -23,8 +24,14 @@ from .warm import warm
 def main() -> None:
     """Specialize, cache and inspect differentiable Slang kernels for PyTorch.
 
-    Exit codes: 0 ok, 1 failure, 2 usage error.
+    Exit codes: 0 ok, 1 failure, 2 usage error. SLANGSPEC_LOG=info logs what the commands do.
     """
+    from ..log import configure
+
+    try:
+        configure()
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 main.add_command(warm)

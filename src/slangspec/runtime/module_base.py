@@ -23,6 +23,7 @@ from ..cache_store import FORWARD, kernel_lease, key_of
 from ..cache_store.settings import check_all
 from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
+from ..log import configure as configure_logging
 from ..preimage import module_closure, preimage
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
@@ -377,6 +378,7 @@ def _opened(
         known = ", ".join(sorted(LoadOptions.__optional_keys__))
         raise TypeError(f"unexpected keyword argument {unknown[0]!r}; a module takes {known}")
     check_all()
+    configure_logging()
     if cache is None:
         cache = Cache.for_running(options.get("cache_dir"), options.get("remote"))
     includes = [Path(i).resolve() for i in options.get("include_paths", ())]
