@@ -3,6 +3,8 @@
 import contextlib
 import io
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,10 @@ def test_a_readme_block_runs_and_prints_what_it_says(number, readme_cache, tdev,
     torch._dynamo.reset()
     out = io.StringIO()
     # Tensors the block makes land where this device's kernels read them.
+    # A module of its own, as a script's would be: torch.compile looks its globals' module up.
+    module = types.ModuleType(f"readme_block_{number + 1}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     with contextlib.redirect_stdout(out), torch.device(tdev):
-        exec(compile(block, f"README.md block {number + 1}", "exec"), {"__name__": "readme"})
+        exec(compile(block, f"README.md block {number + 1}", "exec"), module.__dict__)
     printed = [line.rstrip() for line in out.getvalue().splitlines()]
     assert printed == [m.group(1).rstrip() for m in PRINTS.finditer(block)]
