@@ -33,7 +33,7 @@ import concurrent.futures as futures
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -247,6 +247,7 @@ def parse_manifest(path: str | Path) -> list[WarmItem]:
             if not isinstance(specs, list) or not specs:
                 raise fail(f"function {name!r} lists no specializations", f'"{name}"')
             function_id = f"{file.stem}::{name}"
+            # The function's item; each specialization is it with a signature and a place.
             item = WarmItem(
                 file.stem,
                 str(file),
@@ -259,19 +260,8 @@ def parse_manifest(path: str | Path) -> list[WarmItem]:
             )
             for spec in specs:
                 signature, needle = _signature(function_id, spec, fail, item)
-                items.append(
-                    WarmItem(
-                        file.stem,
-                        str(file),
-                        None,
-                        tuple(str((base / i).resolve()) for i in includes),
-                        tuple(sorted(defines.items())),
-                        name,
-                        signature,
-                        masks,
-                        f"{path}:{_position(text, needle)}",
-                    )
-                )
+                where = f"{path}:{_position(text, needle)}"
+                items.append(replace(item, signature=signature, where=where))
     return items
 
 
