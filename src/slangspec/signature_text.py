@@ -119,25 +119,33 @@ def parse_arg(text: str) -> ArgForm:
     return TensorForm(rank, dtype, m.group(4) == "1", extents, numpy=bool(m.group(1)))
 
 
+def split_outside_brackets(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside brackets and braces, every part as it is."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == sep and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    parts.append(text[start:])
+    return parts
+
+
 def _parse_dict(text: str) -> DictForm:
     """``{name:form,...}``, names sorted and distinct, forms nested to any depth."""
-    if not text.endswith("}"):
+    body = text[1:-1]
+    opened = sum(body.count(c) for c in "[{")
+    if not text.endswith("}") or opened != sum(body.count(c) for c in "]}"):
         raise ValueError(f"malformed argument signature {text!r}")
     fields: list[tuple[str, ArgForm]] = []
-    body, start, depth = text[1:-1], 0, 0
-    for k, ch in enumerate(body + ","):
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            name, sep, inner = body[start:k].partition(":")
-            if not sep or not _FIELD_RE.fullmatch(name):
-                raise ValueError(f"malformed dict field {body[start:k]!r} in {text!r}")
-            fields.append((name, parse_arg(inner)))
-            start = k + 1
+    for part in split_outside_brackets(body, ","):
+        name, sep, inner = part.partition(":")
+        if not sep or not _FIELD_RE.fullmatch(name):
+            raise ValueError(f"malformed dict field {part!r} in {text!r}")
+        fields.append((name, parse_arg(inner)))
     names = [name for name, _ in fields]
-    if not names or names != sorted(set(names)) or depth != 0:
+    if names != sorted(set(names)):
         raise ValueError(f"dict signature {text!r}: expected distinct fields in sorted order")
     return DictForm(tuple(fields))
 

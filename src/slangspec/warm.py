@@ -52,6 +52,7 @@ from .signature_text import (
     format_arg,
     parse_arg,
     parse_call_signature,
+    split_outside_brackets,
 )
 from .warm_pool import released, start
 
@@ -147,26 +148,13 @@ def _fields(text: str, spec: str) -> dict[str, Any]:
     if not text.endswith("}"):
         raise ValueError(f"argument spec {spec!r}: a struct's fields end with '}}'")
     fields: dict[str, Any] = {}
-    for part in _top_level(text[1:-1], ","):
+    for part in filter(None, (p.strip() for p in split_outside_brackets(text[1:-1], ","))):
         name, colon, value = part.partition(":")
         if not colon or not name.strip():
             raise ValueError(f"argument spec {spec!r}: expected 'field: spec', got {part!r}")
         value = value.strip()
         fields[name.strip()] = _fields(value, spec) if value.startswith("{") else value
     return fields
-
-
-def _top_level(text: str, sep: str) -> list[str]:
-    """``text`` split at each ``sep`` outside brackets and braces; blank parts dropped."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        depth += c in "[{"
-        depth -= c in "]}"
-        if c == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
 
 
 def ordered_specs(
