@@ -568,8 +568,8 @@ def test_vram_stable_across_iterations(ours, tdev):
 # --- test_pytorch_gradient_parity.py -----------------------------------------------------------
 
 
-class Slang(nn.Module):
-    """A slangspec function of one tensor as a layer."""
+class Layer(nn.Module):
+    """A function of one tensor (a slangspec function, a slice) as a layer."""
 
     def __init__(self, fn):
         super().__init__()
@@ -577,15 +577,6 @@ class Slang(nn.Module):
 
     def forward(self, x):
         return self.fn(x)
-
-
-class Lambda(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, x):
-        return self.f(x)
 
 
 def _mse(out, target):
@@ -630,7 +621,7 @@ ACTIVATIONS = [
 @pytest.mark.parametrize("name,torch_act,tol", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
 def test_activation_gradient_parity(ours, tdev, name, torch_act, tol):
     control = nn.Sequential(nn.Linear(8, 16), torch_act(), nn.Linear(16, 4))
-    test = nn.Sequential(nn.Linear(8, 16), Slang(ours[f"slang_{name}"]), nn.Linear(16, 4))
+    test = nn.Sequential(nn.Linear(8, 16), Layer(ours[f"slang_{name}"]), nn.Linear(16, 4))
     _same_grads(control, test, tdev, tol=tol)
 
 
@@ -654,11 +645,11 @@ SLICES = {"strided": lambda h: h[:, ::2], "contiguous": lambda h: h[:, : h.shape
 @pytest.mark.parametrize("kind", list(SLICES))
 def test_slice_gradient_parity(ours, tdev, kind, position):
     def layers(act):
-        cut = Lambda(SLICES[kind])
+        cut = Layer(SLICES[kind])
         middle = (cut, act) if position == "before_activation" else (act, cut)
         return nn.Sequential(nn.Linear(8, 16), *middle, nn.Linear(8, 4))
 
-    _same_grads(layers(nn.ReLU()), layers(Slang(ours.slang_relu)), tdev)
+    _same_grads(layers(nn.ReLU()), layers(Layer(ours.slang_relu)), tdev)
 
 
 def test_transposed_tensor_gradient_parity(ours, tdev):
@@ -702,7 +693,7 @@ def test_chained_ops_gradient_parity(ours, tdev, chain):
     plain = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
     full = ("relu", "tanh", "sigmoid") if None in chain else chain
     control = nn.Sequential(nn.Linear(8, 16), *(plain[n]() for n in full), nn.Linear(16, 4))
-    middle = (nn.Tanh() if n is None else Slang(ours[f"slang_{n}"]) for n in chain)
+    middle = (nn.Tanh() if n is None else Layer(ours[f"slang_{n}"]) for n in chain)
     test = nn.Sequential(nn.Linear(8, 16), *middle, nn.Linear(16, 4))
     _same_grads(control, test, tdev)
 
