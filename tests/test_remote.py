@@ -110,6 +110,14 @@ def forged_mac(client, stored) -> None:
     stored["mac"] = "0" * 64
 
 
+def a_name_that_is_no_blob(client, stored) -> None:
+    stored["kernels"]["forward"] = "zz"
+
+
+def a_garbled_plan(client, stored) -> None:
+    stored["plan"] = "{ not a plan"
+
+
 @pytest.mark.parametrize(
     "change,warned",
     [
@@ -117,8 +125,17 @@ def forged_mac(client, stored) -> None:
         (flip_a_blob, "does not match its name"),
         (other_preimage, "its stored preimage differs from the requested one"),
         (forged_mac, "its MAC does not hold"),
+        (a_name_that_is_no_blob, "does not decode"),
+        (a_garbled_plan, "does not decode"),
     ],
-    ids=["blob evicted", "blob bytes flipped", "other preimage", "forged MAC"],
+    ids=[
+        "blob evicted",
+        "blob bytes flipped",
+        "other preimage",
+        "forged MAC",
+        "not a blob name",
+        "garbled plan",
+    ],
 )
 def test_what_the_remote_cannot_prove_is_refused_and_built_again(
     tmp_path, redis_server, monkeypatch, tdev, change, warned
@@ -571,3 +588,19 @@ def test_explain_and_a_dry_run_write_nothing_locally_or_remotely(
     assert changed == set(), "files written locally"
     assert after[1] == before[1], "the index written"
     assert after[2] == before[2], "written to the server"
+
+
+@pytest.mark.parametrize("expiry_ms", [None, 600_000], ids=["no expiry", "past the bound"])
+def test_a_lease_that_would_never_lapse_is_waited_on_for_the_bound_at_most(redis_server, expiry_ms):
+    tier = RemoteTier(remote_settings(redis_server.url))
+    redis_server.client().set(PREFIX + "lease:k", "someone", px=expiry_ms)
+    finished = threading.Event()
+
+    def wait() -> None:
+        with tier.lease("k", lambda: False, 1.0):
+            finished.set()
+
+    start = time.monotonic()
+    threading.Thread(target=wait, daemon=True).start()
+    assert finished.wait(10), "the wait outlived the lease bound"
+    assert time.monotonic() - start < 3.5

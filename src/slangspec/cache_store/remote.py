@@ -355,6 +355,16 @@ class RemoteTier:
                     raise Unavailable(self.settings.shown)
                 if taken:
                     break
+                if time.monotonic() - start > seconds:
+                    # No holder keeps anyone waiting past the bound: build without the lease.
+                    self.warn("lease wait", f"lease {name[:24]} still held after {seconds:g} s")
+                    yield
+                    return
+                # A lease that would never lapse (set without an expiry, or for longer than
+                # the bound) lapses within the bound, as a dead holder's does.
+                ttl = self._call(lambda r: r.pttl(key), None)
+                if ttl == -1 or (isinstance(ttl, int) and ttl > ms):
+                    self._call(lambda r: r.pexpire(key, ms))
                 with contextlib.suppress(Exception):
                     waiter.get_message(timeout=min(1.0, seconds))
         finally:

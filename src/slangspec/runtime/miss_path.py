@@ -125,10 +125,21 @@ class Builder:
                         return self._build(function, signature, key, pre)
                 outcome = "taken"
                 _log.info("%s: built by another process while this one waited", signature)
+        try:
+            plan = SpecializationPlan.from_json(entry.plan_json)
+        except (ValueError, TypeError, KeyError) as exc:
+            # Only a tier that cannot prove its entries (a remote one without a secret) hands
+            # out such a row: built here, it is replaced there too.
+            warnings.warn(
+                f"slangspec cache entry {key[:12]}: its plan does not decode ({exc}); rebuilding",
+                CacheWarning,
+                stacklevel=3,
+            )
+            with self.cache.leases.hold(key, lambda: False), needing_slang(signature):
+                return self._build(function, signature, key, pre)
         self.cache.touch(key)
         if outcome == "cached":
             _log.debug("hit %s (key %s)", signature, key[:12])
-        plan = SpecializationPlan.from_json(entry.plan_json)
         return Found(key, pre, entry, plan, None, outcome)
 
     def _build(self, function: str, signature: str, key: str, pre: dict[str, Any]) -> Found:
