@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -188,6 +189,14 @@ def test_a_server_that_fails_leaves_results_right_and_calls_bounded(
 def test_remote_settings_are_checked(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="remote='http://x': expected a redis://"):
         slangspec.Cache.for_running(tmp_path, remote="http://x")
+    # Each was a raw ValueError on every call, or (the last) database 0 in silence.
+    for url in ("redis://host:notaport", "redis://[::1", "redis://host:6391/abc"):
+        with pytest.raises(ValueError, match=f"^remote='{re.escape(url)}': expected a redis://"):
+            slangspec.Cache.for_running(tmp_path, remote=url)
+        monkeypatch.setenv("SLANGSPEC_REMOTE", url)
+        with pytest.raises(ValueError, match=f"^SLANGSPEC_REMOTE='{re.escape(url)}'"):
+            slangspec.Cache.for_running(tmp_path)
+    monkeypatch.delenv("SLANGSPEC_REMOTE")
     monkeypatch.setenv("SLANGSPEC_REMOTE_MODE", "write-only")
     with pytest.raises(ValueError, match="SLANGSPEC_REMOTE_MODE='write-only'"):
         slangspec.Cache.for_running(tmp_path, remote="redis://127.0.0.1:1/0")

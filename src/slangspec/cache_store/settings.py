@@ -67,8 +67,14 @@ def _positive_duration(text: str) -> float:
 
 
 def _remote_url(text: str) -> str:
-    if urlsplit(text).scheme not in REMOTE_SCHEMES:
+    parts = urlsplit(text)  # ValueError for a malformed host ("redis://[::1")
+    if parts.scheme not in REMOTE_SCHEMES:
         raise ValueError(text)
+    if parts.scheme != "unix":
+        _ = parts.port  # ValueError for a port that is not one ("redis://host:notaport")
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise ValueError(text)
     return text
 
 
@@ -123,7 +129,7 @@ SETTINGS: dict[str, Setting] = {
             _remote_url,
             None,
             "redis://cache-host:6379/0",
-            "a redis://, rediss:// or unix:// URL",
+            "a redis:// or rediss:// URL (a numeric port and database, if given) or a unix:// one",
             "the shared remote tier, where `remote=` is not given; none by default",
         ),
         Setting(
