@@ -613,3 +613,21 @@ def test_a_lease_that_would_never_lapse_is_waited_on_for_the_bound_at_most(redis
     threading.Thread(target=wait, daemon=True).start()
     assert finished.wait(10), "the wait outlived the lease bound"
     assert time.monotonic() - start < 3.5
+
+
+def test_an_unsigned_fact_from_the_server_is_used_but_never_kept(tmp_path, redis_server, tdev):
+    """A poisoned fact (no secret to refuse it) hides a function while the server holds it,
+    and not a moment longer: the local cache never keeps it."""
+    m = load(tmp_path / "local", redis_server)
+    RemoteTier(remote_settings(redis_server.url)).note_fact(m.functions_fact, {"poly": False})
+    with pytest.raises(slangspec.UnknownFunctionError):
+        _ = m.poly
+    redis_server.client().flushall()
+    poly_checked(
+        slangspec.load(
+            HERE / "shaders" / "cached.slang",
+            include_paths=[HERE / "slang_lib"],
+            cache_dir=tmp_path / "local",
+        ),
+        tdev,
+    )

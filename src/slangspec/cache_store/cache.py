@@ -203,7 +203,9 @@ class Cache:
             if at and wanted is not None and wanted in known:
                 break
             added = {k: v for k, v in tier.fact(name).items() if k not in known}
-            if added and at:
+            if added and at and tier.proven:
+                # What an unproven tier says is used, never kept: a server without a secret
+                # cannot poison a local cache for good.
                 for nearer in self.tiers[:at]:
                     nearer.note_fact(name, added)
             known.update(added)

@@ -122,6 +122,11 @@ class RemoteTier:
     def writable(self) -> bool:
         return not self.settings.read_only
 
+    @property
+    def proven(self) -> bool:
+        """Whether what the server holds must carry a MAC to be used."""
+        return self.settings.secret is not None
+
     # -- every call goes through here: bounded, and quiet for a while after a failure ---------
 
     def _redis(self) -> Any:

@@ -43,6 +43,9 @@ class Tier(Protocol):
     """Whether this process may write here."""
     shared: bool
     """Whether other machines see what is stored here (and the leases held here)."""
+    proven: bool
+    """Whether what it holds is proven: this user's own files, or sealed with a secret. Only
+    what a proven tier says is copied into nearer tiers."""
 
     def get(self, key: str) -> Found | Unusable | None:
         """The entry under ``key``; None when there is none."""
