@@ -260,6 +260,20 @@ def test_a_killed_lease_holder_is_taken_over_after_the_lease(tmp_path, redis_ser
     assert after["lease_wait_s"] <= 3 + 0.5
 
 
+def test_a_killed_holder_frees_the_lease_within_a_heartbeat_not_the_bound(tmp_path, redis_server):
+    """With the default bound of 120 s, the lease of a process killed mid-build lapses within
+    the heartbeat: the next process has its result within seconds, not minutes."""
+    env = remote_env(redis_server)
+    holder = worker(tmp_path / "holder", "--lease-and-die", env=env)
+    out, _ = holder.communicate(timeout=300)
+    assert json.loads(out.strip().splitlines()[-1])["leased"]
+    start = time.monotonic()
+    after = run(tmp_path / "next", "--signatures", "1", env=env)
+    assert after["ok"] and after["counts"]["specialize"] == 1
+    assert after["lease_wait_s"] <= 5 + 1.5  # remote.HEARTBEAT_MS, and a poll
+    assert time.monotonic() - start < 10 + 10  # the result, process start-up included
+
+
 @pytest.mark.parametrize("fault", ["flushed", "restarted"])
 def test_a_server_flushed_or_restarted_mid_run_leaves_results_right(tmp_path, redis_server, fault):
 

@@ -355,7 +355,7 @@ class RemoteTier:
                 if done():
                     yield
                     return
-                taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
+                taken = self._call(lambda r: r.set(key, token, nx=True, px=_beat(ms)), _FAILED)
                 if taken is _FAILED:
                     raise Unavailable(self.settings.shown)
                 if taken:
@@ -379,7 +379,7 @@ class RemoteTier:
                 _log.info("waited %.2f s on the remote compile lease %s", waited, name)
             with contextlib.suppress(Exception):
                 waiter.close()
-        with self._holding(key, token, seconds, channel):
+        with self._holding(key, token, _beat(ms), channel):
             yield
 
     @contextlib.contextmanager
@@ -390,20 +390,20 @@ class RemoteTier:
         key = PREFIX + "lease:" + name
         token = uuid.uuid4().hex
         ms = int(seconds * 1000)
-        taken = self._call(lambda r: r.set(key, token, nx=True, px=ms), _FAILED)
+        taken = self._call(lambda r: r.set(key, token, nx=True, px=_beat(ms)), _FAILED)
         if not taken or taken is _FAILED:
             yield taken is _FAILED
             return
-        with self._holding(key, token, seconds, PREFIX + "landed:" + name):
+        with self._holding(key, token, _beat(ms), PREFIX + "landed:" + name):
             yield True
 
     @contextlib.contextmanager
-    def _holding(self, key: str, token: str, seconds: float, channel: str) -> Iterator[None]:
-        """Keep the lease ``key`` this process took with ``token`` for the block, then let go
-        and wake its waiters."""
+    def _holding(self, key: str, token: str, ms: int, channel: str) -> Iterator[None]:
+        """Keep the lease ``key`` this process took with ``token`` (for ``ms``) for the block,
+        renewing it, then let go and wake its waiters."""
         stop = threading.Event()
         renewer = threading.Thread(
-            target=self._renew, args=(key, token, seconds, stop), daemon=True
+            target=self._renew, args=(key, token, ms, stop), daemon=True
         )
         renewer.start()
         try:
@@ -414,9 +414,19 @@ class RemoteTier:
             self._call(lambda r: r.eval(_RELEASE, 1, key, token))
             self._call(lambda r: r.publish(channel, token))
 
-    def _renew(self, key: str, token: str, seconds: float, stop: threading.Event) -> None:
-        while not stop.wait(seconds / 3):
-            self._call(lambda r: r.eval(_RENEW, 1, key, token, int(seconds * 1000)))
+    def _renew(self, key: str, token: str, ms: int, stop: threading.Event) -> None:
+        while not stop.wait(ms / 3000):
+            self._call(lambda r: r.eval(_RENEW, 1, key, token, ms))
+
+
+HEARTBEAT_MS = 5000
+"""How long a lease on the server lasts unless its holder renews it (three times as often): a
+killed holder's lapses within this, however long ``SLANGSPEC_CACHE_LEASE`` lets a build run."""
+
+
+def _beat(ms: int) -> int:
+    """The expiry a lease is set and renewed with: the heartbeat, or the bound if shorter."""
+    return min(ms, HEARTBEAT_MS)
 
 
 _RELEASE = """
