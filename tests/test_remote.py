@@ -27,7 +27,7 @@ def remote_env(server, **more: str) -> dict[str, str]:
 
 
 def entries(server) -> list[bytes]:
-    return sorted(server.client().scan_iter(PREFIX + "entry:*"))
+    return sorted(server.client().scan_iter(PREFIX + "*entry:*"))  # any namespace
 
 
 def load(cache_dir, server, **kw):
@@ -160,15 +160,28 @@ def test_what_the_remote_cannot_prove_is_refused_and_built_again(
     assert compile_counts["codegen"] == before["codegen"]
 
 
-def test_an_unsigned_entry_is_refused_where_a_secret_is_set(
+def test_nodes_with_other_secrets_neither_read_nor_overwrite_each_others_entries(
     tmp_path, redis_server, monkeypatch, tdev
 ):
-    poly_checked(load(tmp_path / "first", redis_server), tdev)
-    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
-    before = compile_counts["specialize"]
-    with pytest.warns(CacheWarning, match="its MAC does not hold"):
-        poly_checked(load(tmp_path / "second", redis_server), tdev)
-    assert compile_counts["specialize"] == before + 1
+    """Each secret (and no secret) has a namespace of its own on the server: a node with a
+    mistyped secret, or none, builds for itself and leaves the cluster's entries alone, where
+    it used to refuse them, build, and publish over them."""
+    cluster = "the cluster's own secret"
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", cluster)
+    poly_checked(load(tmp_path / "good", redis_server), tdev)
+    for secret in ("a mistyped secret of one node", None):
+        if secret is None:
+            monkeypatch.delenv("SLANGSPEC_REMOTE_SECRET")
+        else:
+            monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", secret)
+        before = compile_counts["specialize"]
+        poly_checked(load(tmp_path / f"other-{secret is None}", redis_server), tdev)
+        assert compile_counts["specialize"] == before + 1
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", cluster)
+    before = dict(compile_counts)
+    poly_checked(load(tmp_path / "next", redis_server), tdev)  # served from the cluster's
+    assert compile_counts["specialize"] == before["specialize"]
+    assert len(entries(redis_server)) == 3  # one per namespace
 
 
 @pytest.mark.parametrize("fault", ["down", "paused"])

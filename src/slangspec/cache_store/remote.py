@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import importlib
 import json
 import logging
@@ -48,6 +49,16 @@ _NOTED_WAIT_S = 0.05
 """Lease waits shorter than this are not logged."""
 
 PREFIX = "slangspec:"
+
+
+def namespace(secret: bytes | None) -> str:
+    """The key prefix of the nodes that share ``secret``: ``PREFIX`` without one, else a
+    fingerprint of it (a hash, which does not reveal it) after it."""
+    if secret is None:
+        return PREFIX
+    return PREFIX + "n" + hashlib.sha256(b"slangspec namespace\0" + secret).hexdigest()[:16] + ":"
+
+
 CONNECT_TIMEOUT_S = 1.0
 OPERATION_TIMEOUT_S = 2.0
 QUIET_AFTER_FAILURE_S = 30.0
@@ -114,6 +125,9 @@ class RemoteTier:
         self._quiet_until = 0.0
         self._warned: set[str] = set()
         self._lock = threading.Lock()
+        self.prefix = namespace(settings.secret)
+        """Where this tier's keys live: nodes with different secrets (or none) never see, nor
+        write over, each other's entries."""
 
     def __repr__(self) -> str:
         return f"<slangspec remote tier {self.settings.shown}>"
@@ -175,7 +189,7 @@ class RemoteTier:
     def get(self, key: str) -> Found | Unusable | None:
         """The entry under ``key`` with its blobs, fetched and checked together; a miss when
         the server evicted one of its blobs since."""
-        raw = self._call(lambda r: r.get(PREFIX + "entry:" + key))
+        raw = self._call(lambda r: r.get(self.prefix + "entry:" + key))
         return None if raw is None else self._decoded(key, raw)
 
     def _decoded(self, key: str, raw: bytes) -> Found | Unusable | None:
@@ -197,7 +211,7 @@ class RemoteTier:
         return Found(entry, lambda: blobs)
 
     def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
-        keys = [PREFIX + "blob:" + n for n in wanted]
+        keys = [self.prefix + "blob:" + n for n in wanted]
         found = self._call(lambda r: r.mget(keys) if keys else [])
         return None if found is None else dict(zip(wanted, found, strict=True))
 
@@ -208,7 +222,7 @@ class RemoteTier:
         if not self.writable:
             return
         ours = travel.shared(row)
-        entry_key = PREFIX + "entry:" + key
+        entry_key = self.prefix + "entry:" + key
         for _ in range(PUBLISH_ATTEMPTS):
             before = self._call(lambda r: r.get(entry_key), _FAILED)
             if before is _FAILED:
@@ -224,7 +238,9 @@ class RemoteTier:
                 every_blob = {**theirs.blobs(), **blobs}  # type: ignore[dict-item]
             data = canonical(travel.sealed(entry, every_blob, self.settings.secret))
             written = self._call(
-                lambda r, before=before, data=data: _write(r, entry_key, before, blobs, data),
+                lambda r, before=before, data=data: _write(
+                    r, self.prefix, entry_key, before, blobs, data
+                ),
                 _FAILED,
             )
             if written is not _RACED:
@@ -234,7 +250,7 @@ class RemoteTier:
         """A fact about inputs that a process noted for others (which functions a module has,
         which versions a slangpy install is), checked like an entry; empty when there is none
         or it is refused."""
-        raw = self._call(lambda r: r.get(PREFIX + "fact:" + name))
+        raw = self._call(lambda r: r.get(self.prefix + "fact:" + name))
         if raw is None:
             return {}
         try:
@@ -255,8 +271,8 @@ class RemoteTier:
 
     def fact_names(self, prefix: str) -> list[str]:
         """Names of the facts that start with ``prefix`` (a scan: for tools)."""
-        start = len(PREFIX + "fact:")
-        pattern = PREFIX + "fact:" + prefix + "*"
+        start = len(self.prefix + "fact:")
+        pattern = self.prefix + "fact:" + prefix + "*"
         found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(pattern)])
         return sorted(found or [])
 
@@ -267,12 +283,14 @@ class RemoteTier:
         stored: dict[str, Any] = {"value": merged}
         if self.settings.secret is not None:
             stored[travel.MAC] = travel.mac(self.settings.secret, _fact(name, merged))
-        self._call(lambda r: r.set(PREFIX + "fact:" + name, canonical(stored)))
+        self._call(lambda r: r.set(self.prefix + "fact:" + name, canonical(stored)))
 
     def entry_keys(self) -> list[str]:
         """Keys of the entries the server holds (a scan: for tools, not the hot path)."""
-        start = len(PREFIX + "entry:")
-        found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(PREFIX + "entry:*")])
+        start = len(self.prefix + "entry:")
+        found = self._call(
+            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "entry:*")]
+        )
         return sorted(found or [])
 
     def listing(self) -> list[tuple[str, dict[str, Any] | None]]:
@@ -280,7 +298,7 @@ class RemoteTier:
         or MAC), or None where they do not decode (a scan: for tools)."""
         out = []
         for key in self.entry_keys():
-            raw = self._call(lambda r, key=key: r.get(PREFIX + "entry:" + key))
+            raw = self._call(lambda r, key=key: r.get(self.prefix + "entry:" + key))
             if raw is None:
                 continue
             try:
@@ -294,25 +312,27 @@ class RemoteTier:
         """Remove the blobs no entry names; how many went."""
         if not self.writable:
             return 0
-        start = len(PREFIX + "blob:")
-        names = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(PREFIX + "blob:*")])
+        start = len(self.prefix + "blob:")
+        names = self._call(
+            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "blob:*")]
+        )
         gone = [n for n in names or [] if n not in referenced]
         if gone:
-            self._call(lambda r: r.delete(*(PREFIX + "blob:" + n for n in gone)))
+            self._call(lambda r: r.delete(*(self.prefix + "blob:" + n for n in gone)))
         return len(gone)
 
     def delete(self, key: str) -> None:
         """Remove an entry (its blobs stay for other entries; Redis evicts what it must)."""
         if self.writable:
-            self._call(lambda r: r.delete(PREFIX + "entry:" + key))
+            self._call(lambda r: r.delete(self.prefix + "entry:" + key))
 
     def stats(self) -> dict[str, Any]:
         """What the server holds for slangspec, and the memory it uses in all."""
 
         def count(r: Any) -> dict[str, Any]:
             kinds = {"entry": 0, "blob": 0, "fact": 0, "lease": 0}
-            for k in r.scan_iter(PREFIX + "*", count=1000):
-                kind = k.decode()[len(PREFIX) :].split(":", 1)[0]
+            for k in r.scan_iter(self.prefix + "*", count=1000):
+                kind = k.decode()[len(self.prefix) :].split(":", 1)[0]
                 if kind in kinds:
                     kinds[kind] += 1
             memory = r.info("memory")
@@ -334,15 +354,15 @@ class RemoteTier:
 
     def leased(self, name: str) -> bool:
         """Whether some process, on any machine, holds the compile lease ``name`` now."""
-        return bool(self._call(lambda r: r.exists(PREFIX + "lease:" + name), 0))
+        return bool(self._call(lambda r: r.exists(self.prefix + "lease:" + name), 0))
 
     @contextlib.contextmanager
     def lease(self, name: str, done: Callable[[], bool], seconds: float) -> Iterator[None]:
         """Hold the compile lease ``name`` on the server until the block ends, renewed while
         it runs, or stop waiting once ``done()``. Waiters are woken when the holder lets go. A
         holder that dies frees it after ``seconds``. ``Unavailable`` without a usable server."""
-        key = PREFIX + "lease:" + name
-        channel = PREFIX + "landed:" + name
+        key = self.prefix + "lease:" + name
+        channel = self.prefix + "landed:" + name
         token = uuid.uuid4().hex
         waiter = self._call(lambda r: _subscribed(r, channel), _FAILED)
         if waiter is _FAILED:
@@ -387,14 +407,14 @@ class RemoteTier:
         """Try once to take the lease ``name``: within the block, True while this process holds
         it (renewed, and let go at the end) or works without a usable server; False when
         another holds it."""
-        key = PREFIX + "lease:" + name
+        key = self.prefix + "lease:" + name
         token = uuid.uuid4().hex
         ms = int(seconds * 1000)
         taken = self._call(lambda r: r.set(key, token, nx=True, px=_beat(ms)), _FAILED)
         if not taken or taken is _FAILED:
             yield taken is _FAILED
             return
-        with self._holding(key, token, _beat(ms), PREFIX + "landed:" + name):
+        with self._holding(key, token, _beat(ms), self.prefix + "landed:" + name):
             yield True
 
     @contextlib.contextmanager
@@ -402,9 +422,7 @@ class RemoteTier:
         """Keep the lease ``key`` this process took with ``token`` (for ``ms``) for the block,
         renewing it, then let go and wake its waiters."""
         stop = threading.Event()
-        renewer = threading.Thread(
-            target=self._renew, args=(key, token, ms, stop), daemon=True
-        )
+        renewer = threading.Thread(target=self._renew, args=(key, token, ms, stop), daemon=True)
         renewer.start()
         try:
             yield
@@ -440,13 +458,18 @@ return 0
 
 
 def _write(
-    client: Any, entry_key: str, before: bytes | None, blobs: dict[str, bytes], data: bytes
+    client: Any,
+    prefix: str,
+    entry_key: str,
+    before: bytes | None,
+    blobs: dict[str, bytes],
+    data: bytes,
 ) -> object | None:
-    """Write ``blobs`` (even present ones: a damaged copy is replaced), then the entry, unless
-    it changed since it read ``before``; ``_RACED`` when it did."""
+    """Write ``blobs`` (even present ones: a damaged copy is replaced) under ``prefix``, then
+    the entry, unless it changed since it read ``before``; ``_RACED`` when it did."""
     pipe = client.pipeline(transaction=False)
     for name, blob in blobs.items():
-        pipe.set(PREFIX + "blob:" + name, blob)
+        pipe.set(prefix + "blob:" + name, blob)
     pipe.execute()
     with client.pipeline() as pipe:
         try:
