@@ -658,3 +658,18 @@ def test_an_unsigned_fact_from_the_server_is_used_but_never_kept(tmp_path, redis
         ),
         tdev,
     )
+
+
+def test_an_oversized_blob_is_refused_before_it_travels(tmp_path, redis_server, monkeypatch, tdev):
+    from slangspec.cache_store import remote
+
+    poly_checked(load(tmp_path / "first", redis_server), tdev)
+    client = redis_server.client()
+    (key,) = entries(redis_server)
+    name = next(iter(json.loads(client.get(key))["kernels"].values()))
+    monkeypatch.setattr(remote, "MAX_BLOB_BYTES", 4096)
+    client.set(PREFIX + "blob:" + name, b"x" * 4097)
+    before = compile_counts["specialize"]
+    with pytest.warns(CacheWarning, match=r"is 4097 bytes, past the limit of 4096"):
+        poly_checked(load(tmp_path / "second", redis_server), tdev)
+    assert compile_counts["specialize"] == before + 1

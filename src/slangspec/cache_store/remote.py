@@ -200,6 +200,17 @@ class RemoteTier:
         except ValueError as exc:
             self.warn("garbled entry", f"holds an entry {key[:12]} that does not decode ({exc})")
             return Unusable(f"it does not decode ({exc})")
+        sizes = self._call(lambda r: _sizes(r, [self.prefix + "blob:" + n for n in wanted]))
+        if sizes is None:
+            return None
+        too_big = [
+            (n, size) for n, size in zip(wanted, sizes, strict=True) if size > MAX_BLOB_BYTES
+        ]
+        if too_big:
+            (name, size), *_ = too_big
+            why = f"its blob {name} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
+            self.warn("oversized blob", f"holds an entry {key[:12]} that is refused ({why})")
+            return Unusable(why)
         blobs = self._blobs(wanted)
         if blobs is None or None in blobs.values():
             return None
@@ -435,6 +446,18 @@ class RemoteTier:
     def _renew(self, key: str, token: str, ms: int, stop: threading.Event) -> None:
         while not stop.wait(ms / 3000):
             self._call(lambda r: r.eval(_RENEW, 1, key, token, ms))
+
+
+MAX_BLOB_BYTES = 64 << 20
+"""The largest blob (a kernel source or cubin) fetched from the server; its size is asked
+first, so a larger one is refused before it travels."""
+
+
+def _sizes(client: Any, keys: list[str]) -> list[int]:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.strlen(key)
+    return pipe.execute() if keys else []
 
 
 HEARTBEAT_MS = 5000
