@@ -130,6 +130,29 @@ def test_a_locked_index_is_set_aside_not_rebuilt(tmp_path, tdev, monkeypatch):
     assert len(slangspec.Cache(cache).entries()) == 1, "the index lost what it held"
 
 
+def test_a_locked_index_is_set_aside_within_its_wait_not_a_minute(tmp_path, tdev, monkeypatch):
+    """diskcache retries a locked index for 60 s as it opens it; slangspec waits only as long
+    as any index operation does before it computes without caching."""
+    cache = tmp_path / "cache"
+    a = torch.ones(1, device=tdev)
+    load(cache).poly(a, torch.ones(4, device=tdev))
+    monkeypatch.setattr(disk, "INDEX_WAIT_SECONDS", 1.0)
+    fresh = load(cache)
+    db = index(cache)
+    db.execute("BEGIN EXCLUSIVE")
+    try:
+        start = time.monotonic()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = fresh.poly(a, torch.ones(4, 3, device=tdev))
+        took = time.monotonic() - start
+    finally:
+        db.rollback()
+        db.close()
+    torch.testing.assert_close(y, torch.full((4, 3), 4.0, device=tdev))
+    assert took < 10, f"the call waited {took:.1f} s on a locked index"
+
+
 def test_a_damaged_module_copy_is_rewritten_and_reported(tmp_path, tdev):
     cache = tmp_path / "cache"
     source = "[Differentiable] float twice(float x) { return 2.0 * x; }"

@@ -96,6 +96,16 @@ class DiskTier:
     # -- the index: rebuilt when SQLite finds it damaged, set aside when it is only in trouble --
 
     def _open(self) -> diskcache.Cache:
+        db = self.root / INDEX / "cache.db"
+        if self.writable and db.is_file():
+            # diskcache retries a locked index for 60 s as it opens it, whatever its timeout:
+            # ask for the write lock first, for as long as any operation waits.
+            probe = sqlite3.connect(str(db), timeout=INDEX_WAIT_SECONDS, isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+            finally:
+                probe.close()
         index = diskcache.Cache(
             str(part(self.root, INDEX)),
             timeout=INDEX_WAIT_SECONDS,
