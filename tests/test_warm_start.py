@@ -4,13 +4,15 @@ brings slangpy up (or, where it cannot be imported, says what was missing)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from slangspec.slangpy_install import install_stamp
+from slangspec.slangpy_install import install_stamp, wheel_stamp
 from workers import HERE, SHADERS, run, worker
 
 
@@ -156,3 +158,33 @@ def test_the_install_stamp_changes_with_any_native_library(tmp_path):
     assert install_stamp(package) == before
     (package / "libslang.so.1").write_bytes(b"x" * 11)
     assert install_stamp(package) != before
+
+
+def _wheel_install(site: Path, record: dict[str, str]) -> Path:
+    """A slangpy package in ``site`` whose RECORD lists ``record`` (file name -> hash)."""
+    package = site / "slangpy"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name in ("libslang.so.1", "slangpy_ext.cpython-311-x86_64-linux-gnu.so"):
+        (package / name).write_bytes(b"x" * 10)
+    info = site / "slangpy-0.43.1.dist-info"
+    info.mkdir()
+    lines = [f"slangpy/{n},sha256={h},10" for n, h in record.items()]
+    (info / "RECORD").write_text("\n".join([*lines, "slangpy/__init__.py,,"]) + "\n")
+    return package
+
+
+def test_the_wheel_stamp_is_the_same_wherever_one_wheel_is_installed(tmp_path):
+    listed = {"libslang.so.1": "abc", "slangpy_ext.cpython-311-x86_64-linux-gnu.so": "def"}
+    here = _wheel_install(tmp_path / "a", listed)
+    there = _wheel_install(tmp_path / "b", listed)
+    os.utime(there / "libslang.so.1", (1, 1))
+    assert install_stamp(here) != install_stamp(there)  # the local stamp tells them apart
+    assert wheel_stamp(here) == wheel_stamp(there) is not None
+    # Another Python's extension module does not change it; another library build does.
+    other_python = {**listed, "slangpy_ext.cpython-311-x86_64-linux-gnu.so": "xyz"}
+    assert wheel_stamp(_wheel_install(tmp_path / "c", other_python)) == wheel_stamp(here)
+    rebuilt = {**listed, "libslang.so.1": "abd"}
+    assert wheel_stamp(_wheel_install(tmp_path / "d", rebuilt)) != wheel_stamp(here)
+    # A library the RECORD does not list (built or copied in by hand): no wheel stamp.
+    assert wheel_stamp(_wheel_install(tmp_path / "e", {})) is None

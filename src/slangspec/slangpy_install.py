@@ -6,6 +6,12 @@ time a process whose kernels are all cached has no other reason to spend. A proc
 imported slangpy notes both against a stamp of its install: the package's path and the size and
 modification time of each native library in it. A later process finds the package on
 ``sys.path`` as ``import slangpy`` would, stamps it the same way, and reads the versions back.
+
+A wheel install also has a stamp that is the same wherever that wheel is installed: the SHA-256
+its RECORD lists for each of its native libraries (Python extension modules aside, so that one
+slangpy release's wheels for several Pythons may share it). Kernels shipped in a package note
+the versions under it, so a fresh environment running them needs slangpy no more than a warm
+one. The local stamp is asked first: a library rebuilt in place changes it at once.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ class VersionMemo(Protocol):
     def note_fact(self, name: str, value: dict[str, Any]) -> None: ...
 
 
-def _noted(memo: VersionMemo, stamp: str) -> Versions | None:
+def _noted(memo: VersionMemo, stamp: str | None) -> Versions | None:
+    if stamp is None:
+        return None
     known = memo.fact("slangpy:" + stamp, "slangpy")
     if set(known) != {"slangpy", "slang"} or not all(isinstance(v, str) for v in known.values()):
         return None
@@ -50,6 +58,36 @@ def install_stamp(directory: Path) -> str:
                 libraries.append((e.name, st.st_size, st.st_mtime_ns))
     described = json.dumps([str(directory), sorted(libraries)])
     return xxhash.xxh3_128_hexdigest(described.encode())
+
+
+def _extension(name: str) -> bool:
+    return ".cpython-" in name or ".abi3." in name or name.endswith(".pyd")
+
+
+def wheel_stamp(directory: Path) -> str | None:
+    """The stamp of the slangpy wheel installed at ``directory``, from its RECORD's hashes of
+    the native libraries there; None when any of them is not listed with a hash and its size
+    (an editable or hand-built install)."""
+    present = {}
+    with os.scandir(directory) as entries:
+        for e in entries:
+            if _native(e.name) and not _extension(e.name) and e.is_file():
+                present[f"{directory.name}/{e.name}"] = e.stat().st_size
+    for info in sorted(directory.parent.glob(f"{directory.name}-*.dist-info")):
+        listed = {}
+        try:
+            lines = (info / "RECORD").read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            path, _, rest = line.partition(",")
+            digest, _, size = rest.partition(",")
+            if path in present and digest.startswith("sha256=") and size.isdigit():
+                listed[path] = digest
+        if present and listed.keys() == present.keys():
+            described = json.dumps(["wheel", info.name, sorted(listed.items())])
+            return "wheel:" + xxhash.xxh3_128_hexdigest(described.encode())
+    return None
 
 
 def find_install() -> Path | None:
@@ -75,7 +113,7 @@ def slangpy_versions(memo: VersionMemo | None) -> Versions:
     if memo is not None and sys.modules.get("slangpy") is None:
         directory = find_install()
         if directory is not None:
-            known = _noted(memo, install_stamp(directory))
+            known = _noted(memo, install_stamp(directory)) or _noted(memo, wheel_stamp(directory))
             if known is not None:
                 return known
     try:
@@ -86,7 +124,7 @@ def slangpy_versions(memo: VersionMemo | None) -> Versions:
             f"imported ({exc}); a process that can import it notes the version in the cache"
         ) from exc
     if memo is not None:
-        stamp = install_stamp(directory)
-        if _noted(memo, stamp) != versions:
-            memo.note_fact("slangpy:" + stamp, versions)
+        for stamp in (install_stamp(directory), wheel_stamp(directory)):
+            if stamp is not None and _noted(memo, stamp) != versions:
+                memo.note_fact("slangpy:" + stamp, versions)
     return versions
