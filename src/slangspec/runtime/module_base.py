@@ -24,7 +24,7 @@ from ..cache_store.settings import check_all
 from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..log import configure as configure_logging
-from ..preimage import module_closure, preimage
+from ..preimage import module_closure, module_facts, preimage
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
 from .miss_path import Builder, needing_slang
@@ -92,17 +92,11 @@ class BuildModule:
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
-        self.functions_fact = "functions:" + key_of(
-            {
-                "functions_of": name,
-                "toolchain": self.toolchain,
-                "sources": self.sources,
-                "defines": self.defines,
-            }
+        self.functions_fact, self.names_fact = module_facts(
+            name, self.toolchain, self.sources, self.defines
         )
-        """Keys what the cache remembers of which functions this module's content has."""
-        self.names_fact = "names:" + self.functions_fact.removeprefix("functions:")
-        """Keys the list of the functions this module's content declares."""
+        """Key what the cache remembers of which functions this module's content has, and the
+        list of those it declares."""
         self.waits_for_reflection = True
         """Whether a CUDA process that finds another machine reflecting this module waits for
         what it notes instead of starting Slang itself; warming turns it off, since its
