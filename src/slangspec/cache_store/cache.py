@@ -12,6 +12,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from . import report, travel
@@ -31,14 +32,15 @@ from .location import (
 )
 from .policy import EntryFilter, Regenerate, enforce_bound, evict, rows, select, verify
 from .remote import RemoteSettings, RemoteTier, remote_settings
+from .shipped import ShippedTier
 from .shrinking import shrink_over_bound
 from .tier import Found, Tier, Unusable
 
 
 class Cache:
     """A slangspec cache directory (``path``, else ``SLANGSPEC_CACHE_DIR``, else the user cache),
-    with the shared tier ``remote`` behind it when given; with ``read_only``, a view of both that
-    writes nothing to either."""
+    with the kernels a package ships in ``shipped`` behind it, then the shared tier ``remote``,
+    when given; with ``read_only``, a view of them all that writes nothing anywhere."""
 
     regenerate: Regenerate | None = None
     """How ``verify(repair=True)`` rebuilds a missing kernel source from its plan; without one,
@@ -50,12 +52,16 @@ class Cache:
         remote: RemoteSettings | None = None,
         *,
         read_only: bool = False,
+        shipped: str | os.PathLike[str] | None = None,
     ) -> None:
         self.root = cache_root(path)
         self.read_only = read_only
         if remote is not None and read_only:
             remote = dataclasses.replace(remote, read_only=True)
-        self._far: tuple[Tier, ...] = () if remote is None else (RemoteTier(remote),)
+        self._far: tuple[Tier, ...] = (
+            *(() if shipped is None else (ShippedTier(Path(shipped), self.regenerate),)),
+            *(() if remote is None else (RemoteTier(remote),)),
+        )
         self._open()
 
     def _open(self) -> None:
@@ -72,22 +78,24 @@ class Cache:
         remote: str | None = None,
         *,
         read_only: bool = False,
+        shipped: str | os.PathLike[str] | None = None,
     ) -> Cache:
         """The cache a process runs kernels from: the one at ``path`` when it is safe to (a
         directory of this user that no one else can write), else, with a warning, a private
         cache of this process alone; behind it the remote tier at ``remote``, else at
-        ``SLANGSPEC_REMOTE``, when either is set."""
+        ``SLANGSPEC_REMOTE``, when either is set; between them, the kernels shipped in
+        ``shipped``, when given."""
         settings = remote_settings(remote)
         root = cache_root(path)
         problem = root_problem(root)
         if problem is None:
-            return cls(root, settings, read_only=read_only)
+            return cls(root, settings, read_only=read_only, shipped=shipped)
         warnings.warn(
             f"slangspec cache {root} is not used: {problem}; this process keeps a private cache",
             CacheWarning,
             stacklevel=3,
         )
-        return cls(private_root(), settings, read_only=read_only)
+        return cls(private_root(), settings, read_only=read_only, shipped=shipped)
 
     def __repr__(self) -> str:
         return f"<slangspec.Cache {self.root}>"
@@ -134,12 +142,13 @@ class Cache:
                 why = "its stored preimage differs from the requested one"
             if why is not None:
                 # A shared tier warns of what it refuses itself, and what it holds is published
-                # over once this process built it.
+                # over once this process built it; a read-only one keeps what it holds.
+                kept = tier.shared or not tier.writable
                 if repair and not (tier.shared and isinstance(got, Unusable)):
-                    done = "not used" if tier.shared else "dropped"
+                    done = "not used" if kept else "dropped"
                     message = f"slangspec cache entry {key[:12]} {done}: {why}; rebuilding"
                     warnings.warn(message, CacheWarning, stacklevel=3)
-                if repair and not tier.shared:
+                if repair and not kept:
                     tier.delete(key)
                 continue
             assert isinstance(got, Found)

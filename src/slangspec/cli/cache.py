@@ -250,17 +250,55 @@ def verify(repair, cache_dir, remote, as_json):
 
 
 @cache.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, writable=True))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, writable=True))
+@click.option(
+    "--for-package",
+    "package",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Add the entries, with their binaries, to DIR, a directory a Python package ships as "
+    "package data and passes to slangspec.load(..., shipped=DIR).",
+)
+@module_filter_option
+@function_filter_option
+@device_filter_option
 @cache_dir_option
-def export_(file, cache_dir):
+@json_option
+def export_(file, package, module, function, device, cache_dir, as_json):
     """Write a portable bundle of records, plans and sources to FILE, with the binaries sealed
-    by a MAC when SLANGSPEC_SECRET is set."""
+    by a MAC when SLANGSPEC_SECRET is set; or, with --for-package DIR, kernels for a package to
+    ship (--module, --function and --device choose which)."""
+    if (file is None) == (package is None):
+        raise UsageProblem("give either FILE (a bundle) or --for-package DIR")
+    where = EntryFilter(module=module, function=function, device=device)
+    if package is not None:
+        from ..package_kernels import export_for_package
+
+        try:
+            counts = export_for_package(Cache(cache_dir), package, where)
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from None
+        if not counts["entries"]:
+            fail("no entry matched, nothing written: warm the cache first (specialize warm)")
+        if as_json:
+            print_json(counts)
+            return
+        click.echo(
+            f"exported {counts['entries']} entries with {counts['binaries']} binaries to "
+            f"{package}, which now ships {counts['shipped']} entries"
+        )
+        return
+    if where:
+        raise UsageProblem("--module, --function and --device choose entries for --for-package")
     from ..bundle import export_bundle
 
     try:
         counts = export_bundle(Cache(cache_dir), file)
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
+    if as_json:
+        print_json(counts)
+        return
     click.echo(
         f"exported {counts['entries']} entries, {counts['records']} records, "
         f"{counts['sources']} sources and {counts['binaries']} sealed binaries to {file}"

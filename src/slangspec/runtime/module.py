@@ -489,8 +489,9 @@ def _numpy_to_torch(values: Any, device: torch.device) -> Any:
 
 def load(path: str | os.PathLike[str], **options: Unpack[LoadOptions]) -> Module:
     """Load the Slang module at ``path``; its imports resolve beside it and in ``include_paths``.
-    Keywords (``LoadOptions``): ``device``, ``include_paths``, ``defines``, ``cache_dir`` and
-    ``remote`` (else ``SLANGSPEC_REMOTE``), a shared Redis tier behind the local cache."""
+    Keywords (``LoadOptions``): ``device``, ``include_paths``, ``defines``, ``cache_dir``,
+    ``shipped`` (kernels a package ships) and ``remote`` (else ``SLANGSPEC_REMOTE``), a shared
+    Redis tier behind the local cache."""
     return load_module(Module, path, **options)
 
 

@@ -360,6 +360,9 @@ class LoadOptions(TypedDict, total=False):
     """The cache root (default: ``SLANGSPEC_CACHE_DIR``, else the user cache directory)."""
     remote: str | None
     """The shared Redis tier behind the local cache (default: ``SLANGSPEC_REMOTE``)."""
+    shipped: str | os.PathLike[str] | None
+    """A directory of kernels shipped with a package (``specialize cache export
+    --for-package``), served read-only after the local cache and before any compile."""
 
 
 def _opened(
@@ -374,7 +377,9 @@ def _opened(
     check_all()
     configure_logging()
     if cache is None:
-        cache = Cache.for_running(options.get("cache_dir"), options.get("remote"))
+        cache = Cache.for_running(
+            options.get("cache_dir"), options.get("remote"), shipped=options.get("shipped")
+        )
     includes = [Path(i).resolve() for i in options.get("include_paths", ())]
     return options.get("device"), includes, dict(options.get("defines") or {}), cache
 

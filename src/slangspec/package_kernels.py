@@ -1,0 +1,107 @@
+"""Kernels for a package to ship: the entries of a cache written as a directory of package data,
+which ``slangspec.load(..., shipped=DIR)`` serves read-only (see ``cache_store.shipped``).
+
+Each export adds to what the directory already holds, so one package can carry kernels built for
+several GPUs or toolchains, exported on each. With every entry go the facts a fresh process
+would otherwise start Slang or import slangpy for: which functions its module has and how they
+are described, and which versions this slangpy wheel is (under the stamp that is the same
+wherever the wheel is installed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .cache_store import Cache, EntryFilter, travel
+from .cache_store.entry import blobs_of
+from .cache_store.policy import select
+from .cache_store.shipped import BLOBS, INDEX, SHIPPED_FORMAT, SHIPPED_VERSION, read_index
+from .preimage import module_facts
+from .slangpy_install import find_install, slangpy_versions, wheel_stamp
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write a file every user who installs the package can read, whole or not at all."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _existing(directory: Path) -> dict[str, Any]:
+    """What ``directory`` already ships; ValueError when it holds something else."""
+    if not directory.exists():
+        return {"entries": {}, "facts": {}}
+    if not directory.is_dir():
+        raise ValueError(f"{directory} is not a directory")
+    if not (directory / INDEX).exists():
+        if any(directory.iterdir()):
+            raise ValueError(
+                f"{directory} is not empty and holds no shipped kernels; export into a new "
+                "directory"
+            )
+        return {"entries": {}, "facts": {}}
+    try:
+        return read_index(directory)
+    except ValueError as exc:
+        raise ValueError(f"{directory}: {exc}") from None
+
+
+def export_for_package(
+    cache: Cache, directory: str | os.PathLike[str], where: EntryFilter | None = None
+) -> dict[str, int]:
+    """Add the whole entries of ``cache`` that ``where`` matches (all by default) to the
+    shipped directory ``directory``, with their binaries and facts; returns counts."""
+    directory = Path(directory)
+    index = _existing(directory)
+    entries: dict[str, Any] = index["entries"]
+    facts: dict[str, Any] = index["facts"]
+    wanted = set(select(cache.disk, where)) if where else None
+    added = binaries = 0
+    blobs: dict[str, bytes] = {}
+    for key, row in cache.rows():
+        if row is None or (wanted is not None and key not in wanted):
+            continue
+        entry = travel.shared(row)
+        for label, b in list(entry["binaries"].items()):
+            data = cache.read_blob(b["file"])
+            if data is None:
+                del entry["binaries"][label]
+                continue
+            blobs[b["file"]] = data
+            binaries += 1
+        entries[key] = entry
+        added += 1
+        pre = entry["preimage"]
+        for name in module_facts(pre["module"], pre["toolchain"], pre["sources"], pre["defines"]):
+            known = cache.disk.fact(name)
+            if known:
+                facts[name] = {**facts.get(name, {}), **known}
+    if not added:
+        return {"entries": 0, "binaries": 0, "shipped": len(entries)}
+    install = find_install()
+    stamp = None if install is None else wheel_stamp(install)
+    if stamp is not None:
+        facts["slangpy:" + stamp] = slangpy_versions(cache)
+    (directory / BLOBS).mkdir(mode=0o755, parents=True, exist_ok=True)
+    os.chmod(directory, 0o755)
+    os.chmod(directory / BLOBS, 0o755)
+    for name, data in blobs.items():
+        _write(directory / BLOBS / name, data)
+    named = set().union(*(blobs_of(e) for e in entries.values())) if entries else set()
+    for stale in (directory / BLOBS).iterdir():
+        if stale.name not in named:
+            stale.unlink()
+    index = {
+        "format": SHIPPED_FORMAT,
+        "version": SHIPPED_VERSION,
+        "entries": entries,
+        "facts": facts,
+    }
+    _write(directory / INDEX, json.dumps(index, indent=1, sort_keys=True).encode())
+    return {"entries": added, "binaries": binaries, "shipped": len(entries)}
