@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -22,6 +23,8 @@ import torch
 import slangspec
 from slangspec.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, key_of, location
+from slangspec.runtime.module import Module
+from slangspec.runtime.module_base import load_module_source
 from workers import load, report, run, worker
 
 NEW_ROW = (
@@ -162,10 +165,33 @@ def test_a_damaged_module_copy_is_rewritten_and_reported(tmp_path, tdev):
     assert slangspec.Cache(cache).verify()["problems"] == [
         {"key": "", "problem": f"module copy {copy} is damaged"}
     ]
-    m = slangspec.load_source("copied", source, cache_dir=cache)
+    with pytest.warns(slangspec.CacheWarning, match="copied.slang is damaged; writing it again"):
+        m = slangspec.load_source("copied", source, cache_dir=cache)
     x = torch.ones(3, device=tdev)
     torch.testing.assert_close(m.twice(x), 2 * x)
     assert slangspec.Cache(cache).verify()["problems"] == []
+
+
+def test_a_clear_between_writing_a_source_module_and_compiling_it_breaks_nothing(tmp_path, tdev):
+    """Another process's ``cache clear`` removes a ``load_source`` module's file after it is
+    written: the module is keyed from the source it was given, and written again to compile."""
+    cache = slangspec.Cache(tmp_path / "cache")
+    files = cache.files
+    written = files.write_module
+
+    def cleared_after(name: str, source: str) -> Path:
+        path = written(name, source)
+        shutil.rmtree(tmp_path / "cache" / "modules")
+        return path
+
+    files.write_module = cleared_after  # type: ignore[method-assign]
+    source = "[Differentiable] float thrice(float x) { return 3.0 * x; }"
+    m = load_module_source(Module, "cleared", source, cache=cache)
+    files.write_module = written  # type: ignore[method-assign]
+    assert not (tmp_path / "cache" / "modules").exists()
+    x = torch.ones(3, device=tdev)
+    torch.testing.assert_close(m.thrice(x), 3 * x)
+    assert list((tmp_path / "cache" / "modules").glob("*/cleared.slang"))
 
 
 def test_a_dead_lease_holder_is_taken_over_at_once(tmp_path):

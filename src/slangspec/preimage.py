@@ -37,8 +37,11 @@ def _resolve(name: str, relative_to: Path, search: Sequence[Path]) -> Path | Non
     return None
 
 
-def module_closure(entry: Path, search: Sequence[Path]) -> dict[str, str]:
-    """Content hashes of a module and of every Slang file it imports, transitively.
+def module_closure(
+    entry: Path, search: Sequence[Path], content: bytes | None = None
+) -> dict[str, str]:
+    """Content hashes of a module and of every Slang file it imports, transitively; the module's
+    own ``content``, when given, instead of its file's.
 
     Keys are import names relative to the search paths, so a cache built on one machine keys the
     same on another; imports outside the search paths (slangpy's own library) are covered by the
@@ -52,7 +55,7 @@ def module_closure(entry: Path, search: Sequence[Path]) -> dict[str, str]:
         if path in seen:
             continue
         seen.add(path)
-        data = path.read_bytes()
+        data = content if path == entry and content is not None else path.read_bytes()
         closure[_name_of(path, entry, search)] = xxhash.xxh3_128_hexdigest(data)
         for m in _IMPORT_RE.finditer(data.decode("utf-8", errors="replace")):
             found = _resolve(m.group(1) or f'"{m.group(2)}"', path.parent, search)

@@ -239,6 +239,7 @@ class Builder:
 
         def attempt() -> tuple[str, CompiledKernel]:
             name = self.cache.write_blob("source", source)
+            self._module_written()
             return name, self._compiled(name)
 
         def apart() -> tuple[str, CompiledKernel]:
@@ -262,13 +263,19 @@ class Builder:
             with self._apart({}) as (compiler, include_paths):
                 return compiler.load_module(m.name, include_paths, m.defines, m.content)
 
-        module = self._retried(
-            lambda: m.compiler.load_module(m.name, m.include_paths, m.defines, m.content),
-            lambda: False,
-            apart,
-        )
+        def attempt() -> spy.SlangModule:
+            self._module_written()
+            return m.compiler.load_module(m.name, m.include_paths, m.defines, m.content)
+
+        module = self._retried(attempt, lambda: False, apart)
         self.cache.files.note_compiled(m.module_names)
         return module
+
+    def _module_written(self) -> None:
+        """A module given as a source string, written where Slang finds it, again when a
+        ``cache clear`` in any process removed it."""
+        if self.module.source is not None:
+            self.cache.files.write_module(self.module.name, self.module.source)
 
     def _retried(
         self, attempt: Callable[[], T], lost: Callable[[], bool], apart: Callable[[], T]

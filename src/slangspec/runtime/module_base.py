@@ -88,7 +88,9 @@ class BuildModule:
         self._device_identity: dict[str, str] | None = None
         self.toolchain = toolchain(cache)
         # Hashed once per module object: a running module keeps the code it loaded.
-        self.sources = module_closure(self.path, self.user_include_paths)
+        # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
+        given = None if source is None else source.encode()
+        self.sources = module_closure(self.path, self.user_include_paths, given)
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
