@@ -351,14 +351,21 @@ class DiskTier:
     # -- modules given as source strings --------------------------------------------------------
 
     def write_module(self, name: str, source: str) -> Path:
-        """The file of a module given as a source string, written once per content."""
+        """The file of a module given as a source string, written once per content (again
+        when a ``cache clear`` removed it)."""
         directory = part(self.root, MODULES) / xxhash.xxh3_64_hexdigest(source.encode())
-        directory.mkdir(mode=0o700, exist_ok=True)
         path = directory / f"{name}.slang"
         data = source.encode()
-        with contextlib.suppress(FileNotFoundError):
+        try:
             if path.read_bytes() == data:
                 return path
+            warnings.warn(
+                f"slangspec cache module {path} is damaged; writing it again",
+                CacheWarning,
+                stacklevel=4,
+            )
+        except FileNotFoundError:
+            pass
         self._write(path, data)
         return path
 
