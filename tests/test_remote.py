@@ -673,3 +673,25 @@ def test_an_oversized_blob_is_refused_before_it_travels(tmp_path, redis_server, 
     with pytest.warns(CacheWarning, match=r"is 4097 bytes, past the limit of 4096"):
         poly_checked(load(tmp_path / "second", redis_server), tdev)
     assert compile_counts["specialize"] == before + 1
+
+
+def test_a_call_fetches_each_blob_once_even_when_it_is_refused(
+    tmp_path, redis_server, monkeypatch, tdev
+):
+    poly_checked(load(tmp_path / "first", redis_server), tdev)
+    client = redis_server.client()
+    (key,) = entries(redis_server)
+    name = next(iter(json.loads(client.get(key))["kernels"].values()))
+    client.set(PREFIX + "blob:" + name, b"damaged, and not what its name hashes")
+    fetched: list[str] = []
+    fetch = RemoteTier._blobs
+
+    def counted(self, wanted):
+        fetched.extend(wanted)
+        return fetch(self, wanted)
+
+    monkeypatch.setattr(RemoteTier, "_blobs", counted)
+    with pytest.warns(CacheWarning, match="does not match its name"):
+        poly_checked(load(tmp_path / "second", redis_server), tdev)  # forward and backward
+    repeated = {n: fetched.count(n) for n in fetched if fetched.count(n) > 1}
+    assert fetched and not repeated

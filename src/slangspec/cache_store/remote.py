@@ -21,6 +21,7 @@ goes on from its local tier.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import hashlib
@@ -39,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from . import travel
 from .entry import blobs_of
-from .keys import canonical
+from .keys import canonical, names
 from .location import CacheWarning
 from .settings import setting
 from .tier import Found, Unavailable, Unusable
@@ -128,6 +129,14 @@ class RemoteTier:
         self.prefix = namespace(settings.secret)
         """Where this tier's keys live: nodes with different secrets (or none) never see, nor
         write over, each other's entries."""
+        self._judged: collections.OrderedDict[str, tuple[bytes, Found | Unusable]] = (
+            collections.OrderedDict()
+        )
+        """The last entries decoded, by key: the stored bytes and what they were found to be,
+        so that the same entry read again (a waiter polling, a publisher merging) fetches its
+        blobs no more."""
+        self._had = _Blobs(HELD_BLOB_BYTES)
+        """Blobs this process fetched (matching their names) or published lately."""
 
     def __repr__(self) -> str:
         return f"<slangspec remote tier {self.settings.shown}>"
@@ -193,27 +202,44 @@ class RemoteTier:
         return None if raw is None else self._decoded(key, raw)
 
     def _decoded(self, key: str, raw: bytes) -> Found | Unusable | None:
-        """The entry stored as ``raw`` under ``key``, with its blobs fetched and checked."""
+        """The entry stored as ``raw`` under ``key``, with its blobs fetched and checked (once
+        for the same bytes: blobs are named by their content)."""
+        judged = self._judged.get(key)
+        if judged is not None and judged[0] == raw:
+            self._judged.move_to_end(key)
+            return judged[1]
+        got = self._fetched(key, raw)
+        if got is not None:
+            self._judged[key] = (raw, got)
+            while len(self._judged) > JUDGED_ENTRIES:
+                self._judged.popitem(last=False)
+        return got
+
+    def _fetched(self, key: str, raw: bytes) -> Found | Unusable | None:
         try:
             stored = json.loads(raw)
             wanted = sorted(blobs_of(travel.parts(stored)))
         except ValueError as exc:
             self.warn("garbled entry", f"holds an entry {key[:12]} that does not decode ({exc})")
             return Unusable(f"it does not decode ({exc})")
-        sizes = self._call(lambda r: _sizes(r, [self.prefix + "blob:" + n for n in wanted]))
+        blobs = self._had.some(wanted)
+        unknown = [n for n in wanted if n not in blobs]
+        sizes = self._call(lambda r: _sizes(r, [self.prefix + "blob:" + n for n in unknown]))
         if sizes is None:
             return None
         too_big = [
-            (n, size) for n, size in zip(wanted, sizes, strict=True) if size > MAX_BLOB_BYTES
+            (n, size) for n, size in zip(unknown, sizes, strict=True) if size > MAX_BLOB_BYTES
         ]
         if too_big:
             (name, size), *_ = too_big
             why = f"its blob {name} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
             self.warn("oversized blob", f"holds an entry {key[:12]} that is refused ({why})")
             return Unusable(why)
-        blobs = self._blobs(wanted)
-        if blobs is None or None in blobs.values():
+        fetched = self._blobs(unknown)
+        if fetched is None or None in fetched.values():
             return None
+        self._had.keep({n: data for n, data in fetched.items() if names(n, data)})  # type: ignore[arg-type]
+        blobs.update(fetched)
         try:
             entry = travel.check(stored, blobs, self.settings.secret)
         except travel.Refused as exc:
@@ -222,6 +248,7 @@ class RemoteTier:
         return Found(entry, lambda: blobs)
 
     def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
+        """The blobs ``wanted``, by name (None for one the server lacks), in one request."""
         keys = [self.prefix + "blob:" + n for n in wanted]
         found = self._call(lambda r: r.mget(keys) if keys else [])
         return None if found is None else dict(zip(wanted, found, strict=True))
@@ -255,6 +282,7 @@ class RemoteTier:
                 _FAILED,
             )
             if written is not _RACED:
+                self._had.keep(blobs)
                 return
 
     def fact(self, name: str) -> dict[str, Any]:
@@ -451,6 +479,36 @@ class RemoteTier:
 MAX_BLOB_BYTES = 64 << 20
 """The largest blob (a kernel source or cubin) fetched from the server; its size is asked
 first, so a larger one is refused before it travels."""
+JUDGED_ENTRIES = 64
+"""How many entries a process remembers having fetched and checked."""
+HELD_BLOB_BYTES = 64 << 20
+"""How many bytes of blobs a process keeps of those it fetched or published lately."""
+
+
+class _Blobs:
+    """Blobs by name, the least recently kept dropped past ``bound`` bytes."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self._held: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def some(self, wanted: list[str]) -> dict[str, bytes | None]:
+        """Those of the blobs ``wanted`` held here, by name."""
+        with self._lock:
+            return {n: self._held[n] for n in wanted if n in self._held}
+
+    def keep(self, blobs: Mapping[str, bytes]) -> None:
+        with self._lock:
+            for name, data in blobs.items():
+                if name not in self._held:
+                    self._held[name] = data
+                    self._bytes += len(data)
+                self._held.move_to_end(name)
+            while self._bytes > self.bound:
+                _, gone = self._held.popitem(last=False)
+                self._bytes -= len(gone)
 
 
 def _sizes(client: Any, keys: list[str]) -> list[int]:
