@@ -17,9 +17,9 @@ from typing import Any
 
 from .cache_store import Cache, EntryFilter, travel
 from .cache_store.entry import blobs_of
+from .cache_store.keys import entry_facts
 from .cache_store.policy import select
 from .cache_store.shipped import BLOBS, INDEX, SHIPPED_FORMAT, SHIPPED_VERSION, read_index
-from .preimage import module_facts
 from .slangpy_install import find_install, slangpy_versions, wheel_stamp
 
 
@@ -77,8 +77,7 @@ def export_for_package(
             binaries += 1
         entries[key] = entry
         added += 1
-        pre = entry["preimage"]
-        for name in module_facts(pre["module"], pre["toolchain"], pre["sources"], pre["defines"]):
+        for name in entry_facts(entry["preimage"]):
             known = cache.disk.fact(name)
             if known:
                 facts[name] = {**facts.get(name, {}), **known}

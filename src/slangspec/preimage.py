@@ -14,8 +14,6 @@ from typing import Any
 
 import xxhash
 
-from .cache_store.keys import key_of
-
 _IMPORT_RE = re.compile(
     r'^\s*(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
     r'|^\s*(?:__include|#\s*include)\s+"([^"]+)"',
@@ -95,14 +93,3 @@ def preimage(
         "function": function,
         "signature": signature,
     }
-
-
-def module_facts(
-    module: str, toolchain: dict[str, Any], sources: dict[str, str], defines: dict[str, str]
-) -> tuple[str, str]:
-    """The names of the facts the cache keeps about one module's content: which functions it
-    has (with their descriptions), and the list of those it declares."""
-    digest = key_of(
-        {"functions_of": module, "toolchain": toolchain, "sources": sources, "defines": defines}
-    )
-    return "functions:" + digest, "names:" + digest

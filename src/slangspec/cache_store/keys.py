@@ -49,3 +49,21 @@ def blob_kind(name: str) -> BlobKind:
 def names(name: str, data: bytes) -> bool:
     """Whether ``data`` is the content that ``name`` was given for."""
     return blob_name(blob_kind(name), data) == name
+
+
+def module_facts(
+    module: str, toolchain: dict[str, Any], sources: dict[str, str], defines: dict[str, str]
+) -> tuple[str, str]:
+    """The names of the facts kept about one module's content: which functions it has (with
+    their descriptions), and the list of those it declares."""
+    digest = key_of(
+        {"functions_of": module, "toolchain": toolchain, "sources": sources, "defines": defines}
+    )
+    return "functions:" + digest, "names:" + digest
+
+
+def entry_facts(preimage: dict[str, Any]) -> tuple[str, str]:
+    """``module_facts`` of the module an entry's preimage was built from."""
+    return module_facts(
+        preimage["module"], preimage["toolchain"], preimage["sources"], preimage["defines"]
+    )

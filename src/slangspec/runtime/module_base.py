@@ -20,11 +20,12 @@ import xxhash
 
 from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of
+from ..cache_store.keys import module_facts
 from ..cache_store.settings import check_all
 from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..log import configure as configure_logging
-from ..preimage import module_closure, module_facts, preimage
+from ..preimage import module_closure, preimage
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
 from .miss_path import Builder, needing_slang
