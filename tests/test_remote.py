@@ -695,3 +695,56 @@ def test_a_call_fetches_each_blob_once_even_when_it_is_refused(
         poly_checked(load(tmp_path / "second", redis_server), tdev)  # forward and backward
     repeated = {n: fetched.count(n) for n in fetched if fetched.count(n) > 1}
     assert fetched and not repeated
+
+
+def an_edited_plan(client, stored) -> None:
+    """A plan edited where the generated code does not show it: the first argument's name."""
+    plan = json.loads(stored["plan"])
+    plan["args"][0]["param"] = "renamed"
+    stored["plan"] = json.dumps(plan)
+
+
+@pytest.mark.parametrize("change", [a_name_that_is_no_blob, a_garbled_plan, an_edited_plan])
+def test_verify_on_the_remote_finds_and_removes_what_a_node_would_refuse(
+    tmp_path, redis_server, change
+):
+    url = redis_server.url
+    assert run(tmp_path / "node", "--signatures", "1", env=remote_env(redis_server))["ok"]
+    assert specialize("cache", "verify", "--remote", url, "--json")["problems"] == []
+    tamper_entry(redis_server, change)
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    found = CliRunner().invoke(main, ["cache", "verify", "--remote", url, "--json"])
+    assert found.exit_code == 1, found.output
+    (problem,) = json.loads(found.output)["problems"]
+    if change is an_edited_plan:
+        assert problem["problem"] == "plan is not the one type resolution makes for its call"
+    repaired = specialize("cache", "verify", "--remote", url, "--repair", "--json")
+    assert repaired["repaired"] == 1 and repaired["remaining"] == []
+    assert entries(redis_server) == []
+
+
+def test_verify_on_the_remote_removes_facts_without_a_valid_mac(
+    tmp_path, redis_server, monkeypatch
+):
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
+    env = remote_env(redis_server)
+    assert run(tmp_path / "node", "--signatures", "1", env=env)["ok"]
+    url = redis_server.url
+    assert specialize("cache", "verify", "--remote", url, "--json")["problems"] == []
+    client = redis_server.client()
+    (fact,) = list(client.scan_iter(PREFIX + "*fact:functions:*"))
+    client.set(fact, json.dumps({"value": {"poly": False}}))  # no MAC
+    from click.testing import CliRunner
+
+    from slangspec.cli import main
+
+    with pytest.warns(CacheWarning, match="without a valid MAC"):
+        found = CliRunner().invoke(main, ["cache", "verify", "--remote", url, "--json"])
+    assert found.exit_code == 1
+    (problem,) = json.loads(found.output)["problems"]
+    assert "does not decode, or is not proven" in problem["problem"]
+    specialize("cache", "verify", "--remote", url, "--repair", "--json")
+    assert list(client.scan_iter(PREFIX + "*fact:functions:*")) == []

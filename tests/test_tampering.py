@@ -461,3 +461,52 @@ def test_an_index_a_clear_removed_is_opened_again_from_another_thread(tmp_path, 
     assert seen["warnings"] == []
     assert seen["misses"] == 1
     assert slangspec.Cache(tmp_path / "c").stats()["misses"] == 1
+
+
+def _verify_finds(cache: Path, text: str) -> None:
+    found = slangspec.Cache(cache).verify()["problems"]
+    assert any(text in p["problem"] for p in found), found
+    slangspec.Cache(cache).verify(repair=True)
+    assert slangspec.Cache(cache).verify()["problems"] == []
+
+
+def test_verify_finds_a_plan_edited_where_the_code_does_not_show_it(tmp_path, tdev):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    (key,) = [k for k, _ in c.rows()]
+    plan = json.loads(c.disk.row(key)["plan"])
+    plan["args"][0]["param"] = "renamed"  # the generated kernel is the same
+
+    def edit(row: dict) -> None:
+        row["plan"] = json.dumps(plan)
+
+    c.disk.update(key, edit)
+    _verify_finds(cache, "plan is not the one type resolution makes for its call")
+    assert [k for k, _ in slangspec.Cache(cache).rows()] == []
+
+
+def test_verify_finds_an_entry_naming_what_is_no_blob(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    (key,) = [k for k, _ in c.rows()]
+    c.disk.update(key, lambda row: row["kernels"].update(forward="../../etc/passwd"))
+    _verify_finds(cache, "is not a kernel source name")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"functions": 3}, "does not have its kind's shape"),
+        ({"poly": False}, "has no function poly, which entry"),
+    ],
+)
+def test_verify_finds_facts_that_are_misshapen_or_contradict_an_entry(tmp_path, value, text):
+    cache = tmp_path / "cache"
+    assert run(cache, "--signatures", "1")["ok"]
+    c = slangspec.Cache(cache)
+    (functions,) = c.disk.fact_names("functions:")
+    names = functions.replace("functions:", "names:", 1)
+    c.disk.note_fact(names if "functions" in value else functions, value)
+    _verify_finds(cache, text)

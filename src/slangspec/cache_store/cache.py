@@ -30,7 +30,7 @@ from .location import (
     root_problem,
     size_bound,
 )
-from .policy import EntryFilter, Regenerate, enforce_bound, evict, rows, select, verify
+from .policy import EntryFilter, Regenerate, Replan, enforce_bound, evict, rows, select, verify
 from .remote import RemoteSettings, RemoteTier, remote_settings
 from .shipped import ShippedTier
 from .shrinking import shrink_over_bound
@@ -45,6 +45,9 @@ class Cache:
     regenerate: Regenerate | None = None
     """How ``verify(repair=True)`` rebuilds a missing kernel source from its plan; without one,
     an entry with a missing source is dropped instead."""
+    replan: Replan | None = None
+    """How ``verify`` makes the plan for an entry's call from its function's description, to
+    compare with the stored one; without one, plans are checked only against their kernels."""
 
     def __init__(
         self,
@@ -295,9 +298,9 @@ class Cache:
         self._open()
 
     def verify(self, repair: bool = False) -> dict[str, Any]:
-        """Check rows, preimages, plans, sources, binaries and the shader-cache snapshot;
-        ``repair`` drops or rebuilds what fails."""
-        found = verify(self.disk, repair, self.regenerate)
+        """Check rows, preimages, plans, sources, binaries, facts and the shader-cache
+        snapshot; ``repair`` drops or rebuilds what fails."""
+        found = verify(self.disk, repair, self.regenerate, self.replan)
         snapshots = self.files.shader_cache()
         damaged = snapshots.damaged()
         if damaged is not None:

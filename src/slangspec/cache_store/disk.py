@@ -476,6 +476,9 @@ class DiskTier:
         """Names of the facts that start with ``prefix``."""
         return sorted(k[len(FACT) :] for k in self._keys(FACT + prefix))
 
+    def delete_fact(self, name: str) -> None:
+        self._call("delete", FACT + name)
+
     # -- compile leases: one process compiles a key, the others wait ---------------------------
 
     @contextlib.contextmanager

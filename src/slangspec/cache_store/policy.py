@@ -8,15 +8,30 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
+from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import blob_kind, key_of, source_name
+from .keys import blob_kind, entry_facts, key_of, source_name
 
 Regenerate = Callable[[str, dict[str, Any], str], str]
 """``regenerate(plan_json, preimage, label)``: the kernel source a stored plan generates for a
 label; ValueError when the plan is not a plan for the call the preimage keys."""
+Replan = Callable[[dict[str, Any], dict[str, Any]], str]
+"""``replan(description, preimage)``: the plan (as JSON) type resolution makes for the call the
+preimage keys, from the function's description as its module's functions fact keeps it;
+ValueError when the description does not decode or does not take that call."""
+
+
+class FactTier(Protocol):
+    """What checking facts needs of a tier (the local disk and the remote tier are ones)."""
+
+    def fact(self, name: str) -> dict[str, Any]: ...
+
+    def fact_names(self, prefix: str) -> list[str]: ...
+
+    def delete_fact(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,79 @@ def regenerated(entry: dict[str, Any], regenerate: Regenerate) -> tuple[dict[str
     return sources, changed
 
 
+def plan_problem(
+    tier: FactTier,
+    row: dict[str, Any],
+    regenerate: Regenerate | None,
+    replan: Replan | None,
+) -> tuple[str | None, dict[str, str]]:
+    """What is wrong with an entry's plan and kernel names, or None; and, given ``regenerate``,
+    the kernel sources its plan generates by label. The names must be blob names, the plan one
+    for the entry's call that generates the kernels it names, and (given ``replan``, where the
+    tier describes the function) the very plan type resolution makes for that call."""
+    try:
+        travel.parts(row)
+        json.loads(row["plan"])
+        sources, changed = regenerated(row, regenerate) if regenerate else ({}, [])
+    except (ValueError, TypeError) as exc:
+        return f"plan does not fit its entry: {exc}", {}
+    if changed:
+        named = ", ".join(f"{row['kernels'][label]} ({label})" for label in changed)
+        return f"kernel sources {named} are not what its plan generates", sources
+    pre = row["preimage"]
+    described = tier.fact(entry_facts(pre)[0]).get(pre["function"])
+    if replan is None or not isinstance(described, dict):
+        return None, sources
+    try:
+        expected = replan(described, pre)
+    except ValueError as exc:
+        return f"its function's description does not resolve its call ({exc})", sources
+    if json.loads(expected) != json.loads(row["plan"]):
+        return "plan is not the one type resolution makes for its call", sources
+    return None, sources
+
+
+def _fact_shape(name: str, value: dict[str, Any]) -> str | None:
+    kind = name.split(":", 1)[0]
+    if not value:
+        return "it does not decode, or is not proven"
+    if kind == "functions":
+        ok = all(isinstance(v, bool | dict) for v in value.values())
+    elif kind == "names":
+        names_ = value.get("functions")
+        ok = isinstance(names_, list) and all(isinstance(n, str) for n in names_)
+    elif kind == "slangpy":
+        ok = set(value) == {"slangpy", "slang"} and all(isinstance(v, str) for v in value.values())
+    else:
+        return "it is not a fact slangspec keeps"
+    return None if ok else "its value does not have its kind's shape"
+
+
+def fact_problems(
+    tier: FactTier, entries: Iterable[tuple[str, dict[str, Any] | None]], repair: bool
+) -> list[dict[str, str]]:
+    """The facts of ``tier`` that do not decode, do not have their kind's shape, or say a
+    function is missing that an entry was built from; ``repair`` deletes them."""
+    found = {}
+    for name in tier.fact_names(""):
+        why = _fact_shape(name, tier.fact(name))
+        if why is not None:
+            found[name] = why
+    for key, row in entries:
+        if row is None:
+            continue
+        pre = row["preimage"]
+        name = entry_facts(pre)[0]
+        if name not in found and tier.fact(name).get(pre["function"]) is False:
+            found[name] = (
+                f"it says module {pre['module']} has no function {pre['function']}, which "
+                f"entry {key[:12]} was built from"
+            )
+    for name in found if repair else ():
+        tier.delete_fact(name)
+    return [{"key": "", "problem": f"fact {name[:40]}: {why}"} for name, why in found.items()]
+
+
 def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:
     """Delete these entries and whatever only they used. A process still running their
     kernels keeps them in memory and rebuilds any it needs later."""
@@ -144,12 +232,16 @@ def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[st
 
 
 def verify(
-    tier: DiskTier, repair: bool = False, regenerate: Regenerate | None = None
+    tier: DiskTier,
+    repair: bool = False,
+    regenerate: Regenerate | None = None,
+    replan: Replan | None = None,
 ) -> dict[str, Any]:
-    """Check every row, preimage, plan, kernel source and binary; with ``repair``, drop what is
-    damaged (a dropped binary is rebuilt from its source when next compiled). Given
+    """Check every row, preimage, plan, kernel source, binary and fact; with ``repair``, drop
+    what is damaged (a dropped binary is rebuilt from its source when next compiled). Given
     ``regenerate``, every kernel source must be what its plan generates (else the entry is
-    dropped) and missing ones are rebuilt from the plan. Ends by walking the tree to set the
+    dropped) and missing ones are rebuilt from the plan; given ``replan``, every plan must be
+    the one its call resolves to (see ``plan_problem``). Ends by walking the tree to set the
     running size."""
     problems: list[dict[str, str]] = []
     repaired = 0
@@ -162,7 +254,8 @@ def verify(
             tier.delete(key)
             repaired += 1
 
-    for k, row in list(rows(tier)):
+    listed = list(rows(tier))
+    for k, row in listed:
         checked += 1
         if row is None:
             problem(k, "row checksum mismatch", True)
@@ -170,18 +263,9 @@ def verify(
         if key_of(row["preimage"]) != k:
             problem(k, "key does not match its stored preimage", True)
             continue
-        sources: dict[str, str] = {}
-        changed: list[str] = []
-        try:
-            json.loads(row["plan"])
-            if regenerate is not None:
-                sources, changed = regenerated(row, regenerate)
-        except (ValueError, TypeError) as exc:
-            problem(k, f"plan does not fit its entry: {exc}", True)
-            continue
-        if changed:
-            named = ", ".join(f"{row['kernels'][label]} ({label})" for label in changed)
-            problem(k, f"kernel sources {named} are not what its plan generates", True)
+        why, sources = plan_problem(tier, row, regenerate, replan)
+        if why is not None:
+            problem(k, why, True)
             continue
         for label, name in row["kernels"].items():
             if tier.read_blob(name) is not None:
@@ -205,6 +289,9 @@ def verify(
         if repair:
             tier.delete_module(path)
             repaired += 1
+    facts = fact_problems(tier, listed, repair)
+    problems += facts
+    repaired += len(facts) * repair
     orphans = _orphans(tier)
     for name in orphans:
         what = "kernel source" if blob_kind(name) == "source" else "binary"

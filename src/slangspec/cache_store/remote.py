@@ -365,6 +365,10 @@ class RemoteTier:
         if self.writable:
             self._call(lambda r: r.delete(self.prefix + "entry:" + key))
 
+    def delete_fact(self, name: str) -> None:
+        if self.writable:
+            self._call(lambda r: r.delete(self.prefix + "fact:" + name))
+
     def stats(self) -> dict[str, Any]:
         """What the server holds for slangspec, and the memory it uses in all."""
 

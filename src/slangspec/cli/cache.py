@@ -224,12 +224,13 @@ def clear(yes, cache_dir):
 @remote_option("Check", "--repair removes what fails")
 @json_option
 def verify(repair, cache_dir, remote, as_json):
-    """Check every row, preimage, plan and kernel source; exit 1 if problems remain."""
+    """Check every row, preimage, plan (against its kernels and against type resolution),
+    kernel source, binary and fact; exit 1 if problems remain."""
     if remote is not None:
         r = _remote(remote)
 
         def check(repair: bool = False) -> dict[str, Any]:
-            return remote_admin.verify(r, repair)
+            return remote_admin.verify(r, repair, Cache.regenerate, Cache.replan)
 
     else:
         c = Cache(cache_dir)
