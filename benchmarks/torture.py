@@ -18,7 +18,13 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   function, never anything else;
 - tampered: index rows that would unpickle or touch files outside the index, bundles whose
   kernels are not what their plans generate, and signed bundles carrying a binary swapped for
-  another kernel's or signed with another secret.
+  another kernel's or signed with another secret;
+- remote: against a real redis-server, cold nodes (each with a local cache of its own) sharing
+  it; a node SIGKILLed while it builds under the server's lease, then a fresh node (timed); and
+  the server's content or the server itself spoiled (entries that do not decode, garbled plans,
+  names that are not blob names, damaged and oversized blobs, leases that never lapse, facts
+  without a MAC, a node with another secret, the server paused, flushed or killed mid-run),
+  then a fresh node (timed).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from workers import worker  # noqa: E402  (tests/jit_worker.py runs each process
 
 OUTCOMES = ("ok", "wrong", "crashed", "hung", "unexpected", "ran code")
 LIMIT_S = 180.0
-TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered")
+TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered", "remote")
 
 
 FAILURES: list[str] = []
@@ -356,6 +362,129 @@ def _forged_binary(cache_root: Path, source: Path, i: int) -> str:
         del os.environ["SLANGSPEC_SECRET"]
 
 
+REMOTE_LEASE_S = 10.0
+"""The lease bound the spoiled-server trials run under: no call may wait longer on one."""
+
+
+def _spoil(client, how: str, rng: random.Random) -> None:
+    """Spoil what the server holds after a node published, as ``how`` says."""
+    from slangspec.cache_store.remote import PREFIX
+
+    entry_keys = list(client.scan_iter(PREFIX + "*entry:*"))
+    if how == "garbage entries":
+        for k in entry_keys:
+            client.set(k, rng.randbytes(200))
+    elif how in ("garbled plans", "non-blob names"):
+        for k in entry_keys:
+            entry = json.loads(client.get(k))
+            if how == "garbled plans":
+                entry["plan"] = "{not a plan"
+            else:
+                entry["kernels"]["forward"] = "zz"
+            client.set(k, json.dumps(entry))
+    elif how in ("damaged blobs", "an oversized blob"):
+        blobs = sorted(client.scan_iter(PREFIX + "*blob:*"))
+        for k in blobs[:1] if how == "an oversized blob" else blobs:
+            client.set(k, b"x" * ((64 << 20) + 1) if how == "an oversized blob" else b"junk")
+    elif how == "leases that never lapse":
+        for k in entry_keys:
+            name = k.decode().split("entry:", 1)[1]
+            prefix = k.decode().split("entry:", 1)[0]
+            client.delete(k)
+            client.set(f"{prefix}lease:{name}", "held by nobody")  # no expiry
+    elif how == "facts without a MAC":
+        for k in client.scan_iter(PREFIX + "*fact:functions:*"):
+            client.set(k, json.dumps({"value": {"poly": False}}))
+        for k in entry_keys:
+            client.delete(k)
+    elif how == "flushed":
+        client.flushall()
+
+
+def remote(
+    cache_root: Path, rounds: int, processes: int, killings: int, rng: random.Random
+) -> tuple[Counter[str], Counter[str], float, Counter[str], float]:
+    """Trials against a real redis-server: outcomes of cold nodes sharing it; of the nodes that
+    follow a SIGKILLed one, with the longest follow-up; of fresh nodes after the server was
+    spoiled, with the longest of those."""
+    from redis_server import RedisServer
+
+    server = RedisServer(cache_root / "redis").start()
+    env = {"SLANGSPEC_REMOTE": server.url, "SLANGSPEC_CACHE_LEASE": str(REMOTE_LEASE_S)}
+    node = iter(range(1 << 30))
+
+    def fresh(
+        extra: dict[str, str] | None = None, signatures: int = 2, *flags: str
+    ) -> subprocess.Popen:
+        cache = cache_root / f"node-{next(node)}"
+        return worker(cache, "--signatures", str(signatures), *flags, env={**env, **(extra or {})})
+
+    cold: Counter[str] = Counter()
+    after_kill: Counter[str] = Counter()
+    spoiled: Counter[str] = Counter()
+    worst_kill = worst_spoiled = 0.0
+    secret = {"SLANGSPEC_REMOTE_SECRET": "a shared secret of the torture cluster"}
+    try:
+        for r in range(rounds):
+            server.client().flushall()
+            procs = [fresh(signatures=4) for _ in range(processes)]
+            cold.update(outcome(p, f"remote cold round {r}") for p in procs)
+        for i in range(killings):
+            server.client().flushall()
+            victim = fresh(signatures=2 + i % 4)
+            time.sleep(rng.uniform(0.3, 3.0))
+            victim.send_signal(signal.SIGKILL)
+            victim.communicate()
+            start = time.monotonic()
+            after_kill[outcome(fresh(signatures=2 + i % 4), f"after a killed node {i}")] += 1
+            worst_kill = max(worst_kill, time.monotonic() - start)
+        spoils = [
+            "garbage entries",
+            "garbled plans",
+            "non-blob names",
+            "damaged blobs",
+            "an oversized blob",
+            "leases that never lapse",
+            "facts without a MAC",
+            "another secret",
+            "flushed",
+            "paused mid-run",
+            "flushed mid-run",
+            "killed mid-run",
+        ]
+        for how in spoils:
+            server.client().flushall()
+            keys = secret if how == "facts without a MAC" else {}
+            outcome(fresh(keys), f"seeding for {how}")
+            _spoil(server.client(), how, rng)
+            start = time.monotonic()
+            if how == "another secret":
+                spoiled[
+                    outcome(fresh({"SLANGSPEC_REMOTE_SECRET": "another secret, mistyped"}))
+                ] += 1
+                how = "a correct node after another secret's"
+            # After another secret's node, the cluster's own entries are all still there.
+            flags = ("--forbid-compile",) if how.startswith("a correct node") else ()
+            proc = fresh(keys, 2, *flags)
+            if how.endswith("mid-run"):
+                time.sleep(rng.uniform(0.2, 1.5))
+                if how == "paused mid-run":
+                    server.client().execute_command("CLIENT", "PAUSE", "5000", "ALL")
+                elif how == "flushed mid-run":
+                    server.client().flushall()
+                else:
+                    server.stop()
+            spoiled[outcome(proc, f"server {how}")] += 1
+            took = time.monotonic() - start
+            print(f"  remote, {how}: {took:.1f} s", flush=True)
+            worst_spoiled = max(worst_spoiled, took)
+            if how == "killed mid-run":
+                server.start()
+    finally:
+        server.stop()
+    return cold, after_kill, worst_kill, spoiled, worst_spoiled
+
+
 def table(rows: dict[str, Counter[str]]) -> str:
     lines = ["| trials | " + " | ".join(OUTCOMES) + " | kind |", "|" + " ---: |" * 7 + " --- |"]
     for kind, c in rows.items():
@@ -413,6 +542,21 @@ def main() -> None:
         done(
             "tampered rows (pickle, files outside), bundles (crafted kernels, forged binaries)",
             tampered(root, n["tampered"]),
+        )
+    if "remote" in wanted:
+        cold, after_kill, worst_kill, spoiled, worst_spoiled = remote(
+            root, n["rounds"], args.processes, n["killed"], rng
+        )
+        done(f"remote: {args.processes} cold nodes sharing a redis-server", cold)
+        done(
+            f"remote: a node SIGKILLed while building, then a fresh one "
+            f"({worst_kill:.1f} s at most)",
+            after_kill,
+        )
+        done(
+            f"remote: server content spoiled or server failing, then a fresh node "
+            f"({worst_spoiled:.1f} s at most)",
+            spoiled,
         )
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)
