@@ -279,6 +279,20 @@ def test_a_crafted_or_malformed_bundle_is_refused_whole(tmp_path, change, field)
     assert slangspec.Cache(target).entries() == [] and slangspec.Cache(target).records() == []
 
 
+def test_a_bundle_plan_edited_where_the_code_does_not_show_it_is_not_imported(tmp_path):
+    def rename(bundle: dict) -> None:
+        plan = json.loads(bundle["entries"][0]["plan"])
+        plan["args"][0]["param"] = "renamed"  # the generated kernels are the same
+        bundle["entries"][0]["plan"] = json.dumps(plan)
+
+    target = slangspec.Cache(tmp_path / "target")
+    report = import_bundle(target, crafted(tmp_path, rename))
+    assert report["entries"] == 1
+    (skipped,) = [s for s in report["skipped"] if s["what"].startswith("entry")]
+    assert skipped["why"] == "its plan is not the one type resolution makes for its call here"
+    assert [p for p in target.verify()["problems"] if p["key"]] == []
+
+
 def test_shrinking_a_cache_reads_each_row_once(tmp_path, monkeypatch):
     c = slangspec.Cache(tmp_path / "cache")
     for i in range(60):

@@ -185,6 +185,7 @@ def _carried(
 def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
     # Importing loads modules (torch, and slangpy where something is missing); exporting does not.
+    from .specializer import plan_from_signature
     from .warm import items_from_records, module_for
 
     bundle = read_bundle(file)
@@ -266,6 +267,11 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         here = m.preimage(pre["function"], pre["signature"])
         if here["sources"] != pre["sources"] or here["defines"] != pre["defines"]:
             skipped.append({"what": what, "why": "its Slang sources differ here"})
+            continue
+        planned = plan_from_signature(m.function_info(pre["function"]), pre["signature"])
+        if json.loads(planned.to_json()) != json.loads(e["plan"]):
+            why = "its plan is not the one type resolution makes for its call here"
+            skipped.append({"what": what, "why": why})
             continue
         for text in kernel_sources.values():
             cache.write_blob("source", text)
