@@ -3,6 +3,7 @@ its rows, never touches files outside itself, and never stops a computation."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
@@ -111,22 +112,32 @@ def test_files_the_cache_writes_are_private(tmp_path):
         assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, f"{p} is readable by others"
 
 
-def test_a_locked_index_is_set_aside_not_rebuilt(tmp_path, tdev, monkeypatch):
-    cache = tmp_path / "cache"
+@contextlib.contextmanager
+def locked_index(cache: Path, tdev: str, monkeypatch, wait: float):
+    """A module of a cache whose index another connection holds locked, and its first argument;
+    index operations wait ``wait`` seconds."""
     a = torch.ones(1, device=tdev)
     load(cache).poly(a, torch.ones(4, device=tdev))
-    monkeypatch.setattr(disk, "INDEX_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(disk, "INDEX_WAIT_SECONDS", wait)
     fresh = load(cache)
     db = index(cache)
     db.execute("BEGIN EXCLUSIVE")
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            y = fresh.poly(a, torch.ones(4, 3, device=tdev))
-            fresh.poly(a, torch.ones(4, 2, device=tdev))
+        yield fresh, a
     finally:
         db.rollback()
         db.close()
+
+
+def test_a_locked_index_is_set_aside_not_rebuilt(tmp_path, tdev, monkeypatch):
+    cache = tmp_path / "cache"
+    with (
+        locked_index(cache, tdev, monkeypatch, 0.2) as (fresh, a),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        y = fresh.poly(a, torch.ones(4, 3, device=tdev))
+        fresh.poly(a, torch.ones(4, 2, device=tdev))
     torch.testing.assert_close(y, torch.full((4, 3), 4.0, device=tdev))
     set_aside = [w for w in caught if "cannot be used now" in str(w.message)]
     assert len(set_aside) == 1, [str(w.message) for w in caught]
@@ -137,21 +148,12 @@ def test_a_locked_index_is_set_aside_within_its_wait_not_a_minute(tmp_path, tdev
     """diskcache retries a locked index for 60 s as it opens it; slangspec waits only as long
     as any index operation does before it computes without caching."""
     cache = tmp_path / "cache"
-    a = torch.ones(1, device=tdev)
-    load(cache).poly(a, torch.ones(4, device=tdev))
-    monkeypatch.setattr(disk, "INDEX_WAIT_SECONDS", 1.0)
-    fresh = load(cache)
-    db = index(cache)
-    db.execute("BEGIN EXCLUSIVE")
-    try:
+    with locked_index(cache, tdev, monkeypatch, 1.0) as (fresh, a):
         start = time.monotonic()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             y = fresh.poly(a, torch.ones(4, 3, device=tdev))
         took = time.monotonic() - start
-    finally:
-        db.rollback()
-        db.close()
     torch.testing.assert_close(y, torch.full((4, 3), 4.0, device=tdev))
     assert took < 10, f"the call waited {took:.1f} s on a locked index"
 

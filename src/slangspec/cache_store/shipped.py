@@ -53,7 +53,7 @@ def shipped_problem(directory: Path) -> str | None:
         paths += [Path(parent, n) for n in (*dirs, *files)]
     for path in paths:
         info = path.lstat()
-        where = path.relative_to(directory).as_posix()
+        where = "it" if path == directory else path.relative_to(directory).as_posix()
         if stat.S_ISLNK(info.st_mode):
             return f"{where} is a link"
         if info.st_uid not in trusted:
