@@ -210,3 +210,29 @@ def test_export_adds_to_what_a_directory_ships_and_keeps_off_other_directories(t
     assert code == 2 and "--for-package" in out
     code, out = specialize("cache", "export", tmp_path / "b.json", "--for-package", kernels)
     assert code == 2 and "either FILE" in out
+
+
+def test_verify_shipped_checks_a_directory_as_a_process_serving_it_would(installed, tmp_path):
+    kernels = copy_of(installed, tmp_path) / "polyops" / "kernels"
+    code, out = specialize("cache", "verify", "--shipped", kernels, "--json")
+    assert code == 0, out
+    assert json.loads(out)["checked"] == 3 and json.loads(out)["remaining"] == []
+    index = kernels / "index.json"
+    data = json.loads(index.read_text())
+    key = sorted(data["entries"])[0]
+    plan = json.loads(data["entries"][key]["plan"])
+    plan["args"][0]["param"] = "renamed"  # the kernels it generates are the same
+    data["entries"][key]["plan"] = json.dumps(plan)
+    index.write_text(json.dumps(data))
+    code, out = specialize("cache", "verify", "--shipped", kernels, "--json")
+    assert code == 1
+    (problem,) = json.loads(out)["problems"]
+    assert problem == {
+        "key": key,
+        "problem": "plan is not the one type resolution makes for its call",
+    }
+    index.chmod(0o666)
+    code, out = specialize("cache", "verify", "--shipped", kernels)
+    assert code == 1 and "not used: others can write to index.json" in out
+    code, out = specialize("cache", "verify", "--shipped", kernels, "--repair")
+    assert code == 2

@@ -28,9 +28,9 @@ from typing import Any
 
 from . import travel
 from .entry import blobs_of
-from .keys import names
+from .keys import key_of, names
 from .location import CacheWarning
-from .policy import Regenerate, regenerated
+from .policy import Regenerate, Replan, fact_problems, plan_problem, regenerated
 from .tier import Found, Unavailable, Unusable
 
 SHIPPED_FORMAT = "slangspec-shipped-kernels"
@@ -178,6 +178,12 @@ class ShippedTier:
     def fact(self, name: str) -> dict[str, Any]:
         return self._read()["facts"].get(name, {})
 
+    def fact_names(self, prefix: str) -> list[str]:
+        return sorted(n for n in self._read()["facts"] if n.startswith(prefix))
+
+    def delete_fact(self, name: str) -> None:
+        return None
+
     def note_fact(self, name: str, value: dict[str, Any]) -> None:
         return None
 
@@ -185,3 +191,33 @@ class ShippedTier:
         self, name: str, done: Callable[[], bool], seconds: float
     ) -> contextlib.AbstractContextManager[None]:
         raise Unavailable("shipped kernels are read-only")
+
+
+def verify(directory: Path, regenerate: Regenerate, replan: Replan | None) -> dict[str, Any]:
+    """Check what ``directory`` ships as a process serving it would, and more: the directory
+    and its index whole, then every entry (its shape, its key against its preimage, its plan
+    against its kernels and against type resolution, its binaries against their names) and
+    every fact. For a package's author, before a release."""
+    try:
+        read_index(directory)
+    except ValueError as exc:
+        return {"checked": 0, "problems": [{"key": "", "problem": f"not used: {exc}"}]}
+    tier = ShippedTier(directory, regenerate)
+    problems = []
+    whole = []
+    keys = tier.entry_keys()
+    for key in keys:
+        got = tier.get(key)
+        if isinstance(got, Unusable):
+            why: str | None = got.why
+        elif got is None or key_of(got.row["preimage"]) != key:
+            why = "its key is not the hash of its preimage"
+        else:
+            why = plan_problem(tier, got.row, regenerate, replan)[0]
+            if why is None and got.blobs() is None:
+                why = "a binary it names is missing or damaged"
+        if why is None:
+            whole.append((key, got.row))  # type: ignore[union-attr]
+        else:
+            problems.append({"key": key, "problem": why})
+    return {"checked": len(keys), "problems": problems + fact_problems(tier, whole, False)}

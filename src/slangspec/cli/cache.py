@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ..cache import Cache
 from ..cache_store import EntryFilter, remote_admin
+from ..cache_store import shipped as shipped_kernels
 from ..cache_store.remote import RemoteTier, remote_settings
 from ..signature_text import call_arguments
 from .common import (
@@ -222,10 +224,23 @@ def clear(yes, cache_dir):
 @click.option("--repair", is_flag=True, help="Drop what is damaged and rebuild missing sources.")
 @cache_dir_option
 @remote_option("Check", "--repair removes what fails")
+@click.option(
+    "--shipped",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Check the kernels a package ships in DIR instead, as a process serving them would.",
+)
 @json_option
-def verify(repair, cache_dir, remote, as_json):
+def verify(repair, cache_dir, remote, shipped, as_json):
     """Check every row, preimage, plan (against its kernels and against type resolution),
     kernel source, binary and fact; exit 1 if problems remain."""
+    if shipped is not None:
+        if repair or remote is not None:
+            raise UsageProblem("--shipped is checked as it is: without --repair or --remote")
+        report = shipped_kernels.verify(Path(shipped), Cache.regenerate, Cache.replan)
+        report = {**report, "repaired": 0}
+        _verified(report, report["problems"], as_json)
+        return
     if remote is not None:
         r = _remote(remote)
 
@@ -236,7 +251,11 @@ def verify(repair, cache_dir, remote, as_json):
         c = Cache(cache_dir)
         check = c.verify
     report = check(repair=repair)
-    remaining = check()["problems"] if repair else report["problems"]
+    _verified(report, check()["problems"] if repair else report["problems"], as_json)
+
+
+def _verified(report: dict[str, Any], remaining: list[dict[str, str]], as_json: bool) -> None:
+    """Print a verification's report; exit 1 while problems remain."""
     if as_json:
         print_json({**report, "remaining": remaining})
     else:
