@@ -14,6 +14,7 @@ from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
 from .keys import blob_kind, entry_facts, key_of, source_name
+from .tier import Found, Unusable
 
 Regenerate = Callable[[str, dict[str, Any], str], str]
 """``regenerate(plan_json, preimage, label)``: the kernel source a stored plan generates for a
@@ -32,6 +33,16 @@ class FactTier(Protocol):
     def fact_names(self, prefix: str) -> list[str]: ...
 
     def delete_fact(self, name: str) -> None: ...
+
+
+class CheckedTier(FactTier, Protocol):
+    """What checking a far tier's entries needs of it (the remote tier and shipped kernels)."""
+
+    def get(self, key: str) -> Found | Unusable | None: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def entry_keys(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,43 @@ def fact_problems(
     for name in found if repair else ():
         tier.delete_fact(name)
     return [{"key": "", "problem": f"fact {name[:40]}: {why}"} for name, why in found.items()]
+
+
+def verify_entries(
+    tier: CheckedTier,
+    repair: bool = False,
+    regenerate: Regenerate | None = None,
+    replan: Replan | None = None,
+) -> dict[str, Any]:
+    """Check every entry of a far tier as a lookup would (the tier's own check of what it
+    stores, then the key against the preimage and the blobs whole), its plan as a local one is
+    checked (``plan_problem``), and every fact the tier notes (``fact_problems``); ``repair``
+    removes what fails from the tier."""
+    keys = tier.entry_keys()
+    problems = []
+    whole = []
+    for key in keys:
+        got = tier.get(key)
+        if not isinstance(got, Found):
+            why = "its blobs are missing" if got is None else got.why
+        elif key_of(got.row["preimage"]) != key:
+            why = "its key is not the hash of its preimage"
+        else:
+            why = plan_problem(tier, got.row, regenerate, replan)[0]
+            if why is None and got.blobs() is None:
+                why = "a blob it names is missing or damaged"
+        if why is None:
+            whole.append((key, got.row))  # type: ignore[union-attr]
+            continue
+        problems.append({"key": key, "problem": why})
+        if repair:
+            tier.delete(key)
+    facts = fact_problems(tier, whole, repair)
+    return {
+        "checked": len(keys),
+        "problems": problems + facts,
+        "repaired": (len(problems) + len(facts)) * repair,
+    }
 
 
 def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:

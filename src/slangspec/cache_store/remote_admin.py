@@ -11,7 +11,7 @@ from . import report, travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
 from .keys import key_of
-from .policy import EntryFilter, Regenerate, Replan, fact_problems, plan_problem, rows
+from .policy import EntryFilter, Regenerate, Replan, rows, verify_entries
 from .remote import RemoteTier
 from .tier import Found
 
@@ -68,33 +68,10 @@ def verify(
     regenerate: Regenerate | None = None,
     replan: Replan | None = None,
 ) -> dict[str, Any]:
-    """Check every remote entry as a lookup would (its travelling form's check: shape, blobs
-    against their names, the MAC where a secret is set; then its key against its preimage),
-    its plan as a local one is checked (``plan_problem``), and every fact the server notes
-    (``fact_problems``); ``repair`` removes what fails from the server."""
-    keys = remote.entry_keys()
-    problems = []
-    whole = []
-    for key in keys:
-        got = remote.get(key)
-        if not isinstance(got, Found):
-            why = "its blobs are missing" if got is None else got.why
-        elif key_of(got.row["preimage"]) != key:
-            why = "its key is not the hash of its preimage"
-        else:
-            why = plan_problem(remote, got.row, regenerate, replan)[0]
-        if why is None:
-            whole.append((key, got.row))  # type: ignore[union-attr]
-            continue
-        problems.append({"key": key, "problem": why})
-        if repair:
-            remote.delete(key)
-    facts = fact_problems(remote, whole, repair)
-    return {
-        "checked": len(keys),
-        "problems": problems + facts,
-        "repaired": (len(problems) + len(facts)) * repair,
-    }
+    """Check every remote entry and fact (``policy.verify_entries``: the travelling form's
+    check, with the MAC where a secret is set, then the key, the plan and the facts);
+    ``repair`` removes what fails from the server."""
+    return verify_entries(remote, repair, regenerate, replan)
 
 
 def push(local: DiskTier, remote: RemoteTier) -> dict[str, int]:

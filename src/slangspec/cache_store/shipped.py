@@ -28,9 +28,9 @@ from typing import Any
 
 from . import travel
 from .entry import blobs_of
-from .keys import key_of, names
+from .keys import names
 from .location import CacheWarning
-from .policy import Regenerate, Replan, fact_problems, plan_problem, regenerated
+from .policy import Regenerate, Replan, regenerated, verify_entries
 from .tier import Found, Unavailable, Unusable
 
 SHIPPED_FORMAT = "slangspec-shipped-kernels"
@@ -202,22 +202,5 @@ def verify(directory: Path, regenerate: Regenerate, replan: Replan | None) -> di
         read_index(directory)
     except ValueError as exc:
         return {"checked": 0, "problems": [{"key": "", "problem": f"not used: {exc}"}]}
-    tier = ShippedTier(directory, regenerate)
-    problems = []
-    whole = []
-    keys = tier.entry_keys()
-    for key in keys:
-        got = tier.get(key)
-        if isinstance(got, Unusable):
-            why: str | None = got.why
-        elif got is None or key_of(got.row["preimage"]) != key:
-            why = "its key is not the hash of its preimage"
-        else:
-            why = plan_problem(tier, got.row, regenerate, replan)[0]
-            if why is None and got.blobs() is None:
-                why = "a binary it names is missing or damaged"
-        if why is None:
-            whole.append((key, got.row))  # type: ignore[union-attr]
-        else:
-            problems.append({"key": key, "problem": why})
-    return {"checked": len(keys), "problems": problems + fact_problems(tier, whole, False)}
+    report = verify_entries(ShippedTier(directory, regenerate), False, regenerate, replan)
+    return {"checked": report["checked"], "problems": report["problems"]}
