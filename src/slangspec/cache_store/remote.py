@@ -129,12 +129,12 @@ class RemoteTier:
         self.prefix = namespace(settings.secret)
         """Where this tier's keys live: nodes with different secrets (or none) never see, nor
         write over, each other's entries."""
-        self._judged: collections.OrderedDict[str, tuple[bytes, Found | Unusable]] = (
+        self._refused: collections.OrderedDict[str, tuple[bytes, Unusable]] = (
             collections.OrderedDict()
         )
-        """The last entries decoded, by key: the stored bytes and what they were found to be,
-        so that the same entry read again (a waiter polling, a publisher merging) fetches its
-        blobs no more."""
+        """The last entries refused, by key, with the bytes stored: read again unchanged (a
+        waiter polling, a publisher merging), one is refused without fetching its blobs. A
+        usable one needs no such memory: its blobs are among those ``_had`` keeps."""
         self._had = _Blobs(HELD_BLOB_BYTES)
         """Blobs this process fetched (matching their names) or published lately."""
 
@@ -204,15 +204,17 @@ class RemoteTier:
     def _decoded(self, key: str, raw: bytes) -> Found | Unusable | None:
         """The entry stored as ``raw`` under ``key``, with its blobs fetched and checked (once
         for the same bytes: blobs are named by their content)."""
-        judged = self._judged.get(key)
-        if judged is not None and judged[0] == raw:
-            self._judged.move_to_end(key)
-            return judged[1]
+        with self._lock:
+            refused = self._refused.get(key)
+        if refused is not None and refused[0] == raw:
+            return refused[1]
         got = self._fetched(key, raw)
-        if got is not None:
-            self._judged[key] = (raw, got)
-            while len(self._judged) > JUDGED_ENTRIES:
-                self._judged.popitem(last=False)
+        if isinstance(got, Unusable):
+            with self._lock:
+                self._refused[key] = (raw, got)
+                self._refused.move_to_end(key)
+                while len(self._refused) > REFUSED_ENTRIES:
+                    self._refused.popitem(last=False)
         return got
 
     def _fetched(self, key: str, raw: bytes) -> Found | Unusable | None:
@@ -483,8 +485,8 @@ class RemoteTier:
 MAX_BLOB_BYTES = 64 << 20
 """The largest blob (a kernel source or cubin) fetched from the server; its size is asked
 first, so a larger one is refused before it travels."""
-JUDGED_ENTRIES = 64
-"""How many entries a process remembers having fetched and checked."""
+REFUSED_ENTRIES = 64
+"""How many refused entries a process remembers."""
 HELD_BLOB_BYTES = 64 << 20
 """How many bytes of blobs a process keeps of those it fetched or published lately."""
 
