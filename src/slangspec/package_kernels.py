@@ -18,19 +18,13 @@ from typing import Any
 from .cache_store import Cache, EntryFilter, travel
 from .cache_store.entry import blobs_of
 from .cache_store.keys import entry_facts
+from .cache_store.location import write_atomic
 from .cache_store.policy import select
 from .cache_store.shipped import BLOBS, INDEX, SHIPPED_FORMAT, SHIPPED_VERSION, read_index
 from .slangpy_install import find_install, slangpy_versions, wheel_stamp
 
-
-def _write(path: Path, data: bytes) -> None:
-    """Write a file every user who installs the package can read, whole or not at all."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+PACKAGE_DATA = 0o644
+"""The mode of the files written: every user who installs the package reads them."""
 
 
 def _existing(directory: Path) -> dict[str, Any]:
@@ -91,7 +85,7 @@ def export_for_package(
     os.chmod(directory, 0o755)
     os.chmod(directory / BLOBS, 0o755)
     for name, data in blobs.items():
-        _write(directory / BLOBS / name, data)
+        write_atomic(directory / BLOBS / name, data, PACKAGE_DATA)
     named = set().union(*(blobs_of(e) for e in entries.values())) if entries else set()
     for stale in (directory / BLOBS).iterdir():
         if stale.name not in named:
@@ -102,5 +96,7 @@ def export_for_package(
         "entries": entries,
         "facts": facts,
     }
-    _write(directory / INDEX, json.dumps(index, indent=1, sort_keys=True).encode())
+    write_atomic(
+        directory / INDEX, json.dumps(index, indent=1, sort_keys=True).encode(), PACKAGE_DATA
+    )
     return {"entries": added, "binaries": binaries, "shipped": len(entries)}

@@ -126,14 +126,17 @@ def lease_seconds() -> float:
     return setting("SLANGSPEC_CACHE_LEASE")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see either nothing or the whole file."""
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` so readers see either nothing or the whole file: readable by
+    this user alone, or with ``mode`` exactly, whatever the umask."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     for attempt in range(3):
         try:
             # A concurrent ``cache clear`` may have removed the directory.
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            if mode is not None:
+                os.fchmod(fd, mode)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
