@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import xxhash
 
+from .cache_store.keys import are_versions
+
 Versions = dict[str, str]
 
 
@@ -39,9 +41,7 @@ def _noted(memo: VersionMemo, stamp: str | None) -> Versions | None:
     if stamp is None:
         return None
     known = memo.fact("slangpy:" + stamp, "slangpy")
-    if set(known) != {"slangpy", "slang"} or not all(isinstance(v, str) for v in known.values()):
-        return None
-    return known
+    return known if are_versions(known) else None
 
 
 def _native(name: str) -> bool:
@@ -68,11 +68,12 @@ def wheel_stamp(directory: Path) -> str | None:
     """The stamp of the slangpy wheel installed at ``directory``, from its RECORD's hashes of
     the native libraries there; None when any of them is not listed with a hash and its size
     (an editable or hand-built install)."""
-    present = {}
     with os.scandir(directory) as entries:
-        for e in entries:
-            if _native(e.name) and not _extension(e.name) and e.is_file():
-                present[f"{directory.name}/{e.name}"] = e.stat().st_size
+        present = {
+            f"{directory.name}/{e.name}"
+            for e in entries
+            if _native(e.name) and not _extension(e.name) and e.is_file()
+        }
     for info in sorted(directory.parent.glob(f"{directory.name}-*.dist-info")):
         listed = {}
         try:
@@ -84,7 +85,7 @@ def wheel_stamp(directory: Path) -> str | None:
             digest, _, size = rest.partition(",")
             if path in present and digest.startswith("sha256=") and size.isdigit():
                 listed[path] = digest
-        if present and listed.keys() == present.keys():
+        if present and listed.keys() == present:
             described = json.dumps(["wheel", info.name, sorted(listed.items())])
             return "wheel:" + xxhash.xxh3_128_hexdigest(described.encode())
     return None

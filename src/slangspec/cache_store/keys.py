@@ -67,3 +67,8 @@ def entry_facts(preimage: dict[str, Any]) -> tuple[str, str]:
     return module_facts(
         preimage["module"], preimage["toolchain"], preimage["sources"], preimage["defines"]
     )
+
+
+def are_versions(value: dict[str, Any]) -> bool:
+    """Whether a ``slangpy:`` fact has its shape: slangpy's version and Slang's build tag."""
+    return set(value) == {"slangpy", "slang"} and all(isinstance(v, str) for v in value.values())

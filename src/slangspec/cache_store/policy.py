@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import blob_kind, entry_facts, key_of, source_name
+from .keys import are_versions, blob_kind, entry_facts, key_of, source_name
 from .tier import Found, Unusable
 
 Regenerate = Callable[[str, dict[str, Any], str], str]
@@ -161,7 +161,7 @@ def _fact_shape(name: str, value: dict[str, Any]) -> str | None:
         names_ = value.get("functions")
         ok = isinstance(names_, list) and all(isinstance(n, str) for n in names_)
     elif kind == "slangpy":
-        ok = set(value) == {"slangpy", "slang"} and all(isinstance(v, str) for v in value.values())
+        ok = are_versions(value)
     else:
         return "it is not a fact slangspec keeps"
     return None if ok else "its value does not have its kind's shape"
