@@ -14,6 +14,7 @@ import slangspec
 from slangspec import cuda_api, devices
 from slangspec.cache_store import ShaderSnapshots
 from slangspec.compiler import Compiler
+from slangspec.module_text import ModuleText
 
 
 def shaders(path):
@@ -140,9 +141,10 @@ def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     if kind == "cuda":
         cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
     device = devices.open_device(kind, shaders)
-    (tmp_path / "smoke.slang").write_text(SMOKE)
-    session = Compiler(device, tmp_path).session([tmp_path], {})
-    kernel = device.create_compute_kernel(session.load_program("smoke", ["smoke"]))
+    text = ModuleText("smoke", tmp_path / "smoke.slang", SMOKE)
+    module = Compiler(device, tmp_path / "slang", tmp_path).load_module(text, [], {}, "")
+    program = module.session.link_program([module], [module.entry_point("smoke")])
+    kernel = device.create_compute_kernel(program)
     usage = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
     x = np.linspace(-2, 2, 100, dtype=np.float32)
     bx = device.create_buffer(data=x, usage=usage)

@@ -1,18 +1,23 @@
 """Slang source -> slangpy module and compute kernel; owns slangpy sessions per include set.
 
-Sessions keep slangpy's module cache in the directory they are given, so a module compiled once
-is loaded as IR by later processes instead of going through the Slang front-end again. On CUDA
-each kernel is also captured as the PTX Slang generated for it, for the cache to keep as a
-binary.
+The user's module and the generated kernels reach Slang as the very text the cache keyed, each
+at a path that places it for its imports (the module's own directory, the cache's kernel
+directory), and never through the include paths. A session's include paths are then only the
+user's own and slangpy's library, the same for every module, and so is where slangpy keeps the
+compiled IR of that library: compiled once per cache and toolchain, it is loaded as IR by every
+later process, for any module in any directory. On CUDA each kernel is also captured as the PTX
+Slang generated for it, for the cache to keep as a binary.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import slangpy as spy
@@ -20,9 +25,18 @@ import slangpy as spy
 from .block_layout import uniform_block
 from .codegen import ENTRY_POINT
 from .counts import compile_counts
+from .module_text import ModuleText
 from .uniforms import UniformBlock
 
 _log = logging.getLogger(__name__)
+LIBRARY = "slangpy"
+_IMPORTS_LIBRARY = re.compile(rf"^\s*(?:__exported\s+)?import\s+{LIBRARY}\s*;", re.MULTILINE)
+
+
+@dataclass
+class _Session:
+    slang: spy.SlangSession
+    modules: dict[str, spy.SlangModule] = field(default_factory=dict)
 
 
 class CompiledKernel:
@@ -38,74 +52,119 @@ class CompiledKernel:
 
 
 class Compiler:
-    """Compiles on one device; one Slang session per (include paths, defines) set.
+    """Compiles on one device; one Slang session per (include paths, defines, content) set.
 
-    ``module_cache`` is where slangpy keeps compiled IR. The PTX of a CUDA build is dumped to a
-    directory of its own in the system's temporary directory, out of reach of a ``cache clear``.
+    ``module_cache`` is where slangpy keeps compiled IR; ``kernel_dir`` is where generated
+    kernels are stored, and where Slang is told they lie. The PTX of a CUDA build is dumped to
+    a directory of its own in the system's temporary directory, out of reach of a ``cache
+    clear``.
     """
 
-    def __init__(self, device: spy.Device, module_cache: Path) -> None:
+    def __init__(self, device: spy.Device, module_cache: Path, kernel_dir: Path) -> None:
         self.device = device
         self.module_cache = module_cache
+        self.kernel_dir = kernel_dir
         self._capture = device.info.type == spy.DeviceType.cuda
-        self._sessions: dict[tuple, spy.SlangSession] = {}
+        self._sessions: dict[tuple, _Session] = {}
         self._lock = threading.Lock()
 
-    def session(
-        self, include_paths: Sequence[Path], defines: dict[str, str], content: str = ""
-    ) -> spy.SlangSession:
+    @staticmethod
+    def _key(include_paths: Sequence[Path], defines: dict[str, str], content: str) -> tuple:
+        return (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())), content)
+
+    def _session(
+        self, include_paths: Sequence[Path], defines: dict[str, str], content: str
+    ) -> _Session:
         """The session that resolves imports through ``include_paths`` with ``defines`` set.
 
-        ``content`` identifies the Slang sources seen through those paths: a session keeps every
-        module it loaded, so edited sources need a session of their own.
+        ``content`` identifies the Slang sources the module is built from: a session keeps
+        every module it loaded, so edited sources need a session of their own.
         """
-        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())), content)
+        key = self._key(include_paths, defines, content)
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
                 options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
                 # The directory may have been removed since (a cache clear in another process).
                 self.module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-                session = self.device.create_slang_session(
+                slang = self.device.create_slang_session(
                     compiler_options=options, cache_path=self.module_cache
                 )
-                self._sessions[key] = session
+                session = self._sessions[key] = _Session(slang)
             return session
 
     def forget_session(
-        self, include_paths: Sequence[Path], defines: dict[str, str], content: str = ""
+        self, include_paths: Sequence[Path], defines: dict[str, str], content: str
     ) -> None:
         """Drop a session, so the next build loads every module afresh: a session keeps what it
         loaded, also a module whose files were removed while it read them."""
-        key = (tuple(str(p) for p in include_paths), tuple(sorted(defines.items())), content)
         with self._lock:
-            self._sessions.pop(key, None)
+            self._sessions.pop(self._key(include_paths, defines, content), None)
 
     def load_module(
-        self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str
+        self,
+        module: ModuleText,
+        include_paths: Sequence[Path],
+        defines: dict[str, str],
+        content: str,
     ) -> spy.SlangModule:
-        """Front-end compile of the user's module, for reflection."""
+        """The user's module through the Slang front-end, once per session."""
+        return self._loaded(self._session(include_paths, defines, content), module)
+
+    def _loaded(self, session: _Session, module: ModuleText) -> spy.SlangModule:
+        loaded = session.modules.get(module.name)
+        if loaded is not None:
+            return loaded
+        if _IMPORTS_LIBRARY.search(module.text):
+            self._library(session)
         compile_counts["front_end"] += 1
         self.device.set_cuda_context_current()
         start = time.perf_counter()
-        module = self.session(include_paths, defines, content).load_module(name)
-        _log.info("Slang front-end of module %s: %.3f s", name, time.perf_counter() - start)
-        return module
+        module.path.parent.mkdir(parents=True, exist_ok=True)
+        # slangpy sets a line of its own before a module given as source: without the
+        # directive, every line a diagnostic names would be one too far.
+        text = "#line 1\n" + module.text
+        loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
+        _log.info("Slang front-end of module %s: %.3f s", module.name, time.perf_counter() - start)
+        session.modules[module.name] = loaded
+        return loaded
+
+    def _library(self, session: _Session) -> None:
+        """slangpy's Slang library, loaded on its own so that its time is its own: compiled IR
+        from the module cache, or the front-end the first time a cache meets this toolchain."""
+        if LIBRARY in session.modules:
+            return
+        self.device.set_cuda_context_current()
+        start = time.perf_counter()
+        session.modules[LIBRARY] = session.slang.load_module(LIBRARY)
+        _log.info("slangpy's Slang library: %.3f s", time.perf_counter() - start)
 
     def kernel(
-        self, name: str, include_paths: Sequence[Path], defines: dict[str, str], content: str
+        self,
+        name: str,
+        source: str,
+        module: ModuleText,
+        include_paths: Sequence[Path],
+        defines: dict[str, str],
+        content: str,
     ) -> CompiledKernel:
-        """Compile the generated module ``name`` (found on ``include_paths``) to a kernel."""
+        """Compile the generated kernel ``name`` (of ``source``, which imports ``module``)."""
+        session = self._session(include_paths, defines, content)
+        self._loaded(session, module)
         compile_counts["kernel"] += 1
-        self.device.set_cuda_context_current()
-        session = self.session(include_paths, defines, content)
+        slang = session.slang
+        self.kernel_dir.mkdir(parents=True, exist_ok=True)
+        generated = slang.load_module_from_source(
+            name, source, str(self.kernel_dir / f"{name}.slang")
+        )
+        entry = [generated.entry_point(ENTRY_POINT)]
         if not self._capture:
-            program = session.load_program(name, [ENTRY_POINT])
+            program = slang.link_program([generated], entry)
             return CompiledKernel(self.device.create_compute_kernel(program))
         dumps = tempfile.TemporaryDirectory(prefix="slangspec-ptx-", ignore_cleanup_errors=True)
         with dumps as dump:
             options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
-            program = session.load_program(name, [ENTRY_POINT], link_options=options)
+            program = slang.link_program([generated], entry, link_options=options)
             # Building the pipeline generates the target code, and with it the dump.
             kernel = self.device.create_compute_kernel(program)
             kernel.pipeline  # noqa: B018

@@ -25,6 +25,7 @@ from ..codegen import kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
+from ..module_text import ModuleText
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..uniforms import Unpackable
 from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
@@ -39,6 +40,7 @@ Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel"
+Apart: TypeAlias = "tuple[Compiler, list[Path], ModuleText]"
 
 
 class SlangUnavailableError(DeviceUnavailableError):
@@ -82,6 +84,7 @@ class Buildable(Protocol):
     source: str | None
     defines: dict[str, str]
     include_paths: list[Path]
+    text: ModuleText
     content: str
     """A hash of the module's sources, for Slang's session."""
     module_names: list[str]
@@ -240,12 +243,12 @@ class Builder:
         def attempt() -> tuple[str, CompiledKernel]:
             name = self.cache.write_blob("source", source)
             self._module_written()
-            return name, self._compiled(name)
+            return name, self._compiled(name, source)
 
         def apart() -> tuple[str, CompiledKernel]:
             name = source_name(source)
-            with self._apart({name: source}) as (compiler, include_paths):
-                kernel = self._compiled(name, compiler, include_paths)
+            with self._apart() as apart:
+                kernel = self._compiled(name, source, apart)
             # Kept if it can be; a later process regenerates it from the plan if not.
             with contextlib.suppress(OSError):
                 self.cache.write_blob("source", source)
@@ -260,12 +263,12 @@ class Builder:
         m = self.module
 
         def apart() -> spy.SlangModule:
-            with self._apart({}) as (compiler, include_paths):
-                return compiler.load_module(m.name, include_paths, m.defines, m.content)
+            with self._apart() as (compiler, include_paths, text):
+                return compiler.load_module(text, include_paths, m.defines, m.content)
 
         def attempt() -> spy.SlangModule:
             self._module_written()
-            return m.compiler.load_module(m.name, m.include_paths, m.defines, m.content)
+            return m.compiler.load_module(m.text, m.include_paths, m.defines, m.content)
 
         module = self._retried(attempt, lambda: False, apart)
         self.cache.files.note_compiled(m.module_names)
@@ -298,22 +301,21 @@ class Builder:
                     return apart()
 
     @contextlib.contextmanager
-    def _apart(self, kernels: dict[str, str]) -> Iterator[tuple[Compiler, list[Path]]]:
-        """A compiler and include paths that read and write nothing under the cache root: the
-        generated ``kernels`` (by module name) and a module given as a source string are
-        written to a private directory, which also holds the Slang module cache."""
+    def _apart(self) -> Iterator[Apart]:
+        """A compiler, include paths and module text that read and write nothing under the
+        cache root: the Slang module cache, the kernel directory and the place of a module
+        given as a source string are a private directory."""
         from ..compiler import Compiler
 
         m = self.module
         root = self.cache.root.resolve()
         with tempfile.TemporaryDirectory(prefix="slangspec-apart-") as directory:
             private = Path(directory)
-            for name, source in kernels.items():
-                (private / f"{name}.slang").write_text(source)
-            if m.source is not None:
-                (private / f"{m.name}.slang").write_text(m.source)
             outside = [p for p in m.include_paths if not p.resolve().is_relative_to(root)]
-            yield Compiler(m.device, private / "slang"), [private, *outside]
+            text = m.text
+            if m.source is not None:
+                text = ModuleText(m.name, private / f"{m.name}.slang", m.source)
+            yield Compiler(m.device, private / "slang", private), outside, text
 
     def _forget_session(self) -> None:
         """Drop the module's Slang session after a failed build: it keeps what it loaded."""
@@ -323,25 +325,22 @@ class Builder:
     def _compiled(
         self,
         name: str,
-        compiler: Compiler | None = None,
-        include_paths: list[Path] | None = None,
+        source: str,
+        apart: Apart | None = None,
     ) -> CompiledKernel:
-        """Compile the stored kernel ``name`` with the module's compiler, or with ``compiler``
-        through ``include_paths`` (a build apart from the cache, which notes nothing in it)."""
+        """Compile the kernel ``name`` of ``source`` with the module's compiler, or ``apart``
+        from the cache (which then notes nothing of it)."""
         m = self.module
-        apart = compiler is not None
-        compiler = compiler or m.compiler
-        paths = include_paths or m.include_paths
+        compiler, paths, text = apart or (m.compiler, m.include_paths, m.text)
         if m.device_kind == "cuda":
-            kernel = compiler.kernel(name, paths, m.defines, m.content)
+            kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
         else:
             with m.shaders.lock:
-                kernel = compiler.kernel(name, paths, m.defines, m.content)
+                kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
                 m.shaders.publish(m.device.shader_cache_stats.miss_count)
         if not apart:
-            # slangpy may write a module's own compiled IR after loading it returns: count it
-            # again.
-            self.cache.files.note_compiled([name, *m.module_names])
+            # slangpy may write a module's compiled IR after loading it returns: count it again.
+            self.cache.files.note_compiled(m.module_names)
         return kernel
 
     def _from_cache(
@@ -358,9 +357,10 @@ class Builder:
         name = entry.kernels.get(label)
         if name is None:
             return None
-        if self.cache.read_blob(name) is not None:
+        stored = self.cache.read_blob(name)
+        if stored is not None:
             try:
-                kernel = self._compiled(name)
+                kernel = self._compiled(name, stored.decode())
             except Exception:
                 self._forget_session()
                 return None  # built again from the plan, where a failure that stays is raised

@@ -25,6 +25,7 @@ from ..cache_store.settings import check_all
 from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..log import configure as configure_logging
+from ..module_text import ModuleText
 from ..preimage import module_closure, preimage
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
@@ -81,8 +82,8 @@ class BuildModule:
         if self.device_kind == "cuda":
             self.cuda_ordinal = cuda_ordinal()
             self.context = primary_context(self.cuda_ordinal)
-        self.user_include_paths = list(include_paths)
-        self.include_paths = [directory, *include_paths, cache.files.kernel_dir]
+        self.include_paths = list(include_paths)
+        """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
         self._compiler: Compiler | None = None
         self._slang_module = None
@@ -90,8 +91,10 @@ class BuildModule:
         self.toolchain = toolchain(cache)
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
-        given = None if source is None else source.encode()
-        self.sources = module_closure(self.path, self.user_include_paths, given)
+        given = self.path.read_bytes() if source is None else source.encode()
+        self.text = ModuleText(name, self.path, given.decode(errors="replace"))
+        """What Slang compiles: the module's text as it was keyed."""
+        self.sources = module_closure(self.path, self.include_paths, given)
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
@@ -129,7 +132,10 @@ class BuildModule:
             key = (id(self.device), str(self.cache.files.module_cache))
             compiler = _compilers.get(key)
             if compiler is None:
-                compiler = _compilers[key] = Compiler(self.device, self.cache.files.module_cache)
+                files = self.cache.files
+                compiler = _compilers[key] = Compiler(
+                    self.device, files.module_cache, files.kernel_dir
+                )
             self._compiler = compiler
         return self._compiler
 
@@ -262,7 +268,7 @@ class BuildModule:
             "module": self.name,
             "path": None if self.source is not None else str(self.path),
             "source": self.source,
-            "include_paths": [str(p) for p in self.user_include_paths],
+            "include_paths": [str(p) for p in self.include_paths],
             "defines": self.defines,
             "function": function,
             "signature": signature,
