@@ -443,7 +443,7 @@ def test_warming_reflects_a_module_another_machine_is_reflecting(
     for fact in client.keys(PREFIX + "fact:functions:*"):
         client.delete(fact)
     # As if another machine were reflecting the module, for longer than the test runs.
-    lease = load(tmp_path / "probe", redis_server).functions_fact + ":poly"
+    lease = load(tmp_path / "probe", redis_server).functions_fact("poly") + ":poly"
     client.set(PREFIX + "lease:" + lease, "elsewhere", px=600_000)
     pool = ThreadPoolExecutor(1)
     warming = pool.submit(warm, items, cache_dir=str(tmp_path / "c"))
@@ -646,7 +646,9 @@ def test_an_unsigned_fact_from_the_server_is_used_but_never_kept(tmp_path, redis
     """A poisoned fact (no secret to refuse it) hides a function while the server holds it,
     and not a moment longer: the local cache never keeps it."""
     m = load(tmp_path / "local", redis_server)
-    RemoteTier(remote_settings(redis_server.url)).note_fact(m.functions_fact, {"poly": False})
+    RemoteTier(remote_settings(redis_server.url)).note_fact(
+        m.functions_fact("poly"), {"poly": False}
+    )
     with pytest.raises(slangspec.UnknownFunctionError):
         _ = m.poly
     redis_server.client().flushall()

@@ -278,7 +278,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         key = key_of(here)
         cache.insert(key, here, e["plan"], e["kernels"], {"imported": True})
         # Its plan generated the kernels checked above, which call this function of the module.
-        cache.note_fact(m.functions_fact, {pre["function"]: True})
+        cache.note_fact(m.functions_fact(pre["function"]), {pre["function"]: True})
         entries += 1
         if e.get("binaries"):
             data, why = _carried(key_here, e, bundle, here["device"])

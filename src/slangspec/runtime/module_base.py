@@ -27,6 +27,7 @@ from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..log import configure as configure_logging
 from ..module_text import ModuleText
 from ..preimage import module_closure, preimage
+from ..reach import reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from ..toolchain import toolchain
 from .miss_path import Builder, needing_slang
@@ -98,11 +99,9 @@ class BuildModule:
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
         self.module_names = [Path(file).stem for file in self.sources]
         """The Slang modules this module is compiled from: its own and its imports."""
-        self.functions_fact, self.names_fact = module_facts(
-            name, self.toolchain, self.sources, self.defines
-        )
-        """Key what the cache remembers of which functions this module's content has, and the
-        list of those it declares."""
+        self.names_fact = module_facts(name, self.toolchain, self.sources, self.defines)[1]
+        """Keys what the cache remembers of the functions this module's content declares."""
+        self._function_sources: dict[str, dict[str, str]] = {}
         self.waits_for_reflection = True
         """Whether a CUDA process that finds another machine reflecting this module waits for
         what it notes instead of starting Slang itself; warming turns it off, since its
@@ -195,7 +194,7 @@ class BuildModule:
             # Slang starts anyway, and waiting would only delay it.
             lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
             if self.device_kind == "cuda" and self.waits_for_reflection:
-                name_of_lease = f"{self.functions_fact}:{name}"
+                name_of_lease = f"{self.functions_fact(name)}:{name}"
                 lease = self.cache.leases.shared(
                     name_of_lease, lambda: self._remembered(name) is not None
                 )
@@ -204,12 +203,12 @@ class BuildModule:
                 if known is None:
                     known = self._reflect(name)
                     remembered = known.to_json() if isinstance(known, FunctionInfo) else known
-                    self.cache.note_fact(self.functions_fact, {name: remembered})
+                    self.cache.note_fact(self.functions_fact(name), {name: remembered})
         return known
 
     def _remembered(self, name: str) -> bool | FunctionInfo | None:
         """What the cache remembers of function ``name``; None when nothing usable."""
-        known = self.cache.fact(self.functions_fact, name).get(name)
+        known = self.cache.fact(self.functions_fact(name), name).get(name)
         if isinstance(known, dict):
             try:
                 return FunctionInfo.from_json(known)
@@ -247,6 +246,26 @@ class BuildModule:
         assert info is not None, "the module has the function"
         return info
 
+    def function_sources(self, function: str) -> dict[str, str]:
+        """The sources that key ``function``'s kernels and description: the module's, its own
+        file's hash replaced by that of what the function reaches in it (``reach``), where
+        that can be known for certain."""
+        sources = self._function_sources.get(function)
+        if sources is None:
+            reached = reached_text(self.text.text, _IDENT.findall(function))
+            sources = dict(self.sources)
+            if reached is not None:
+                sources[self.path.name] = "reach:" + xxhash.xxh3_128_hexdigest(reached.encode())
+            self._function_sources[function] = sources
+        return sources
+
+    def functions_fact(self, function: str) -> str:
+        """Keys what the cache remembers of whether this module has ``function``, and its
+        description."""
+        return module_facts(
+            self.name, self.toolchain, self.function_sources(function), self.defines
+        )[0]
+
     def preimage(self, function: str, signature: str) -> dict[str, Any]:
         """The cache-key preimage of one specialization of this module."""
         if self._device_identity is None:
@@ -256,7 +275,7 @@ class BuildModule:
             toolchain=self.toolchain,
             device=self._device_identity,
             module=self.name,
-            sources=self.sources,
+            sources=self.function_sources(function),
             defines=self.defines,
             function=function,
             signature=signature,
