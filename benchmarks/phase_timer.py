@@ -31,9 +31,13 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
     "open slangpy's device": [("slangspec.devices", "open_device")],
     "Slang front-end (reflection)": [("slangspec.runtime.miss_path", "Builder.front_end")],
+    "Slang session": [("slangspec.compiler", "Compiler._session")],
+    "slangpy's library front-end": [("slangspec.compiler", "Compiler._library")],
+    "module front-end": [("slangspec.compiler", "Compiler._loaded")],
     "type resolution": [("slangspec.runtime.miss_path", "plan_from_signature")],
     "code generation": [("slangspec.runtime.miss_path", "kernel_source")],
     "Slang compile": [("slangspec.runtime.miss_path", "Builder._compiled")],
+    "Slang to target code": [("slangspec.compiler", "Compiler.kernel")],
     "cubin from PTX": [("slangspec.runtime.miss_path", "cubin_from_ptx")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")
@@ -68,8 +72,10 @@ def _wrap(module: ModuleType, directory: Path) -> None:
             *path, name = attribute.split(".")
             owner: Any = module
             for part in path:
-                owner = getattr(owner, part)
-            original = getattr(owner, name)
+                owner = getattr(owner, part, None)
+            original = getattr(owner, name, None)
+            if original is None:  # another tree's code, without this phase
+                continue
 
             @functools.wraps(original)
             def timed(*args: Any, _original: Any = original, _phase: str = phase, **kw: Any):
