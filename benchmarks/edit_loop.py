@@ -86,7 +86,9 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     # As benchmarks/startup.py: slangpy's device is opened before the timing starts.
     if kind == "cuda":
         cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
-    devices.open_device(kind, slangspec.Cache(cache).files.shader_cache())
+    opened = slangspec.Cache(cache)
+    # A baseline tree's cache may hand out its shader cache itself.
+    devices.open_device(kind, getattr(opened, "files", opened).shader_cache())
     sync()
     t0 = time.perf_counter()
     m = slangspec.load(path, device=kind, cache_dir=cache)
