@@ -1,5 +1,6 @@
 """Kernels keyed by what their function reaches in its module: an edit elsewhere in the module
-leaves them valid, and any edit of what they reach replaces them."""
+leaves them valid, and any edit of what they reach replaces them. The tests share the session's
+cache: each cache a process opens keeps a slangpy device of its own."""
 
 from __future__ import annotations
 
@@ -53,29 +54,29 @@ EDITS = {
 }
 
 
-def keys(directory: Path, cache: Path) -> dict[str, str]:
+def keys(directory: Path, cache: str) -> dict[str, str]:
     m = slangspec.load(directory / "mod.slang", cache_dir=cache)
     return {name: getattr(m, name).cache_key("signature") for name in FUNCTIONS}
 
 
 @pytest.mark.parametrize("edit", list(EDITS))
-def test_an_edit_replaces_the_keys_of_what_reaches_it_and_no_others(tmp_path, edit):
+def test_an_edit_replaces_the_keys_of_what_reaches_it_and_no_others(tmp_path, cache_dir, edit):
     (old, new), changed = EDITS[edit]
     (tmp_path / "other.slang").write_text(OTHER)
     (tmp_path / "mod.slang").write_text(MODULE)
-    before = keys(tmp_path, tmp_path / "cache")
+    before = keys(tmp_path, cache_dir)
     assert old in MODULE
     (tmp_path / "mod.slang").write_text(MODULE.replace(old, new))
-    after = keys(tmp_path, tmp_path / "cache")
+    after = keys(tmp_path, cache_dir)
     assert {n for n in FUNCTIONS if before[n] != after[n]} == changed
 
 
-def test_an_edit_of_an_imported_module_replaces_every_key(tmp_path):
+def test_an_edit_of_an_imported_module_replaces_every_key(tmp_path, cache_dir):
     (tmp_path / "other.slang").write_text(OTHER)
     (tmp_path / "mod.slang").write_text(MODULE)
-    before = keys(tmp_path, tmp_path / "cache")
+    before = keys(tmp_path, cache_dir)
     (tmp_path / "other.slang").write_text(OTHER.replace("2.0", "3.0"))
-    after = keys(tmp_path, tmp_path / "cache")
+    after = keys(tmp_path, cache_dir)
     assert all(before[n] != after[n] for n in FUNCTIONS)
 
 
@@ -100,8 +101,8 @@ EDITED = """import slangpy;
 """
 
 
-def test_after_an_edit_only_the_edited_function_is_built_again(tmp_path, tdev, kind):
-    cache = tmp_path / "cache"
+def test_after_an_edit_only_the_edited_function_is_built_again(tmp_path, cache_dir, tdev, kind):
+    cache = cache_dir
     path = tmp_path / "edited.slang"
     path.write_text(EDITED)
     a = torch.arange(4.0, device=tdev, requires_grad=True)
