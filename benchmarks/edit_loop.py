@@ -211,6 +211,7 @@ def main() -> None:
                 for tree, trial in trials.items():
                     result = trial.edited() if mode == "edited" else getattr(trial, mode)(function)
                     runs.setdefault((function, mode, tree), []).append(result)
+                    print(f"{function} {mode} ({tree}): {result['total'] * 1e3:.0f} ms", flush=True)
     print(f"{kind}, medians of {args.repeat} fresh processes\n")
     print("| function | mode | tree | load | forward | backward | total | the nine others |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
