@@ -177,7 +177,8 @@ def reached_text(source: str, roots: Iterable[str]) -> str | None:
     except Uncertain:
         return None
     reached = [not d.names for d in decls]
-    names = set(roots)
+    names = set(roots)  # used by what is reached: what they name is reached too
+    declared: set[str] = set()  # declared by what is reached: attributes naming them reach
     for d in decls:
         if not d.names:
             names |= d.refs
@@ -185,15 +186,10 @@ def reached_text(source: str, roots: Iterable[str]) -> str | None:
     while grew:
         grew = False
         for i, d in enumerate(decls):
-            if reached[i] or not (
-                d.names & names or d.attribute_refs & _reached_names(decls, reached)
-            ):
+            if reached[i] or not (d.names & names or d.attribute_refs & declared):
                 continue
             reached[i] = True
             names |= d.refs
+            declared |= d.names
             grew = True
     return "\n".join(d.text for d, r in zip(decls, reached, strict=True) if r)
-
-
-def _reached_names(decls: list[_Decl], reached: list[bool]) -> set[str]:
-    return {n for d, r in zip(decls, reached, strict=True) if r for n in d.names}
