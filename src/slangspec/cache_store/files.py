@@ -1,5 +1,5 @@
-"""The files a cache hands the compiler and the device: where generated kernel sources lie for
-Slang to import them, slangpy's module and shader caches, and the files of modules given as
+"""The files a cache hands the compiler and the device: where generated kernel sources lie,
+slangpy's module and shader caches, and the files of modules given as
 source strings. A cache that may not write hands out a private place for what would be written
 (this process's alone, removed when it exits), and its own kernel sources to read."""
 
@@ -25,12 +25,14 @@ class LocalFiles:
 
     @property
     def kernel_dir(self) -> Path:
-        """Where generated kernel sources lie, for Slang to import them by name."""
+        """Where generated kernel sources lie, and where Slang is told they lie when it is given
+        their text."""
         return self._disk.kernel_dir
 
     @property
     def module_cache(self) -> Path:
-        """slangpy's module cache: compiled IR of user and generated modules."""
+        """slangpy's module cache: compiled IR of slangpy's Slang library and of modules found
+        on include paths."""
         return part(self._written.root, SLANG)
 
     def shader_cache(self) -> ShaderSnapshots:

@@ -6,7 +6,7 @@ The root is ``cache_dir=``, else ``SLANGSPEC_CACHE_DIR``, else the user cache di
 - ``kernels/``  generated kernel sources, named by the hash of their content
 - ``binaries/`` CUDA kernels compiled for this GPU (cubins), named by the hash of their content
 - ``modules/``  modules given as source strings, by content hash
-- ``slang/``    slangpy's module cache: the compiled IR of user and generated modules
+- ``slang/``    slangpy's module cache: the compiled IR of its library and included modules
 - ``shaders/``  snapshots of slangpy's shader cache (Vulkan target code and pipelines)
 
 The size bound and the lease length, both settings, are read here too.
