@@ -109,6 +109,7 @@ class Compiler:
         content: str,
     ) -> spy.SlangModule:
         """The user's module through the Slang front-end, once per session."""
+        self.device.set_cuda_context_current()
         return self._loaded(self._session(include_paths, defines, content), module)
 
     def _loaded(self, session: _Session, module: ModuleText) -> spy.SlangModule:
@@ -118,7 +119,6 @@ class Compiler:
         if _IMPORTS_LIBRARY.search(module.text):
             self._library(session)
         compile_counts["front_end"] += 1
-        self.device.set_cuda_context_current()
         start = time.perf_counter()
         module.path.parent.mkdir(parents=True, exist_ok=True)
         # slangpy sets a line of its own before a module given as source: without the
@@ -134,7 +134,6 @@ class Compiler:
         from the module cache, or the front-end the first time a cache meets this toolchain."""
         if LIBRARY in session.modules:
             return
-        self.device.set_cuda_context_current()
         start = time.perf_counter()
         session.modules[LIBRARY] = session.slang.load_module(LIBRARY)
         _log.info("slangpy's Slang library: %.3f s", time.perf_counter() - start)
@@ -149,6 +148,7 @@ class Compiler:
         content: str,
     ) -> CompiledKernel:
         """Compile the generated kernel ``name`` (of ``source``, which imports ``module``)."""
+        self.device.set_cuda_context_current()
         session = self._session(include_paths, defines, content)
         self._loaded(session, module)
         compile_counts["kernel"] += 1
