@@ -86,11 +86,30 @@ def test_module_closure_covers_transitive_imports(tmp_path):
     assert changed["top.slang"] == closure["top.slang"]
 
 
-def test_editing_an_imported_file_or_a_define_misses(tmp_path, tdev):
+@pytest.mark.parametrize("form", ["import", "__exported import", "__import"])
+def test_module_closure_covers_every_form_of_import(tmp_path, form):
+    (tmp_path / "top.slang").write_text(f"{form} mid;\nfloat f() {{ return g(); }}")
+    (tmp_path / "mid.slang").write_text("public float g() { return 1.0; }")
+    closure = preimage.module_closure(tmp_path / "top.slang", [])
+    assert set(closure) == {"top.slang", "mid.slang"}
+    (tmp_path / "mid.slang").write_text("public float g() { return 2.0; }")
+    assert preimage.module_closure(tmp_path / "top.slang", []) != closure
+
+
+def test_imported_names_reads_what_the_compiler_and_the_key_both_need():
+    text = 'import slangpy;\n  __exported import a.b;\nimplementing "c";\n#include "d.h"\n'
+    assert preimage.imported_names(text) == ["slangpy", "a.b", "c"]
+    assert preimage.imported_names("// import slangpy;\nfloat f();") == []
+
+
+@pytest.mark.parametrize("form", ["import", "__exported import"])
+def test_editing_an_imported_file_or_a_define_misses(tmp_path, tdev, form):
     lib = tmp_path / "lib"
     lib.mkdir()
     shutil_copy(SHADERS / "cached.slang", tmp_path / "cached.slang")
-    shutil_copy(HERE / "slang_lib" / "helpers.slang", lib / "helpers.slang")
+    helpers = (HERE / "slang_lib" / "helpers.slang").read_text()
+    assert helpers.startswith("import basics;")
+    (lib / "helpers.slang").write_text(helpers.replace("import basics;", f"{form} basics;", 1))
     shutil_copy(HERE / "slang_lib" / "basics.slang", lib / "basics.slang")
     cache = tmp_path / "cache"
     a, x = torch.ones(1, device=tdev), torch.full((4,), 2.0, device=tdev)

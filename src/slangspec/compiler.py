@@ -12,7 +12,6 @@ Slang generated for it, for the cache to keep as a binary.
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import threading
 import time
@@ -26,11 +25,11 @@ from .block_layout import uniform_block
 from .codegen import ENTRY_POINT
 from .counts import compile_counts
 from .module_text import ModuleText
+from .preimage import imported_names
 from .uniforms import UniformBlock
 
 _log = logging.getLogger(__name__)
 LIBRARY = "slangpy"
-_IMPORTS_LIBRARY = re.compile(rf"^\s*(?:__exported\s+)?import\s+{LIBRARY}\s*;", re.MULTILINE)
 
 
 @dataclass
@@ -116,7 +115,7 @@ class Compiler:
         loaded = session.modules.get(module.name)
         if loaded is not None:
             return loaded
-        if _IMPORTS_LIBRARY.search(module.text):
+        if LIBRARY in imported_names(module.text):
             self._library(session)
         compile_counts["front_end"] += 1
         start = time.perf_counter()

@@ -15,10 +15,16 @@ from typing import Any
 import xxhash
 
 _IMPORT_RE = re.compile(
-    r'^\s*(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
+    r'^\s*(?:__exported\s+)?(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
     r'|^\s*(?:__include|#\s*include)\s+"([^"]+)"',
     re.MULTILINE,
 )
+
+
+def imported_names(text: str) -> list[str]:
+    """The modules ``text`` imports (``import``, ``__exported import``, ``implementing``), as
+    written, without quotes; included files are not modules and are left out."""
+    return [m.group(1).strip('"') for m in _IMPORT_RE.finditer(text) if m.group(1)]
 
 
 def _resolve(name: str, relative_to: Path, search: Sequence[Path]) -> Path | None:
