@@ -6,8 +6,9 @@ imported, so that every call appends its start (epoch seconds) and duration to
 ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang compile opens the
 device on its first call), so each is inclusive. ``timeline(directory,
 started)`` says when, from ``started``, the run first entered a phase, first compiled, last
-left a phase and finished its last task: what came before is start-up, what comes after is
-the tail (the command's own after the last task).
+left a phase and finished its last task, and when the command had every result and had
+printed its report: what came before the first compile is start-up, what comes after the last
+task is the tail.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from typing import Any
 
 TASK = "a worker's task, whole"
 """The phase around every other, whose end says when the last result was ready."""
+RESULTS = "the command gathering results"
+REPORT = "the command's report"
+COMMAND = (RESULTS, REPORT)
+"""The command's own phases, in the parent process: not summed with the workers'."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
@@ -45,6 +50,8 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
     TASK: [("slangspec.warm", "warm_task")],
+    RESULTS: [("slangspec.warm", "warm")],
+    REPORT: [("slangspec.cli.warm", "_report")],
 }
 """Each phase's functions: (module, attribute path in it)."""
 
@@ -57,7 +64,7 @@ def _write(directory: Path, phase: str, began: float, seconds: float) -> None:
 
 def _records(directory: Path) -> list[dict[str, Any]]:
     return [
-        json.loads(line)
+        {**json.loads(line), "pid": path.stem}
         for path in directory.glob("*.jsonl")
         for line in path.read_text().splitlines()
     ]
@@ -132,7 +139,11 @@ def summary(directory: Path, wall_s: float, jobs: int) -> list[tuple[str, float,
     for record in _records(directory):
         seconds[record["phase"]] += record["s"]
         calls[record["phase"]] += 1
-    rows = [(phase, seconds[phase], calls[phase]) for phase in PHASES if calls[phase]]
+    rows = [
+        (phase, seconds[phase], calls[phase])
+        for phase in PHASES
+        if calls[phase] and phase not in COMMAND
+    ]
     top = ("load the module", "Slang compile", "cubin from PTX", "cache writes")
     busy = sum(seconds[p] for p in top)
     rows.append(("workers' time outside those phases", max(0.0, wall_s * jobs - busy), 0))
@@ -147,12 +158,28 @@ def timeline(directory: Path, started: float) -> dict[str, float]:
     if not records:
         return {}
     compiles = [r["start"] for r in records if r["phase"] == "Slang compile"]
-    inner = [r for r in records if r["phase"] != TASK]
+    firsts: dict[str, float] = {}
+    for r in records:
+        if r["phase"] == "Slang compile":
+            firsts[r["pid"]] = min(firsts.get(r["pid"], r["start"]), r["start"])
+    per_worker = sorted(firsts.values())
+    inner = [r for r in records if r["phase"] not in (TASK, *COMMAND)]
     tasks = [r for r in records if r["phase"] == TASK]
     return {
         "first phase": min(r["start"] for r in inner) - started,
         "first compile": (min(compiles) if compiles else float("nan")) - started,
+        "a worker's first compile, median": (
+            per_worker[len(per_worker) // 2] if per_worker else float("nan")
+        )
+        - started,
+        "the last worker's first compile": (per_worker[-1] if per_worker else float("nan"))
+        - started,
         "last phase ends": max(r["start"] + r["s"] for r in inner) - started,
         "last task ends": (max(r["start"] + r["s"] for r in tasks) if tasks else float("nan"))
         - started,
+        **{
+            f"{phase} ends": max(r["start"] + r["s"] for r in mine) - started
+            for phase in COMMAND
+            if (mine := [r for r in records if r["phase"] == phase])
+        },
     }

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phase_timer import summary, timeline
+from phase_timer import COMMAND, summary, timeline
 
 HERE = Path(__file__).parent
 SHAPES = (
@@ -115,7 +115,10 @@ def main() -> None:
         print(f"{name:<36s}" + "".join(cells))
     print("\nWhen, seconds from the command's start")
     print(f"{'':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
-    for name in ("first phase", "first compile", "last phase ends", "last task ends"):
+    names = ["first phase", "first compile", "a worker's first compile, median"]
+    names += ["the last worker's first compile", "last phase ends", "last task ends"]
+    names += [f"{phase} ends" for phase in COMMAND]
+    for name in names:
         print(
             f"{name:<36s}" + "".join(f"{when.get(name, 0.0):10.1f}" for *_, when in runs.values())
         )
