@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import slangpy as spy
 
@@ -30,6 +31,15 @@ from .uniforms import UniformBlock
 
 _log = logging.getLogger(__name__)
 LIBRARY = "slangpy"
+
+
+class ModuleCacheSeals(Protocol):
+    """What keeps slangpy's module cache whole: damaged files removed before Slang reads them,
+    and what Slang wrote sealed after a load succeeded."""
+
+    def remove_damaged(self) -> object: ...
+
+    def seal(self) -> None: ...
 
 
 @dataclass
@@ -53,16 +63,23 @@ class CompiledKernel:
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines, content) set.
 
-    ``module_cache`` is where slangpy keeps compiled IR; ``kernel_dir`` is where generated
-    kernels are stored, and where Slang is told they lie. The PTX of a CUDA build is dumped to
-    a directory of its own in the system's temporary directory, out of reach of a ``cache
-    clear``.
+    ``module_cache`` is where slangpy keeps compiled IR, kept whole by ``seals`` when given;
+    ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie. The
+    PTX of a CUDA build is dumped to a directory of its own in the system's temporary
+    directory, out of reach of a ``cache clear``.
     """
 
-    def __init__(self, device: spy.Device, module_cache: Path, kernel_dir: Path) -> None:
+    def __init__(
+        self,
+        device: spy.Device,
+        module_cache: Path,
+        kernel_dir: Path,
+        seals: ModuleCacheSeals | None = None,
+    ) -> None:
         self.device = device
         self.module_cache = module_cache
         self.kernel_dir = kernel_dir
+        self.seals = seals
         self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, _Session] = {}
         self._lock = threading.Lock()
@@ -86,6 +103,8 @@ class Compiler:
                 options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
                 # The directory may have been removed since (a cache clear in another process).
                 self.module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if self.seals is not None:
+                    self.seals.remove_damaged()
                 slang = self.device.create_slang_session(
                     compiler_options=options, cache_path=self.module_cache
                 )
@@ -126,6 +145,7 @@ class Compiler:
         loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
         _log.info("Slang front-end of module %s: %.3f s", module.name, time.perf_counter() - start)
         session.modules[module.name] = loaded
+        self._sealed()
         return loaded
 
     def _library(self, session: _Session) -> None:
@@ -136,6 +156,11 @@ class Compiler:
         start = time.perf_counter()
         session.modules[LIBRARY] = session.slang.load_module(LIBRARY)
         _log.info("slangpy's Slang library: %.3f s", time.perf_counter() - start)
+
+    def _sealed(self) -> None:
+        """Seal what Slang wrote to the module cache for loads that succeeded."""
+        if self.seals is not None:
+            self.seals.seal()
 
     def kernel(
         self,
@@ -157,6 +182,9 @@ class Compiler:
             name, source, str(self.kernel_dir / f"{name}.slang")
         )
         entry = [generated.entry_point(ENTRY_POINT)]
+        # slangpy may write a loaded module's IR after its load returned (seen: while the next
+        # load runs), so what the module's load could not seal yet is sealed here.
+        self._sealed()
         if not self._capture:
             program = slang.link_program([generated], entry)
             return CompiledKernel(self.device.create_compute_kernel(program))

@@ -298,9 +298,17 @@ class Cache:
         self._open()
 
     def verify(self, repair: bool = False) -> dict[str, Any]:
-        """Check rows, preimages, plans, sources, binaries, facts and the shader-cache
-        snapshot; ``repair`` drops or rebuilds what fails."""
+        """Check rows, preimages, plans, sources, binaries, facts, slangpy's module cache and
+        the shader-cache snapshot; ``repair`` drops or rebuilds what fails."""
         found = verify(self.disk, repair, self.regenerate, self.replan)
+        seals = self.files.module_seals
+        damaged = seals.damaged()
+        for module in damaged:
+            problem = f"slangpy's module cache file {module} does not match its seal"
+            found["problems"].append({"key": "", "problem": problem})
+        if repair and damaged:
+            seals.discard(damaged)
+            found["repaired"] += len(damaged)
         snapshots = self.files.shader_cache()
         damaged = snapshots.damaged()
         if damaged is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .disk import DiskTier
 from .location import SHADERS, SLANG, part, private_root, shader_cache_bytes
+from .module_seals import ModuleSeals
 from .shader_snapshots import ShaderSnapshots
 
 _snapshots: dict[Path, ShaderSnapshots] = {}
@@ -34,6 +35,11 @@ class LocalFiles:
         """slangpy's module cache: compiled IR of slangpy's Slang library and of modules found
         on include paths."""
         return part(self._written.root, SLANG)
+
+    @property
+    def module_seals(self) -> ModuleSeals:
+        """The seals that keep slangpy's module cache whole."""
+        return ModuleSeals(self.module_cache)
 
     def shader_cache(self) -> ShaderSnapshots:
         """slangpy's shader cache, as this process uses it (one per root and process)."""

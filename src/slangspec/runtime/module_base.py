@@ -133,7 +133,7 @@ class BuildModule:
             if compiler is None:
                 files = self.cache.files
                 compiler = _compilers[key] = Compiler(
-                    self.device, files.module_cache, files.kernel_dir
+                    self.device, files.module_cache, files.kernel_dir, files.module_seals
                 )
             self._compiler = compiler
         return self._compiler

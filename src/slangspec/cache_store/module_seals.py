@@ -1,0 +1,116 @@
+"""slangpy's module cache, sealed.
+
+Slang keeps compiled IR there (slangpy's Slang library, and modules found on include paths) and
+trusts what it reads back: a truncated file is compiled again, but some damage inside one makes
+Slang abort the process. So each ``.slang-module`` file gets a seal beside it, once a load that
+may have written it has succeeded: its size, modification time and content hash. Before Slang
+reads the cache, a file whose content no longer matches its seal is removed, with a warning,
+and Slang compiles it again. A file without a seal (written before seals were kept, or by a
+process killed before it sealed) is trusted as Slang trusts it, and sealed after the next load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import xxhash
+
+from .location import CacheWarning, write_atomic
+
+SUFFIX = ".slang-module"
+SEAL = ".seal"
+
+
+def _digest(path: Path) -> str:
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stamp(stat: os.stat_result) -> list[int]:
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+class ModuleSeals:
+    """The seals of the module cache at ``root`` (see the module's description)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _modules(self) -> list[Path]:
+        return sorted(self.root.rglob(f"*{SUFFIX}")) if self.root.is_dir() else []
+
+    @staticmethod
+    def _seal_of(module: Path) -> Path:
+        return module.with_name(module.name + SEAL)
+
+    def _read_seal(self, module: Path) -> dict | None:
+        """The seal of ``module``; None when it has none. A seal that does not decode seals
+        nothing the file can match."""
+        try:
+            seal = json.loads(self._seal_of(module).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+        return seal if isinstance(seal, dict) else {}
+
+    def damaged(self) -> list[Path]:
+        """The sealed files whose content does not match their seal."""
+        found = []
+        for module in self._modules():
+            seal = self._read_seal(module)
+            if seal is None:
+                continue
+            try:
+                intact = seal.get("xxh3_128") == _digest(module)
+            except FileNotFoundError:  # removed meanwhile: nothing left to read
+                continue
+            if not intact:
+                found.append(module)
+        return found
+
+    def remove_damaged(self) -> list[Path]:
+        """Remove each damaged file and its seal, with a warning, so that Slang compiles it
+        again instead of reading it; the files removed."""
+        removed = self.damaged()
+        self.discard(removed)
+        for module in removed:
+            warnings.warn(
+                f"slangspec removed {module}: it no longer matches what Slang wrote there;"
+                " Slang compiles it again",
+                CacheWarning,
+                stacklevel=2,
+            )
+        return removed
+
+    def discard(self, modules: list[Path]) -> None:
+        """Remove these files and their seals, as far as this process may."""
+        for module in modules:
+            for path in (module, self._seal_of(module)):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    def seal(self) -> None:
+        """Seal every file that has no seal, or whose size or modification time changed since
+        it was sealed (Slang wrote it again)."""
+        for module in self._modules():
+            try:
+                before = _stamp(module.stat())
+                seal = self._read_seal(module)
+                if seal is not None and seal.get("stamp") == before:
+                    continue
+                digest = _digest(module)
+                if _stamp(module.stat()) != before:  # being written: sealed once it settles
+                    continue
+            except FileNotFoundError:
+                continue
+            data = json.dumps({"stamp": before, "xxh3_128": digest}).encode()
+            with contextlib.suppress(OSError):  # a read-only or full disk: left unsealed
+                write_atomic(self._seal_of(module), data)
