@@ -29,7 +29,8 @@ TASK = "a worker's task, whole"
 """The phase around every other, whose end says when the last result was ready."""
 RESULTS = "the command gathering results"
 REPORT = "the command's report"
-COMMAND = (RESULTS, REPORT)
+EXIT = "the command's exit call"
+COMMAND = (RESULTS, REPORT, EXIT)
 """The command's own phases, in the parent process: not summed with the workers'."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
@@ -123,6 +124,15 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
 
 def install(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    exit_now = os._exit
+
+    def stamped_exit(code: int) -> None:
+        if os.getpid() == parent:
+            _write(directory, EXIT, time.time(), 0.0)
+        exit_now(code)
+
+    parent = os.getpid()
+    os._exit = stamped_exit
     modules = {module for places in PHASES.values() for module, _ in places}
     for name in sorted(modules):
         if name in sys.modules:
