@@ -7,7 +7,11 @@ or ``mix2`` (benchmarks/bench.slang: ``IDiffTensor`` parameters, so its module i
 Slang library) forward and backward. Modes, taking turns so that drift hits them alike:
 
 - cold: empty local cache, empty server;
-- remote hit: empty local cache, the server holding what a cold node published;
+- remote hit: empty local cache at the cache root path the cold node used (a fresh node of the
+  same image), the server holding what the cold node published;
+- remote hit at another path: the same, with a cache root at a path of its own (Slang takes
+  compiled modules only at the path they were compiled at, so slangpy's library is compiled
+  again);
 - local warm: the local cache a cold node filled, no server.
 
 Timing starts after ``import torch`` and torch's own first backward, and covers loading the
@@ -31,7 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent / "tests"
-MODES = ("cold", "remote hit", "local warm")
+MODES = ("cold", "remote hit", "remote hit at another path", "local warm")
 MODULES = {
     "poly": (str(TESTS / "shaders" / "cached.slang"), str(TESTS / "slang_lib")),
     "mix2": (str(HERE / "bench.slang"), str(HERE)),
@@ -47,8 +51,8 @@ sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
 warm = torch.ones(2, device=tdev, requires_grad=True)
 (warm * 2).backward(torch.ones_like(warm))
 import slangpy, slangspec
-from slangspec import devices
-from slangspec.cache_store import remote
+from slangspec import compiler, devices
+from slangspec.cache_store import module_cache, remote
 from slangspec.runtime import miss_path
 spent = defaultdict(float)
 
@@ -63,10 +67,11 @@ def timed(owner, name, phase):
     setattr(owner, name, wrapper)
 
 timed(devices, "open_device", "open slangpy's device")
-timed(remote.RemoteTier, "get", "fetch from the server")
-timed(miss_path.Builder, "front_end", "Slang front-end (reflection)")
-timed(slangpy.SlangSession, "load_program", "Slang: load and link the kernel's program")
-timed(slangpy.Device, "create_compute_kernel", "create the compute kernel")
+timed(remote.RemoteTier, "get", "fetch entries from the server")
+timed(module_cache.ModuleCacheGuard, "check", "module cache: check, fetch compiled modules")
+timed(compiler.Compiler, "_library", "slangpy's library (IR, or front-end)")
+timed(compiler.Compiler, "_loaded", "module front-end (with the library)")
+timed(compiler.Compiler, "kernel", "Slang to target code")
 timed(miss_path, "kernel_source", "code generation")
 start = time.perf_counter()
 m = slangspec.load(sys.argv[3], include_paths=[sys.argv[4]], cache_dir=cache)
@@ -122,11 +127,15 @@ def main() -> None:
     try:
         for i in range(args.repeat):
             server.client().flushall()
-            shutil.rmtree(root / "warm", ignore_errors=True)
+            for directory in ("warm", "node"):
+                shutil.rmtree(root / directory, ignore_errors=True)
             call = (args.device, args.function)
-            runs["cold"].append(child(*call, root / f"cold-{i}", server.url))
+            runs["cold"].append(child(*call, root / "node", server.url))
             child(*call, root / "warm", None)  # fills the local cache
-            runs["remote hit"].append(child(*call, root / f"hit-{i}", server.url))
+            shutil.rmtree(root / "node")  # a fresh node at the same path
+            runs["remote hit"].append(child(*call, root / "node", server.url))
+            apart = child(*call, root / f"apart-{i}", server.url)
+            runs["remote hit at another path"].append(apart)
             runs["local warm"].append(child(*call, root / "warm", None))
     finally:
         server.stop()

@@ -17,8 +17,9 @@ from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
 
 
-def written(root: Path, data: bytes = b"IR" * 5000) -> Path:
-    module = root / "digest" / "0" / "lib.slang-module"
+def written(root: Path, data: bytes = b"IR" * 5000, session: str = "a" * 40) -> Path:
+    """A compiled module where slangpy keeps one: session digest, session, file."""
+    module = root / session / "0" / "lib.slang-module"
     module.parent.mkdir(parents=True, exist_ok=True)
     module.write_bytes(data)
     return module
@@ -74,7 +75,7 @@ def test_a_garbled_seal_seals_nothing_the_file_matches(tmp_path, seal):
 
 def test_a_seal_that_cannot_be_written_leaves_the_file_unsealed_and_trusted(tmp_path):
     module = written(tmp_path)
-    other = written(tmp_path / "other")
+    other = written(tmp_path, session="b" * 40)
     module.with_name(module.name + SEAL).mkdir()  # where the seal would go: not a file
     seals = ModuleSeals(tmp_path)
     seals.seal()

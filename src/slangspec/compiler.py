@@ -33,11 +33,11 @@ _log = logging.getLogger(__name__)
 LIBRARY = "slangpy"
 
 
-class ModuleCacheSeals(Protocol):
-    """What keeps slangpy's module cache whole: damaged files removed before Slang reads them,
-    and what Slang wrote sealed after a load succeeded."""
+class ModuleCacheGuard(Protocol):
+    """What keeps slangpy's module cache whole (and shared): ``check`` before a session reads
+    it, ``seal`` after a load succeeded, with what Slang wrote."""
 
-    def remove_damaged(self) -> object: ...
+    def check(self) -> None: ...
 
     def seal(self) -> None: ...
 
@@ -63,7 +63,7 @@ class CompiledKernel:
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines, content) set.
 
-    ``module_cache`` is where slangpy keeps compiled IR, kept whole by ``seals`` when given;
+    ``module_cache`` is where slangpy keeps compiled IR, kept by ``guard`` when given;
     ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie. The
     PTX of a CUDA build is dumped to a directory of its own in the system's temporary
     directory, out of reach of a ``cache clear``.
@@ -74,12 +74,12 @@ class Compiler:
         device: spy.Device,
         module_cache: Path,
         kernel_dir: Path,
-        seals: ModuleCacheSeals | None = None,
+        guard: ModuleCacheGuard | None = None,
     ) -> None:
         self.device = device
         self.module_cache = module_cache
         self.kernel_dir = kernel_dir
-        self.seals = seals
+        self.guard = guard
         self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, _Session] = {}
         self._lock = threading.Lock()
@@ -103,8 +103,8 @@ class Compiler:
                 options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
                 # The directory may have been removed since (a cache clear in another process).
                 self.module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-                if self.seals is not None:
-                    self.seals.remove_damaged()
+                if self.guard is not None:
+                    self.guard.check()
                 slang = self.device.create_slang_session(
                     compiler_options=options, cache_path=self.module_cache
                 )
@@ -159,8 +159,8 @@ class Compiler:
 
     def _sealed(self) -> None:
         """Seal what Slang wrote to the module cache for loads that succeeded."""
-        if self.seals is not None:
-            self.seals.seal()
+        if self.guard is not None:
+            self.guard.seal()
 
     def kernel(
         self,

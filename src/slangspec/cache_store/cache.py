@@ -19,7 +19,7 @@ from . import report, travel
 from .disk import HITS, MISSES, DiskTier
 from .entry import Change, Entry, blobs_of, intact
 from .files import LocalFiles
-from .keys import BlobKind, blob_name
+from .keys import BlobKind, blob_name, module_cache_fact
 from .leases import Leases
 from .location import (
     LEGACY_SCRATCH,
@@ -30,6 +30,7 @@ from .location import (
     root_problem,
     size_bound,
 )
+from .module_cache import ModuleCacheGuard
 from .policy import EntryFilter, Regenerate, Replan, enforce_bound, evict, rows, select, verify
 from .remote import RemoteSettings, RemoteTier, remote_settings
 from .shipped import ShippedTier
@@ -102,6 +103,13 @@ class Cache:
 
     def __repr__(self) -> str:
         return f"<slangspec.Cache {self.root}>"
+
+    def module_cache_guard(self, toolchain: dict[str, Any]) -> ModuleCacheGuard:
+        """slangpy's module cache under this root, sealed and shared (``module_cache``) for
+        builds with ``toolchain``."""
+        remote = next((t for t in self._far if isinstance(t, RemoteTier)), None)
+        fact = module_cache_fact(str(self.files.module_cache.resolve()), toolchain)
+        return ModuleCacheGuard(self.files.module_seals, remote, fact)
 
     # -- entries, through the tiers ------------------------------------------------------------
 

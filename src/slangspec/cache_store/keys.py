@@ -8,12 +8,15 @@ with a prefix that says what they hold, so a name checks its own content.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 import xxhash
 
-BlobKind = Literal["source", "binary"]
-_PREFIX: dict[BlobKind, str] = {"source": "k_", "binary": "b_"}
+BlobKind = Literal["source", "binary", "module"]
+_PREFIX: dict[BlobKind, str] = {"source": "k_", "binary": "b_", "module": "m_"}
+"""Kernel sources, CUDA binaries, and compiled Slang modules (which travel only between
+module caches at one path: see ``module_cache_fact``)."""
 
 
 def canonical(value: Any) -> bytes:
@@ -60,6 +63,51 @@ def module_facts(
         {"functions_of": module, "toolchain": toolchain, "sources": sources, "defines": defines}
     )
     return "functions:" + digest, "names:" + digest
+
+
+MODULES = "modules:"
+"""The prefix of the facts that list a module cache's compiled modules on the remote tier."""
+
+
+def module_cache_fact(module_cache: str, toolchain: dict[str, Any]) -> str:
+    """The name of the fact that lists the compiled Slang modules of the module cache at
+    ``module_cache`` (an absolute path) under ``toolchain``: Slang takes a compiled module
+    only in the module cache it was compiled in, so only nodes whose cache root is one path
+    share them."""
+    return MODULES + key_of({"module_cache": module_cache, "toolchain": toolchain})
+
+
+MODULE_PATH = re.compile(r"[0-9a-f]{40}/[0-9]{1,4}/[A-Za-z0-9_.-]{1,200}\.slang-module")
+"""Where slangpy keeps a compiled module in its module cache: a directory per session digest,
+one per session of it, the module's file."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def are_compiled_modules(value: dict[str, Any]) -> bool:
+    """Whether a ``modules:`` fact has its shape: module cache paths to a compiled module's
+    blob name and the SHA-256 of its content (which a fact's MAC covers, where names alone would
+    not resist forgery)."""
+    return all(
+        isinstance(path, str)
+        and MODULE_PATH.fullmatch(path)
+        and isinstance(listed, list)
+        and len(listed) == 2
+        and _is_module_blob(listed[0])
+        and isinstance(listed[1], str)
+        and _SHA256.fullmatch(listed[1])
+        for path, listed in value.items()
+    )
+
+
+def _is_module_blob(name: object) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        return blob_kind(name) == "module"
+    except ValueError:
+        return False
 
 
 def entry_facts(preimage: dict[str, Any]) -> tuple[str, str]:

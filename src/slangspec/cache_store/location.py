@@ -162,9 +162,9 @@ def process_gone(pid: int) -> bool:
 
 
 def compiled_modules(root: Path, name: str) -> list[Path]:
-    """slangpy's compiled IR of the module ``name``: one file per session configuration, two
-    levels down in the module cache."""
-    return list((root / SLANG).glob(f"*/*/{name}.slang-module"))
+    """slangpy's compiled IR of the module ``name`` and the seals beside it: one file per
+    session configuration, two levels down in the module cache."""
+    return list((root / SLANG).glob(f"*/*/{name}.slang-module*"))
 
 
 def file_bytes(paths: list[Path]) -> int:

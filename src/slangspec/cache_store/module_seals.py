@@ -44,7 +44,8 @@ class ModuleSeals:
         self.root = root
 
     def _modules(self) -> list[Path]:
-        return sorted(self.root.rglob(f"*{SUFFIX}")) if self.root.is_dir() else []
+        """The compiled modules: slangpy keeps each two levels down (``keys.MODULE_PATH``)."""
+        return sorted(self.root.glob(f"*/*/*{SUFFIX}"))
 
     @staticmethod
     def _seal_of(module: Path) -> Path:
@@ -97,9 +98,10 @@ class ModuleSeals:
                 with contextlib.suppress(OSError):
                     path.unlink()
 
-    def seal(self) -> None:
+    def seal(self) -> list[Path]:
         """Seal every file that has no seal, or whose size or modification time changed since
-        it was sealed (Slang wrote it again)."""
+        it was sealed (Slang wrote it again); the files sealed now."""
+        sealed = []
         for module in self._modules():
             try:
                 before = _stamp(module.stat())
@@ -112,5 +114,9 @@ class ModuleSeals:
             except FileNotFoundError:
                 continue
             data = json.dumps({"stamp": before, "xxh3_128": digest}).encode()
-            with contextlib.suppress(OSError):  # a read-only or full disk: left unsealed
+            try:
                 write_atomic(self._seal_of(module), data)
+            except OSError:  # a read-only or full disk: left unsealed
+                continue
+            sealed.append(module)
+        return sealed

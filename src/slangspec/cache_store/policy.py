@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import are_versions, blob_kind, entry_facts, key_of, source_name
+from .keys import are_compiled_modules, are_versions, blob_kind, entry_facts, key_of, source_name
 from .tier import Found, Unusable
 
 Regenerate = Callable[[str, dict[str, Any], str], str]
@@ -162,6 +162,8 @@ def _fact_shape(name: str, value: dict[str, Any]) -> str | None:
         ok = isinstance(names_, list) and all(isinstance(n, str) for n in names_)
     elif kind == "slangpy":
         ok = are_versions(value)
+    elif kind == "modules":
+        ok = are_compiled_modules(value)
     else:
         return "it is not a fact slangspec keeps"
     return None if ok else "its value does not have its kind's shape"

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from . import travel
 from .entry import blobs_of
-from .keys import canonical, names
+from .keys import are_compiled_modules, blob_name, canonical, names
 from .location import CacheWarning
 from .settings import setting
 from .tier import Found, Unavailable, Unusable
@@ -309,6 +309,56 @@ class RemoteTier:
             self.warn("refused fact", f"holds fact {name[:24]} without a valid MAC")
             return {}
         return value
+
+    def compiled_modules(self, name: str, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+        """The compiled Slang modules the fact ``name`` lists (a module cache's: see
+        ``keys.module_cache_fact``) whose path ``wanted`` accepts, fetched and checked: each
+        path one of the module cache's own, each blob a compiled module's, named by its
+        content and within ``MAX_BLOB_BYTES`` (asked before it travels). What fails is left
+        out, with a warning."""
+        listed = self.fact(name)
+        bad = [p for p, b in listed.items() if not are_compiled_modules({p: b})]
+        if bad:
+            self.warn("refused fact", f"holds fact {name[:24]} naming {bad[0]!r}, refused")
+        listed = {p: b for p, b in listed.items() if p not in bad and wanted(p)}
+        if not listed:
+            return {}
+        keys = [self.prefix + "blob:" + blob for blob, _ in listed.values()]
+        sizes = self._call(lambda r: _sizes(r, keys))
+        if sizes is None:
+            return {}
+        fits = {}
+        for (path, (blob, digest)), size in zip(listed.items(), sizes, strict=True):
+            if size > MAX_BLOB_BYTES:
+                why = f"{blob} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
+                self.warn("oversized blob", f"holds compiled module {path}, refused ({why})")
+                continue
+            fits[path] = (blob, digest)
+        fetched = self._blobs(sorted({blob for blob, _ in fits.values()})) or {}
+        out = {}
+        for path, (blob, digest) in fits.items():
+            data = fetched.get(blob)
+            if data is None:
+                continue  # evicted by the server since: compiled here instead
+            if not names(blob, data) or hashlib.sha256(data).hexdigest() != digest:
+                why = "does not match its name or SHA-256"
+                self.warn("refused blob", f"holds blob {blob} that {why}")
+                continue
+            out[path] = data
+        return out
+
+    def share_compiled_modules(self, name: str, modules: Mapping[str, bytes]) -> None:
+        """Publish compiled Slang modules by their path in the module cache: the blobs, then
+        the fact ``name`` that lists them (merged with what it listed)."""
+        if not self.writable or not modules:
+            return
+        blobs = {path: blob_name("module", data) for path, data in modules.items()}
+        written = self._call(
+            lambda r: r.mset({self.prefix + "blob:" + blobs[p]: d for p, d in modules.items()})
+        )
+        if written:
+            listed = {p: [blobs[p], hashlib.sha256(d).hexdigest()] for p, d in modules.items()}
+            self.note_fact(name, listed)
 
     def fact_names(self, prefix: str) -> list[str]:
         """Names of the facts that start with ``prefix`` (a scan: for tools)."""

@@ -10,7 +10,7 @@ from typing import Any
 from . import report, travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import key_of
+from .keys import MODULES, are_compiled_modules, key_of
 from .policy import EntryFilter, Regenerate, Replan, rows, verify_entries
 from .remote import RemoteTier
 from .tier import Found
@@ -49,7 +49,8 @@ def entries(remote: RemoteTier, where: EntryFilter | None = None) -> list[dict[s
 
 
 def evict(remote: RemoteTier, where: EntryFilter) -> list[str]:
-    """Remove the remote entries ``where`` matches, then the blobs no entry names."""
+    """Remove the remote entries ``where`` matches, then the blobs no entry names and no fact
+    lists (a module cache's compiled modules)."""
     _writable(remote)
     gone = [e["key"] for e in entries(remote, where)]
     for key in gone:
@@ -58,6 +59,10 @@ def evict(remote: RemoteTier, where: EntryFilter) -> list[str]:
     for _, entry in remote.listing():
         if entry is not None:
             referenced |= blobs_of(entry)
+    for name in remote.fact_names(MODULES):
+        value = remote.fact(name)
+        if are_compiled_modules(value):
+            referenced |= {blob for blob, _ in value.values()}
     remote.drop_unreferenced_blobs(referenced)
     return gone
 
@@ -111,7 +116,8 @@ def pull(local: DiskTier, remote: RemoteTier, where: EntryFilter | None = None) 
         local.put(key, travel.installed(got.row), blobs)  # type: ignore[union-attr]
         counts["pulled"] += 1
     for name in remote.fact_names(""):
-        local.note_fact(name, remote.fact(name))
+        if not name.startswith(MODULES):  # they list blobs of the server's, not of a cache
+            local.note_fact(name, remote.fact(name))
     return counts
 
 

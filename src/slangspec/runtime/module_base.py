@@ -132,8 +132,9 @@ class BuildModule:
             compiler = _compilers.get(key)
             if compiler is None:
                 files = self.cache.files
+                guard = self.cache.module_cache_guard(self.toolchain)
                 compiler = _compilers[key] = Compiler(
-                    self.device, files.module_cache, files.kernel_dir, files.module_seals
+                    self.device, files.module_cache, files.kernel_dir, guard
                 )
             self._compiler = compiler
         return self._compiler
