@@ -10,7 +10,9 @@ shows a number the text does not. Charts:
   torch eager before and after cotangents were read in place, with the goal;
 - startup.png: a whole process's first forward+backward from "torch ready", per mode (H200);
 - warm_jobs.png: `specialize warm --jobs` speed-up by jobs, lavapipe and H200, with the goals
-  and what sixteen equal pure-Python loops get from the H200 host's cores.
+  and what sixteen equal pure-Python loops get from the H200 host's cores;
+- edit_loop.png: a new or edited function's first forward+backward on the H200, against the
+  tree it is measured with, and the goals.
 """
 
 from __future__ import annotations
@@ -117,6 +119,21 @@ def host_figures(found: dict[str, list[Table]]) -> list[tuple[float, float]]:
     return [(float(r["copies"]), numbers(r[list(r)[1]])[0]) for r in rows]
 
 
+def edit_loop_figures(found: dict[str, list[Table]]) -> list[tuple[str, float, float, float]]:
+    """(function and mode, ms before, ms now, goal ms or NaN) per row."""
+    rows = section(found, "The edit-compile loop, phase by phase (H200)")
+    before, now = list(rows[0])[2:4]
+    return [
+        (
+            f"{r['function'].replace('`', '')} {r['mode']}",
+            numbers(r[before])[0],
+            numbers(r[now])[0],
+            (numbers(r["goal"]) or [float("nan")])[0],
+        )
+        for r in rows
+    ]
+
+
 def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
     import matplotlib
 
@@ -181,6 +198,23 @@ def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
     ax.legend()
     fig.tight_layout()
     written.append(_save(fig, out / "warm_jobs.png"))
+
+    rows = edit_loop_figures(found)
+    heading = section(found, "The edit-compile loop, phase by phase (H200)")
+    before, now = list(heading[0])[2:4]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    y = range(len(rows))
+    ax.barh([i - 0.2 for i in y], [r[1] for r in rows], 0.4, label=before, color="grey")
+    ax.barh([i + 0.2 for i in y], [r[2] for r in rows], 0.4, label=now, color="tab:green")
+    ax.plot([r[3] for r in rows], list(y), "r|", ms=22, mew=2, ls="", label="goal")
+    ax.set_yticks(list(y), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("ms to the first forward+backward, from slangpy's device ready (log scale)")
+    ax.set_title("The edit-compile loop (H200)")
+    ax.legend()
+    fig.tight_layout()
+    written.append(_save(fig, out / "edit_loop.png"))
     return written
 
 

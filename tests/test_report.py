@@ -29,6 +29,8 @@ def test_every_chart_finds_its_figures_in_the_document():
     assert {"torch alone", "slangspec warm", "slangspec cold"} <= modes
     warm = report.warm_figures(found)
     assert all(points[0] == (1.0, 1.0) for points in warm.values())
+    edits = report.edit_loop_figures(found)
+    assert len(edits) == 5 and all(0 < ms < 10_000 for r in edits for ms in r[1:3])
 
 
 def test_a_missing_section_is_named():
@@ -39,5 +41,6 @@ def test_a_missing_section_is_named():
 def test_charts_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     written = report.render(report.tables(DOC), tmp_path)
-    assert [p.name for p in written] == ["dispatch.png", "startup.png", "warm_jobs.png"]
+    names = ["dispatch.png", "startup.png", "warm_jobs.png", "edit_loop.png"]
+    assert [p.name for p in written] == names
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
