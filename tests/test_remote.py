@@ -478,7 +478,13 @@ def test_ls_evict_and_verify_act_on_the_remote(tmp_path, redis_server):
     gone = specialize("cache", "evict", "--remote", url, "--function", "poly", "--json")
     assert len(gone["evicted"]) == 1
     assert entries(redis_server) == []
-    assert list(redis_server.client().scan_iter(PREFIX + "blob:*")) == []
+    client = redis_server.client()
+    left = {k.decode().rpartition(":")[2] for k in client.scan_iter(PREFIX + "blob:*")}
+    listed = set()
+    for fact in client.scan_iter(PREFIX + "fact:modules:*"):
+        listed |= {blob for blob, _ in json.loads(client.get(fact))["value"].values()}
+    assert left == listed, "evict left a blob no entry names, or took a compiled module"
+    assert all(name.startswith("m_") for name in left)
 
 
 def test_publishing_keeps_the_kernels_another_machine_published_meanwhile(
