@@ -19,6 +19,12 @@ SHADERS = HERE / "shaders"
 WORKER = HERE / "jit_worker.py"
 
 
+def last_line(out: str) -> str:
+    """What a child process printed last: slangpy prints notices of its own to standard output
+    (on CUDA, the shader model it assumes)."""
+    return (out.strip().splitlines() or [""])[-1]
+
+
 def worker(cache_dir, *args: str, env: dict[str, str] | None = None):
     """Start one worker process; returns the Popen."""
     return subprocess.Popen(
