@@ -24,6 +24,11 @@ from .location import CacheWarning, write_atomic
 SUFFIX = ".slang-module"
 SEAL = ".seal"
 
+_checked: dict[Path, tuple[list[int], str]] = {}
+"""Files this process found matching their seal, with their stamp and hash then: checked
+again only when their stamp or seal changed (slangpy's library is 13 MB, in every session's
+directory)."""
+
 
 def _digest(path: Path) -> str:
     h = xxhash.xxh3_128()
@@ -70,10 +75,15 @@ class ModuleSeals:
             if seal is None:
                 continue
             try:
-                intact = seal.get("xxh3_128") == _digest(module)
+                stamp = _stamp(module.stat())
+                if _checked.get(module) == (stamp, seal.get("xxh3_128")):
+                    continue
+                digest = _digest(module)
             except FileNotFoundError:  # removed meanwhile: nothing left to read
                 continue
-            if not intact:
+            if seal.get("xxh3_128") == digest:
+                _checked[module] = (stamp, digest)
+            else:
                 found.append(module)
         return found
 
