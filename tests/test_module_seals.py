@@ -62,9 +62,23 @@ def test_a_file_slang_wrote_again_is_sealed_again(tmp_path):
     module = written(tmp_path)
     seals = ModuleSeals(tmp_path)
     seals.seal()
-    module.write_bytes(b"new IR" * 100)
-    seals.seal()
+    again = module.with_name(module.name + "-0123456789abcdef")  # as slangpy writes: then renames
+    again.write_bytes(b"new IR" * 100)
+    again.rename(module)
+    assert seals.seal() == [module]
     assert seals.damaged() == []
+
+
+def test_a_file_written_over_in_place_is_not_sealed_again_but_removed(tmp_path):
+    """slangpy never writes a compiled module in place: a stray write that does must not be
+    taken for a new module by the next process that seals."""
+    module = written(tmp_path)
+    seals = ModuleSeals(tmp_path)
+    seals.seal()
+    flipped(module)
+    assert seals.seal() == []
+    with pytest.warns(CacheWarning):
+        assert seals.remove_damaged() == [module]
 
 
 @pytest.mark.parametrize("seal", [b"", b"{not json", b"[1, 2]", b'{"xxh3_128": 7}'])

@@ -3,10 +3,14 @@
 Slang keeps compiled IR there (slangpy's Slang library, and modules found on include paths) and
 trusts what it reads back: a truncated file is compiled again, but some damage inside one makes
 Slang abort the process. So each ``.slang-module`` file gets a seal beside it, once a load that
-may have written it has succeeded: its size, modification time and content hash. Before Slang
-reads the cache, a file whose content no longer matches its seal is removed, with a warning,
-and Slang compiles it again. A file without a seal (written before seals were kept, or by a
-process killed before it sealed) is trusted as Slang trusts it, and sealed after the next load.
+may have written it has succeeded: its size, modification time, inode and content hash. Before
+Slang reads the cache, a file whose content no longer matches its seal is removed, with a
+warning, and Slang compiles it again. A file without a seal (written before seals were kept, or
+by a process killed before it sealed) is trusted as Slang trusts it, and sealed after the next
+load. slangpy writes a compiled module to a file of its own and renames it into place, so a
+sealed file with another inode was written again whole, and is sealed again; one whose inode
+is the same but whose size or time changed was written over in place, which slangpy never does,
+and is left for the check to remove.
 """
 
 from __future__ import annotations
@@ -39,7 +43,11 @@ def _digest(path: Path) -> str:
 
 
 def _stamp(stat: os.stat_result) -> list[int]:
-    return [stat.st_size, stat.st_mtime_ns]
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+INODE = 2
+"""Where a stamp holds the file's inode."""
 
 
 class ModuleSeals:
@@ -109,14 +117,14 @@ class ModuleSeals:
                     path.unlink()
 
     def seal(self) -> list[Path]:
-        """Seal every file that has no seal, or whose size or modification time changed since
-        it was sealed (Slang wrote it again); the files sealed now."""
+        """Seal every file that has no seal, or that was replaced whole since it was sealed
+        (slangpy wrote it again); the files sealed now."""
         sealed = []
         for module in self._modules():
             try:
                 before = _stamp(module.stat())
                 seal = self._read_seal(module)
-                if seal is not None and seal.get("stamp") == before:
+                if seal is not None and not _replaced(seal.get("stamp"), before):
                     continue
                 digest = _digest(module)
                 if _stamp(module.stat()) != before:  # being written: sealed once it settles
@@ -130,3 +138,11 @@ class ModuleSeals:
                 continue
             sealed.append(module)
         return sealed
+
+
+def _replaced(sealed: object, now: list[int]) -> bool:
+    """Whether a sealed file with stamp ``sealed`` is now another file (``now``): written again
+    whole and renamed into place, not written over in place."""
+    if not isinstance(sealed, list) or len(sealed) != len(now):
+        return True  # a seal that does not decode: the check removes what it seals
+    return sealed[INODE] != now[INODE]
