@@ -49,6 +49,16 @@ def blob_kind(name: str) -> BlobKind:
     raise ValueError(f"{name!r} is not a blob name")
 
 
+def is_blob_name(name: object, kind: BlobKind) -> bool:
+    """Whether ``name`` is the name of a blob of ``kind``."""
+    if not isinstance(name, str):
+        return False
+    try:
+        return blob_kind(name) == kind
+    except ValueError:
+        return False
+
+
 def names(name: str, data: bytes) -> bool:
     """Whether ``data`` is the content that ``name`` was given for."""
     return blob_name(blob_kind(name), data) == name
@@ -94,20 +104,11 @@ def are_compiled_modules(value: dict[str, Any]) -> bool:
         and MODULE_PATH.fullmatch(path)
         and isinstance(listed, list)
         and len(listed) == 2
-        and _is_module_blob(listed[0])
+        and is_blob_name(listed[0], "module")
         and isinstance(listed[1], str)
         and _SHA256.fullmatch(listed[1])
         for path, listed in value.items()
     )
-
-
-def _is_module_blob(name: object) -> bool:
-    if not isinstance(name, str):
-        return False
-    try:
-        return blob_kind(name) == "module"
-    except ValueError:
-        return False
 
 
 def entry_facts(preimage: dict[str, Any]) -> tuple[str, str]:

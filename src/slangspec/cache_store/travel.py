@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .entry import blobs_of, intact
-from .keys import BlobKind, blob_kind, canonical, names
+from .keys import canonical, is_blob_name, names
 
 PARTS = ("preimage", "plan", "kernels", "binaries")
 MAC = "mac"
@@ -93,19 +93,12 @@ def parts(stored: Any) -> dict[str, Any]:
                 f"binaries.{label}", "expected an object with a file, a group size and a layout"
             )
     for label, name in entry["kernels"].items():
-        if not _blob_name(name, "source"):
+        if not is_blob_name(name, "source"):
             raise Refused(f"kernels.{label}", f"{name!r} is not a kernel source name")
     for label, b in entry["binaries"].items():
-        if not _blob_name(b["file"], "binary"):
+        if not is_blob_name(b["file"], "binary"):
             raise Refused(f"binaries.{label}.file", f"{b['file']!r} is not a binary name")
     return entry
-
-
-def _blob_name(name: str, kind: BlobKind) -> bool:
-    try:
-        return blob_kind(name) == kind
-    except ValueError:
-        return False
 
 
 def mac(secret: bytes, what: Any, blobs: Iterable[bytes] = ()) -> str:
