@@ -39,7 +39,8 @@ class ModuleCacheGuard:
         for path, data in fetched.items():
             with contextlib.suppress(OSError):  # compiled here instead
                 write_atomic(self.root / path, data)
-        self.seals.seal()
+        if fetched:
+            self.seals.seal()
 
     def seal(self) -> None:
         """After loads: seal what Slang wrote, and publish it."""
