@@ -225,6 +225,30 @@ def test_warm_workers_import_neither_torch_nor_slangpy_into_the_command():
     assert out.stdout.splitlines() == ["3 []", "[('slangpy',)]"]
 
 
+@pytest.mark.parametrize(
+    "before, method",
+    [
+        ("", "fork"),
+        ("import torch\n", "spawn"),
+        ("threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n", "spawn"),
+    ],
+    ids=["a bare process", "torch imported", "another thread running"],
+)
+def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(before, method):
+    """A forked child inherits the locks other threads held (native ones too, as torch's) and
+    can wait on them for ever, so a process that imported torch or runs another thread (as a
+    pytest-xdist worker does) spawns its workers instead."""
+    code = (
+        "import threading, time\n"
+        f"{before}"
+        "from slangspec import warm_pool\n"
+        "pool = warm_pool.start(1, 'vulkan')\n"
+        "print(pool._mp_context.get_start_method(), pool.submit(sum, [1, 2]).result())\n"
+        "pool.shutdown()\n"
+    )
+    assert _python(code).stdout.split() == [method, "3"]
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_warm_builds_in_workers_and_the_command_imports_neither_torch_nor_slangpy(
     tmp_path, kind, jobs

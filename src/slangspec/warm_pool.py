@@ -134,8 +134,12 @@ def released(pool: _Executor) -> Iterator[_Executor]:
 
 
 def fork_safe() -> bool:
-    """Whether a forked child may use CUDA and Vulkan: this process has opened neither."""
-    return not opened()
+    """Whether workers may be forked from this process: it runs no thread but its main one, has
+    not imported torch and has opened no device. A forked child inherits the locks other threads
+    held (torch's native pools among them) and the parent's device state; elsewhere workers are
+    spawned."""
+    torch_imported = sys.modules.get("torch") is not None
+    return threading.active_count() == 1 and not torch_imported and not opened()
 
 
 def wants_cuda(device: str | None) -> bool:
