@@ -226,12 +226,10 @@ class RemoteTier:
             return Unusable(f"it does not decode ({exc})")
         blobs = self._had.some(wanted)
         unknown = [n for n in wanted if n not in blobs]
-        sizes = self._call(lambda r: _sizes(r, [self.prefix + "blob:" + n for n in unknown]))
+        sizes = self._sizes(unknown)
         if sizes is None:
             return None
-        too_big = [
-            (n, size) for n, size in zip(unknown, sizes, strict=True) if size > MAX_BLOB_BYTES
-        ]
+        too_big = [(n, size) for n, size in sizes.items() if size > MAX_BLOB_BYTES]
         if too_big:
             (name, size), *_ = too_big
             why = f"its blob {name} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
@@ -248,6 +246,13 @@ class RemoteTier:
             self.warn("refused entry", f"holds an entry {key[:12]} that is refused ({exc})")
             return Unusable(str(exc))
         return Found(entry, lambda: blobs)
+
+    def _sizes(self, wanted: list[str]) -> dict[str, int] | None:
+        """The size of each blob ``wanted``, by name (0 for one the server lacks), asked in one
+        request before any travels."""
+        keys = [self.prefix + "blob:" + n for n in wanted]
+        sizes = self._call(lambda r: _sizes(r, keys))
+        return None if sizes is None else dict(zip(wanted, sizes, strict=True))
 
     def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
         """The blobs ``wanted``, by name (None for one the server lacks), in one request."""
@@ -323,14 +328,13 @@ class RemoteTier:
         listed = {p: b for p, b in listed.items() if p not in bad and wanted(p)}
         if not listed:
             return {}
-        keys = [self.prefix + "blob:" + blob for blob, _ in listed.values()]
-        sizes = self._call(lambda r: _sizes(r, keys))
+        sizes = self._sizes(sorted({blob for blob, _ in listed.values()}))
         if sizes is None:
             return {}
         fits = {}
-        for (path, (blob, digest)), size in zip(listed.items(), sizes, strict=True):
-            if size > MAX_BLOB_BYTES:
-                why = f"{blob} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
+        for path, (blob, digest) in listed.items():
+            if sizes[blob] > MAX_BLOB_BYTES:
+                why = f"{blob} is {sizes[blob]} bytes, past the limit of {MAX_BLOB_BYTES}"
                 self.warn("oversized blob", f"holds compiled module {path}, refused ({why})")
                 continue
             fits[path] = (blob, digest)
