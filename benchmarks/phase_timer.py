@@ -7,13 +7,14 @@ imported, so that every call appends its start (epoch seconds) and duration to
 device on its first call), so each is inclusive. ``timeline(directory,
 started)`` says when, from ``started``, the run first entered a phase, first compiled, last
 left a phase and finished its last task, and when the command had every result and had
-printed its report: what came before the first compile is start-up, what comes after the last
-task is the tail.
+printed its report, found its workers to kill and ran its exit handlers: what came before the
+first compile is start-up, what comes after the last task is the tail.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -29,9 +30,12 @@ TASK = "a worker's task, whole"
 """The phase around every other, whose end says when the last result was ready."""
 RESULTS = "the command gathering results"
 REPORT = "the command's report"
+FIND = "the command finding its workers"
+HANDLERS = "the command's exit handlers"
 EXIT = "the command's exit call"
-COMMAND = (RESULTS, REPORT, EXIT)
-"""The command's own phases, in the parent process: not summed with the workers'."""
+COMMAND = (RESULTS, REPORT, FIND, HANDLERS, EXIT)
+"""The command's own phases, in the parent process: not summed with the workers', and timed
+in the parent only (a worker finds its children too, as it exits)."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
@@ -53,6 +57,8 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     TASK: [("slangspec.warm", "warm_task")],
     RESULTS: [("slangspec.warm", "warm")],
     REPORT: [("slangspec.cli.warm", "_report")],
+    FIND: [("multiprocessing", "active_children")],
+    HANDLERS: [("atexit", "_run_exitfuncs")],
 }
 """Each phase's functions: (module, attribute path in it)."""
 
@@ -91,7 +97,8 @@ def _wrap(module: ModuleType, directory: Path) -> None:
                 try:
                     return _original(*args, **kw)
                 finally:
-                    _write(directory, _phase, began, time.perf_counter() - start)
+                    if _phase not in COMMAND or os.getpid() == _parent:
+                        _write(directory, _phase, began, time.perf_counter() - start)
 
             setattr(owner, name, timed)
 
@@ -122,17 +129,23 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+_parent = os.getpid()
+
+
 def install(directory: Path) -> None:
+    global _parent
     directory.mkdir(parents=True, exist_ok=True)
     exit_now = os._exit
 
     def stamped_exit(code: int) -> None:
-        if os.getpid() == parent:
+        if os.getpid() == _parent:
             _write(directory, EXIT, time.time(), 0.0)
         exit_now(code)
 
-    parent = os.getpid()
+    _parent = os.getpid()
     os._exit = stamped_exit
+    # Built in, so found by no path finder: loaded here (it costs nothing) to be wrapped now.
+    importlib.import_module("atexit")
     modules = {module for places in PHASES.values() for module, _ in places}
     for name in sorted(modules):
         if name in sys.modules:

@@ -119,9 +119,8 @@ def main() -> None:
     names += ["the last worker's first compile", "last phase ends", "last task ends"]
     names += [f"{phase} ends" for phase in COMMAND]
     for name in names:
-        print(
-            f"{name:<36s}" + "".join(f"{when.get(name, 0.0):10.1f}" for *_, when in runs.values())
-        )
+        cells = (when.get(name, float("nan")) for *_, when in runs.values())
+        print(f"{name:<36s}" + "".join(f"{seconds:10.1f}" for seconds in cells))
     print(f"{'command ends':<36s}" + "".join(f"{seconds:10.1f}" for seconds, *_ in runs.values()))
 
 
