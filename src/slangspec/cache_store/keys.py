@@ -88,8 +88,8 @@ def module_cache_fact(module_cache: str, toolchain: dict[str, Any]) -> str:
 
 
 MODULE_PATH = re.compile(r"[0-9a-f]{40}/[0-9]{1,4}/[A-Za-z0-9_.-]{1,200}\.slang-module")
-"""Where slangpy keeps a compiled module in its module cache: a directory per session digest,
-one per session of it, the module's file."""
+"""``location.COMPILED_MODULE`` as a path read from the server must match it: a directory per
+session digest, one per session of it, the module's file."""
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -32,6 +32,9 @@ KERNELS = "kernels"
 BINARIES = "binaries"
 MODULES = "modules"
 SLANG = "slang"
+COMPILED_MODULE = "*/*/{name}.slang-module"
+"""Where slangpy's module cache (``SLANG``) keeps a module's compiled IR: two levels down (a
+session configuration's hash, then a number), named after the module."""
 SHADERS = "shaders"
 LEGACY_SCRATCH = "scratch"
 """Where builds of earlier versions left short-lived files; ``clear`` still removes it."""
@@ -164,7 +167,7 @@ def process_gone(pid: int) -> bool:
 def compiled_modules(root: Path, name: str) -> list[Path]:
     """slangpy's compiled IR of the module ``name`` and the seals beside it: one file per
     session configuration, two levels down in the module cache."""
-    return list((root / SLANG).glob(f"*/*/{name}.slang-module*"))
+    return list((root / SLANG).glob(COMPILED_MODULE.format(name=name) + "*"))
 
 
 def file_bytes(paths: list[Path]) -> int:

@@ -23,9 +23,8 @@ from pathlib import Path
 
 import xxhash
 
-from .location import CacheWarning, write_atomic
+from .location import COMPILED_MODULE, CacheWarning, write_atomic
 
-SUFFIX = ".slang-module"
 SEAL = ".seal"
 
 _checked: dict[Path, tuple[list[int], str]] = {}
@@ -57,8 +56,8 @@ class ModuleSeals:
         self.root = root
 
     def _modules(self) -> list[Path]:
-        """The compiled modules: slangpy keeps each two levels down (``keys.MODULE_PATH``)."""
-        return sorted(self.root.glob(f"*/*/*{SUFFIX}"))
+        """The compiled modules, wherever slangpy keeps them (``location.COMPILED_MODULE``)."""
+        return sorted(self.root.glob(COMPILED_MODULE.format(name="*")))
 
     @staticmethod
     def _seal_of(module: Path) -> Path:
