@@ -249,6 +249,42 @@ def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(bef
     assert _python(code).stdout.split() == [method, "3"]
 
 
+STALLED = """
+import sys, threading, time
+import slangspec.warm as w
+
+def stuck(item, mask, device, cache_dir, defer):
+    threading.Event().wait()
+
+def busy(item, mask, device, cache_dir, defer):
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        pass
+    return w.WarmResult(item, "built"), ()
+
+w.warm_task = {"stuck": stuck, "busy": busy}[sys.argv[2]]
+began = time.monotonic()
+results = w.warm(w.parse_manifest(sys.argv[1]), jobs=2, device="vulkan", stall_s=2)
+print(round(time.monotonic() - began), sorted({(r.status, r.detail) for r in results}))
+"""
+
+
+@pytest.mark.parametrize("task", ["stuck", "busy"])
+def test_warm_stops_workers_that_use_no_cpu_and_only_those(tmp_path, task):
+    """Workers that all go the stall bound without using the CPU never return: warm kills them
+    and fails what is outstanding instead of waiting for ever. Workers busy longer than the
+    bound are left to finish."""
+    command = [sys.executable, "-c", STALLED, str(manifest(tmp_path)), task]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seconds, statuses = out.stdout.strip().split(" ", 1)
+    if task == "stuck":
+        why = "no worker used the CPU for 2 s: stuck, so stopped"
+        assert statuses == repr([("failed", why)]) and int(seconds) < 10
+    else:
+        assert statuses == repr([("built", "")])
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_warm_builds_in_workers_and_the_command_imports_neither_torch_nor_slangpy(
     tmp_path, kind, jobs

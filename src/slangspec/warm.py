@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .cache import Cache
 from .cache_store import FORWARD
+from .cache_store.location import lease_seconds
 from .devices import device_kind
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
@@ -54,7 +55,7 @@ from .signature_text import (
     parse_call_signature,
     split_outside_brackets,
 )
-from .warm_pool import released, start
+from .warm_pool import released, stall_watch, start
 
 if TYPE_CHECKING:
     from .runtime.module_base import BuildFunction, BuildModule
@@ -426,9 +427,14 @@ def warm(
     dry_run: bool = False,
     progress: Callable[[WarmResult], None] = lambda _: None,
     pool: futures.Executor | None = None,
+    stall_s: float | None = None,
 ) -> list[WarmResult]:
     """Build every item into the cache (``jobs`` workers, or those of ``pool``, which
     ``warm_pool.start`` made); results in item order.
+
+    Worker processes that all go ``stall_s`` seconds without using the CPU (default: the
+    compile lease bound, ``SLANGSPEC_CACHE_LEASE``, and a minute more) are stuck: they are
+    killed, and every kernel still outstanding fails, so that the run ends.
 
     Work is scheduled kernel by kernel: every item's forward kernel first (it resolves the
     plan the backward kernels need), then each backward kernel as its forward lands, so that
@@ -452,8 +458,23 @@ def warm(
             pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
             for i, item in enumerate(items)
         }
+        watch = stall_watch(pool, lease_seconds() + 60 if stall_s is None else stall_s)
         while pending:
-            ready, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
+            poll = None if watch is None else min(1.0, watch.bound)
+            ready, _ = futures.wait(pending, timeout=poll, return_when=futures.FIRST_COMPLETED)
+            if watch is not None and not ready:
+                if watch.stuck():
+                    watch.pool.kill_workers()
+                    why = f"no worker used the CPU for {watch.bound:g} s: stuck, so stopped"
+                    for i, _ in pending.values():
+                        kernels[i].append(WarmResult(items[i], "failed", why))
+                    for i in sorted({i for i, _ in pending.values()}):
+                        done[i] = _combined(items[i], kernels[i])
+                        progress(done[i])
+                    break
+                continue
+            if watch is not None:
+                watch.progressed()
             # Deferred kernels last: queued behind the tasks the other results add.
             for f in sorted(ready, key=lambda f: f.result()[0].status == "deferred"):
                 i, mask = pending.pop(f)

@@ -22,7 +22,9 @@ import os
 import select
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TypeVar
 
 from .cuda_api import CudaDriverError, primary_context
@@ -97,6 +99,60 @@ class _WorkerPool(futures.ProcessPoolExecutor):
         self._shut_down = True
         if self._relay is not None:
             self._relay.close()
+
+    def cpu_ticks(self) -> int | None:
+        """The CPU time its workers have used, in clock ticks; None where that cannot be read
+        (no ``/proc``, or a worker gone)."""
+        total = 0
+        for pid in list(self._processes or {}):
+            ticks = _cpu_ticks(pid)
+            if ticks is None:
+                return None
+            total += ticks
+        return total
+
+    def kill_workers(self) -> None:
+        for process in list((self._processes or {}).values()):
+            with contextlib.suppress(OSError):
+                process.kill()
+
+
+class StallWatch:
+    """Tells when a pool's workers have all gone ``bound`` seconds without using the CPU: a
+    worker that compiles uses it, and one that waits (for another's compile lease, say) waits
+    for less than that, so one that does neither is stuck, and waiting on would never end."""
+
+    def __init__(self, pool: _WorkerPool, bound: float) -> None:
+        self.pool = pool
+        self.bound = bound
+        self._ticks: int | None = None
+        self._since = time.monotonic()
+
+    def progressed(self) -> None:
+        """A result came in."""
+        self._since = time.monotonic()
+
+    def stuck(self) -> bool:
+        ticks = self.pool.cpu_ticks()
+        if ticks is None or ticks != self._ticks:
+            self._ticks = ticks
+            self.progressed()
+            return False
+        return time.monotonic() - self._since >= self.bound
+
+
+def stall_watch(pool: futures.Executor, bound: float) -> StallWatch | None:
+    """A watch on ``pool``'s workers when they are processes ``start`` made (a thread cannot be
+    stopped, so a pool of threads has none)."""
+    return StallWatch(pool, bound) if isinstance(pool, _WorkerPool) else None
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime and stime
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
