@@ -250,7 +250,7 @@ def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(bef
 
 
 STALLED = """
-import sys, threading, time
+import os, signal, sys, threading, time
 import slangspec.warm as w
 
 def stuck(item, mask, device, cache_dir, defer):
@@ -262,18 +262,22 @@ def busy(item, mask, device, cache_dir, defer):
         pass
     return w.WarmResult(item, "built"), ()
 
-w.warm_task = {"stuck": stuck, "busy": busy}[sys.argv[2]]
+def killed(item, mask, device, cache_dir, defer):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+w.warm_task = {"stuck": stuck, "busy": busy, "killed": killed}[sys.argv[2]]
 began = time.monotonic()
 results = w.warm(w.parse_manifest(sys.argv[1]), jobs=2, device="vulkan", stall_s=2)
 print(round(time.monotonic() - began), sorted({(r.status, r.detail) for r in results}))
 """
 
 
-@pytest.mark.parametrize("task", ["stuck", "busy"])
+@pytest.mark.parametrize("task", ["stuck", "busy", "killed"])
 def test_warm_stops_workers_that_use_no_cpu_and_only_those(tmp_path, task):
     """Workers that all go the stall bound without using the CPU never return: warm kills them
     and fails what is outstanding instead of waiting for ever. Workers busy longer than the
-    bound are left to finish."""
+    bound are left to finish. A worker killed outright fails what is outstanding too, instead
+    of raising out of warm."""
     command = [sys.executable, "-c", STALLED, str(manifest(tmp_path)), task]
     out = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -281,6 +285,8 @@ def test_warm_stops_workers_that_use_no_cpu_and_only_those(tmp_path, task):
     if task == "stuck":
         why = "no worker used the CPU for 2 s: stuck, so stopped"
         assert statuses == repr([("failed", why)]) and int(seconds) < 10
+    elif task == "killed":
+        assert statuses.startswith("[('failed', 'a worker process ended abruptly ("), statuses
     else:
         assert statuses == repr([("built", "")])
 

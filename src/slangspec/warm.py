@@ -459,22 +459,31 @@ def warm(
             for i, item in enumerate(items)
         }
         watch = stall_watch(pool, lease_seconds() + 60 if stall_s is None else stall_s)
+
+        def stop(why: str) -> None:
+            """Every kernel still outstanding fails, with ``why``."""
+            for i, _ in pending.values():
+                kernels[i].append(WarmResult(items[i], "failed", why))
+            for i in sorted({i for i, _ in pending.values()}):
+                done[i] = _combined(items[i], kernels[i])
+                progress(done[i])
+
         while pending:
             poll = None if watch is None else min(1.0, watch.bound)
             ready, _ = futures.wait(pending, timeout=poll, return_when=futures.FIRST_COMPLETED)
             if watch is not None and not ready:
                 if watch.stuck():
                     watch.pool.kill_workers()
-                    why = f"no worker used the CPU for {watch.bound:g} s: stuck, so stopped"
-                    for i, _ in pending.values():
-                        kernels[i].append(WarmResult(items[i], "failed", why))
-                    for i in sorted({i for i, _ in pending.values()}):
-                        done[i] = _combined(items[i], kernels[i])
-                        progress(done[i])
+                    stop(f"no worker used the CPU for {watch.bound:g} s: stuck, so stopped")
                     break
                 continue
             if watch is not None:
                 watch.progressed()
+            errors = (f.exception() for f in ready)
+            broken = [e for e in errors if isinstance(e, futures.BrokenExecutor)]
+            if broken:
+                stop(f"a worker process ended abruptly ({broken[0]})")
+                break
             # Deferred kernels last: queued behind the tasks the other results add.
             for f in sorted(ready, key=lambda f: f.result()[0].status == "deferred"):
                 i, mask = pending.pop(f)
