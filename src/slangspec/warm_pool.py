@@ -24,9 +24,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TypeVar
 
+from .cache_store.location import process_stat
 from .cuda_api import CudaDriverError, primary_context
 from .devices import gpu_driver_present, opened, requested_kind
 
@@ -148,10 +148,10 @@ def stall_watch(pool: futures.Executor, bound: float) -> StallWatch | None:
 
 
 def _cpu_ticks(pid: int) -> int | None:
+    stat = process_stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime and stime
-    except (OSError, IndexError, ValueError):
+        return None if stat is None else int(stat[11]) + int(stat[12])  # utime and stime
+    except (IndexError, ValueError):
         return None
 
 

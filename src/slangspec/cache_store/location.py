@@ -157,11 +157,18 @@ def process_gone(pid: int) -> bool:
         return True
     except PermissionError:
         return False
+    stat = process_stat(pid)
+    return stat is not None and stat[0] == "Z"
+
+
+def process_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command's name, its state first; None
+    where they cannot be read (no ``/proc``, or no such process)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
-    return state == "Z"
+        return None
+    return fields or None
 
 
 def compiled_modules(root: Path, name: str) -> list[Path]:
