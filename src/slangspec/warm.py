@@ -468,8 +468,8 @@ def warm(
                 done[i] = _combined(items[i], kernels[i])
                 progress(done[i])
 
+        poll = None if watch is None else min(1.0, watch.bound)
         while pending:
-            poll = None if watch is None else min(1.0, watch.bound)
             ready, _ = futures.wait(pending, timeout=poll, return_when=futures.FIRST_COMPLETED)
             if watch is not None and not ready:
                 if watch.stuck():
