@@ -6,9 +6,10 @@ imported, so that every call appends its start (epoch seconds) and duration to
 ``summary(directory, wall_s, jobs)`` adds them up. Phases nest (a Slang compile opens the
 device on its first call), so each is inclusive. ``timeline(directory,
 started)`` says when, from ``started``, the run first entered a phase, first compiled, last
-left a phase and finished its last task, and when the command had every result and had
-printed its report, found its workers to kill and ran its exit handlers: what came before the
-first compile is start-up, what comes after the last task is the tail.
+left a phase and finished its last task, and when each of the command's own steps began and
+ended (gathering results, printing its report, finding its workers to kill, running its exit
+handlers): what came before the first compile is start-up, what comes after the last task is
+the tail.
 """
 
 from __future__ import annotations
@@ -201,8 +202,12 @@ def timeline(directory: Path, started: float) -> dict[str, float]:
         "last task ends": (max(r["start"] + r["s"] for r in tasks) if tasks else float("nan"))
         - started,
         **{
-            f"{phase} ends": max(r["start"] + r["s"] for r in mine) - started
+            name: when - started
             for phase in COMMAND
             if (mine := [r for r in records if r["phase"] == phase])
+            for name, when in (
+                (f"{phase} begins", min(r["start"] for r in mine)),
+                (f"{phase} ends", max(r["start"] + r["s"] for r in mine)),
+            )
         },
     }

@@ -117,7 +117,7 @@ def main() -> None:
     print(f"{'':<36s}" + "".join(f"{f'jobs {j}':>10s}" for j in runs))
     names = ["first phase", "first compile", "a worker's first compile, median"]
     names += ["the last worker's first compile", "last phase ends", "last task ends"]
-    names += [f"{phase} ends" for phase in COMMAND]
+    names += [f"{phase} {edge}" for phase in COMMAND for edge in ("begins", "ends")]
     for name in names:
         cells = (when.get(name, float("nan")) for *_, when in runs.values())
         print(f"{name:<36s}" + "".join(f"{seconds:10.1f}" for seconds in cells))
