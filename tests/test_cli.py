@@ -379,11 +379,15 @@ def test_the_commands_output_ends_when_it_exits_not_when_its_workers_do(tmp_path
     assert out.stdout == "done\n" and len(pids.read_text().split()) == 2
 
 
-def test_shutting_a_warm_pool_down_again_does_not_wait_for_its_workers_to_exit():
-    """``warm()`` and the command both release the pool; the second release must not wait for
-    a worker that is slow to exit (from Python 3.12 the executor's own shutdown does)."""
+@pytest.mark.parametrize(
+    "then", ["pool.shutdown(wait=False)\n", "del pool\ngc.collect()\n"], ids=["released", "dropped"]
+)
+def test_a_released_warm_pool_does_not_wait_for_its_workers_to_exit(then):
+    """``warm()`` and the command both release the pool, and the command then drops it: neither
+    may wait for a worker that is slow to exit. From Python 3.12 the executor's own shutdown
+    and its collection both take a lock its manager thread holds while it joins the workers."""
     code = (
-        "import multiprocessing, multiprocessing.util as util, os, time\n"
+        "import gc, multiprocessing, multiprocessing.util as util, os, time\n"
         "from slangspec import warm_pool\n"
         "def exit_slowly():\n"
         "    util.Finalize(None, time.sleep, args=(30,), exitpriority=0)\n"
@@ -395,7 +399,7 @@ def test_shutting_a_warm_pool_down_again_does_not_wait_for_its_workers_to_exit()
         "deadline = time.monotonic() + 60\n"
         "while sum(p.is_alive() for p in workers) > 1 and time.monotonic() < deadline:\n"
         "    time.sleep(0.05)\n"
-        "pool.shutdown(wait=False)\n"
+        f"{then}"
         "print(sum(p.is_alive() for p in workers), flush=True)\n"
         "for p in workers:\n"
         "    p.kill()\n"

@@ -86,7 +86,9 @@ class _WorkerPool(futures.ProcessPoolExecutor):
     """A process pool whose shutdown also closes its workers' output relay, if it has one, and
     returns at once when it was shut down before and is not asked to wait: from Python 3.12 the
     executor's own shutdown takes a lock that its manager thread holds while it joins the
-    exiting workers, which on CUDA tear down a context each."""
+    exiting workers, which on CUDA tear down a context each. Collecting the executor takes that
+    lock too, so a pool shut down without waiting is kept (in ``_exiting``) until its workers
+    have exited."""
 
     def __init__(self, relay: _Relay | None, **options) -> None:
         super().__init__(**options)
@@ -99,6 +101,14 @@ class _WorkerPool(futures.ProcessPoolExecutor):
         self._shut_down = True
         if self._relay is not None:
             self._relay.close()
+        _exiting.difference_update([pool for pool in _exiting if not pool.joining()])
+        if not wait and self.joining():
+            _exiting.add(self)
+
+    def joining(self) -> bool:
+        """Whether its manager thread still runs: joining the workers, once it is shut down."""
+        manager = self._executor_manager_thread
+        return manager is not None and manager.is_alive()
 
     def cpu_ticks(self) -> int | None:
         """The CPU time its workers have used, in clock ticks; None where that cannot be read
@@ -115,6 +125,9 @@ class _WorkerPool(futures.ProcessPoolExecutor):
         for process in list((self._processes or {}).values()):
             with contextlib.suppress(OSError):
                 process.kill()
+
+
+_exiting: set[_WorkerPool] = set()
 
 
 class StallWatch:
