@@ -94,9 +94,12 @@ class _WorkerPool(futures.ProcessPoolExecutor):
         super().__init__(**options)
         self._relay = relay
         self._shut_down = False
+        self._manager: threading.Thread | None = None
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if wait or not self._shut_down:
+            # The executor's shutdown lets go of its manager thread, even one still joining.
+            self._manager = self._executor_manager_thread or self._manager
             super().shutdown(wait, cancel_futures=cancel_futures)
         self._shut_down = True
         if self._relay is not None:
@@ -106,9 +109,8 @@ class _WorkerPool(futures.ProcessPoolExecutor):
             _exiting.add(self)
 
     def joining(self) -> bool:
-        """Whether its manager thread still runs: joining the workers, once it is shut down."""
-        manager = self._executor_manager_thread
-        return manager is not None and manager.is_alive()
+        """Whether, once shut down, its manager thread still runs: joining the workers."""
+        return self._manager is not None and self._manager.is_alive()
 
     def cpu_ticks(self) -> int | None:
         """The CPU time its workers have used, in clock ticks; None where that cannot be read
