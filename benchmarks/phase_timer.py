@@ -40,6 +40,15 @@ in the parent only (a worker finds its children too, as it exits)."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
+    "open the cache": [("slangspec.cache", "Cache.for_running")],
+    "the toolchain's identity": [("slangspec.runtime.module_base", "toolchain")],
+    "torch's CUDA context": [("slangspec.runtime.module_base", "primary_context")],
+    "check slangpy's module cache": [
+        ("slangspec.cache_store.module_cache", "ModuleCacheGuard.check")
+    ],
+    "seal slangpy's module cache": [
+        ("slangspec.cache_store.module_cache", "ModuleCacheGuard.seal")
+    ],
     "open slangpy's device": [("slangspec.devices", "open_device")],
     "Slang front-end (reflection)": [("slangspec.runtime.miss_path", "Builder.front_end")],
     "Slang session": [("slangspec.compiler", "Compiler._session")],
