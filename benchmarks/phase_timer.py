@@ -140,10 +140,10 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
 
 
 _parent = os.getpid()
+"""The process that imported this module and installs the timer: the command."""
 
 
 def install(directory: Path) -> None:
-    global _parent
     directory.mkdir(parents=True, exist_ok=True)
     exit_now = os._exit
 
@@ -152,7 +152,6 @@ def install(directory: Path) -> None:
             _write(directory, EXIT, time.time(), 0.0)
         exit_now(code)
 
-    _parent = os.getpid()
     os._exit = stamped_exit
     # Built in, so found by no path finder: loaded here (it costs nothing) to be wrapped now.
     importlib.import_module("atexit")
