@@ -46,7 +46,9 @@ class Nvrtc:
     def __init__(self, library: str) -> None:
         self.lib = ctypes.CDLL(library)
 
-    def compile(self, source: str, options: list[str], name: str = "kernel.cu"):
+    def compile(
+        self, source: str, options: list[str], name: str = "kernel.cu"
+    ) -> tuple[float, bytes | None, str]:
         """(seconds, PTX or None, log) of compiling ``source``."""
         lib, program = self.lib, ctypes.c_void_p()
         start = time.perf_counter()
