@@ -23,6 +23,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import slangpy as spy
 
 HERE = Path(__file__).parent
 ENTRY = "slangspec_main"
@@ -43,6 +47,19 @@ def kernel_sources(kind: str, cache: Path) -> list[Path]:
     command = [sys.executable, "-c", GENERATE, kind, str(cache), str(HERE / "bench.slang")]
     subprocess.run(command, check=True, capture_output=True, timeout=600)
     return sorted((cache / "kernels").glob("k_*.slang"), key=lambda p: p.stat().st_mtime)
+
+
+def bench_session(device: spy.Device, module_cache: Path) -> spy.SlangSession:
+    """A Slang session in which the kernels of ``kernel_sources`` compile: slangpy's library and
+    bench.slang loaded, compiled IR kept in ``module_cache``."""
+    import slangpy as spy
+
+    options = {"include_paths": [str(HERE), spy.SHADER_PATH]}
+    session = device.create_slang_session(compiler_options=options, cache_path=module_cache)
+    session.load_module("slangpy")
+    bench = HERE / "bench.slang"
+    session.load_module_from_source("bench", bench.read_text(), str(bench))
+    return session
 
 
 class Spinner:
@@ -76,16 +93,11 @@ def main() -> None:
     device = spy.Device(type=getattr(spy.DeviceType, args.device), enable_compilation_reports=True)
     module_cache = work / "ir"
     module_cache.mkdir()
-    bench = HERE / "bench.slang"
 
     def session() -> spy.SlangSession:
         if args.device == "cuda":
             device.set_cuda_context_current()
-        options = {"include_paths": [str(HERE), spy.SHADER_PATH]}
-        s = device.create_slang_session(compiler_options=options, cache_path=module_cache)
-        s.load_module("slangpy")
-        s.load_module_from_source("bench", bench.read_text(), str(bench))
-        return s
+        return bench_session(device, module_cache)
 
     built = 0
 

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from compile_threads import ENTRY, HERE, kernel_sources
+from compile_threads import ENTRY, HERE, bench_session, kernel_sources
 
 PRELUDE = "slang_prelude.h"
 
@@ -128,11 +128,7 @@ def main() -> None:
     module_cache, dumps = work / "ir", work / "dumps"
     module_cache.mkdir()
     dumps.mkdir()
-    bench = HERE / "bench.slang"
-    options = {"include_paths": [str(HERE), spy.SHADER_PATH]}
-    session = device.create_slang_session(compiler_options=options, cache_path=module_cache)
-    session.load_module("slangpy")
-    session.load_module_from_source("bench", bench.read_text(), str(bench))
+    session = bench_session(device, module_cache)
     print("| kernel | through slangpy | Slang | NVRTC, as Slang calls it |")
     print("| --- | ---: | ---: | ---: |")
     sources, ptxs = [], []
