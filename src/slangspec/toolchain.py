@@ -13,7 +13,7 @@ CACHE_FORMAT = 1
 """Bumped whenever the entry layout or the preimage changes shape."""
 PLAN_FORMAT = 3
 """Bumped whenever a specialization plan's fields or meaning change."""
-CODEGEN_FORMAT = 3
+CODEGEN_FORMAT = 4
 """Bumped whenever generated sources change for the same plan."""
 
 _slangpy: Versions | None = None

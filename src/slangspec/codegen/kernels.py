@@ -124,7 +124,7 @@ class _Writer:
                 return f"a{j}"
             return self.slice(j, a, binding)
         if a.kind == "target":
-            self.line(f"{a.slang_type} v{j};")
+            self.line(f"{a.slang_type} v{j} = {{}};")
             return f"v{j}"
         self.params.append(f"uniform {SLANG[a.scalar].storage}* a{j}")
         dims = a.call_dims + len(a.elem)
@@ -159,7 +159,7 @@ class _Writer:
         leaves = range(p.first, p.first + p.count)
         if not p.struct:
             return self.value(p.first, self.plan.args[p.first])
-        self.line(f"{p.slang_type} s{k};")
+        self.line(f"{p.slang_type} s{k}{' = {}' if p.direction == 'out' else ''};")
         for j in leaves:
             a = self.plan.args[j]
             if a.kind != "target":
