@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .function_ref import FunctionNameError, canonical_name
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 
 SIGNATURE_FORMAT = 2
@@ -168,4 +169,14 @@ def parse_call_signature(text: str) -> CallSignature:
         )
     if parts[1] != CALL_MODE:
         raise ValueError(f"call signature {text!r}: unknown call mode {parts[1]!r}")
+    module, _, function = parts[0].partition("::")
+    try:
+        spelled = module.isascii() and module.isidentifier() and canonical_name(function)
+    except FunctionNameError as exc:
+        raise ValueError(f"call signature {text!r}: {exc}") from None
+    if spelled != function:
+        raise ValueError(
+            f"call signature {text!r}: {parts[0]!r} is not '<module>::<function>' as slangspec "
+            "spells it"
+        )
     return CallSignature(parts[0], tuple(parse_arg(p) for p in parts[2:]), text)

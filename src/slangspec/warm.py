@@ -41,6 +41,7 @@ from .cache import Cache
 from .cache_store import FORWARD
 from .cache_store.location import lease_seconds
 from .devices import device_kind
+from .function_ref import FunctionNameError, canonical_name
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
     DictForm,
@@ -231,6 +232,10 @@ def parse_manifest(path: str | Path) -> list[WarmItem]:
             name = fn.get("name")
             if not isinstance(name, str):
                 raise fail("every [[module.function]] needs a 'name' string", "[[module.function]]")
+            try:
+                name = canonical_name(name)
+            except FunctionNameError as exc:
+                raise fail(str(exc), "name") from None
             masks = _masks(fn.get("masks", "all"), fail)
             specs = fn.get("specializations")
             if not isinstance(specs, list) or not specs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from itertools import product
 
+from ..function_ref import canonical_name
 from ..scalars import SLANG
 from ..specializer.plan import (
     DIFF_WRITTEN,
@@ -192,7 +193,7 @@ class _Writer:
         params = ",\n    ".join(self.params)
         return "\n".join(
             [
-                f"// slangspec generated: {p.function} {self.mask or 'forward'}",
+                f"// slangspec generated: {_callee(p)} {self.mask or 'forward'}",
                 f"// {p.signature}",
                 *imports,
                 "",
@@ -213,6 +214,19 @@ def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> 
     return base + _member(o.path)
 
 
+def _callee(plan: SpecializationPlan) -> str:
+    """The function a kernel calls, rendered from its parsed name; ValueError for a plan whose
+    module or function is not canonically named, or whose signature is more than one line, so
+    no other text of a plan reaches the source."""
+    callee = canonical_name(plan.function)
+    if callee != plan.function:
+        raise ValueError(f"plan names function {plan.function!r}, not as {callee!r} spells it")
+    module = plan.module
+    if not (module.isascii() and module.isidentifier()) or not plan.signature.isprintable():
+        raise ValueError(f"plan names module {plan.module!r} or signature {plan.signature!r}")
+    return callee
+
+
 _GUARD = ["    if (_tid.x >= _n)", "        return;"]
 
 
@@ -221,7 +235,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     w = _Writer(plan, None)
     w.index()
     exprs = [w.argument(k, p) for k, p in enumerate(plan.params)]
-    call = f"{plan.function}({', '.join(exprs)})"
+    call = f"{_callee(plan)}({', '.join(exprs)})"
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
         if not plan.is_whole(out):
@@ -268,7 +282,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         passed.append(value)
     if "_d" in declared:
         passed.append("_d")
-    w.line(f"bwd_diff({plan.function})({', '.join(passed)});")
+    w.line(f"bwd_diff({_callee(plan)})({', '.join(passed)});")
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]

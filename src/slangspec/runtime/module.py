@@ -31,6 +31,7 @@ from .module_base import (
     BuildFunction,
     BuildModule,
     LoadOptions,
+    function_name,
     load_module,
     load_module_source,
 )
@@ -83,7 +84,7 @@ class Module(BuildModule):
             return fn
         if torch.compiler.is_compiling():
             # Looking a function up reads the cache; a graph can hold only its outcome.
-            return TracedFunction(self, name)  # type: ignore[return-value]
+            return TracedFunction(self, function_name(self.name, name))  # type: ignore[return-value]
         return super().__getattr__(name)  # type: ignore[return-value]
 
     @_constant_while_traced

@@ -24,6 +24,7 @@ from ..cache_store.keys import module_facts
 from ..cache_store.settings import check_all
 from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
+from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
 from ..module_text import ModuleText
 from ..preimage import module_closure, preimage
@@ -43,16 +44,16 @@ M = TypeVar("M", bound="BuildModule")
 
 
 class UnknownFunctionError(AttributeError, ValueError):
-    """The module has no function of that name."""
+    """The module has no function of that name, or the name is not one."""
 
 
-_SPACE = re.compile(r"\s+")
-
-
-def function_name(name: str) -> str:
-    """The one spelling of a function name the cache keys: a generic's explicit arguments
-    without spaces, ``add<2, 3>`` as ``add<2,3>``."""
-    return _SPACE.sub("", name) if "<" in name else name
+def function_name(module: str, name: str) -> str:
+    """The one spelling of a function name the cache keys and kernels call (``add<2, 3>`` as
+    ``add<2,3>``); UnknownFunctionError for text that is not a function name."""
+    try:
+        return canonical_name(name)
+    except FunctionNameError as exc:
+        raise UnknownFunctionError(f"module '{module}': {exc}") from None
 
 
 class BuildModule:
@@ -144,7 +145,7 @@ class BuildModule:
             raise AttributeError(name)
         fn = self._functions.get(name)
         if fn is None:
-            canonical = function_name(name)
+            canonical = function_name(self.name, name)
             fn = self._functions.get(canonical) or self._function(canonical)
             self._functions[name] = self._functions[canonical] = fn
         return fn
@@ -177,12 +178,25 @@ class BuildModule:
         return getattr(self, name)
 
     def _function(self, name: str) -> BuildFunction:
-        name = function_name(name)
+        name = function_name(self.name, name)
         with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
             known = self._known(name)
         if known is False:
-            raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
+            raise UnknownFunctionError(self._missing(name))
         return self.function_type(self, name)
+
+    def _missing(self, name: str) -> str:
+        """Why the module has no function ``name``: none of that name, or (for a generic
+        function's name with arguments) which argument its constraints refuse."""
+        missing = f"module '{self.name}' has no function '{name}'"
+        ref = parse_function_ref(name)
+        if ref.args is None:
+            return missing
+        from ..specializer.reflect import unspecialized
+
+        with needing_slang(f"module '{self.name}': why '{name}' does not specialize"):
+            why = unspecialized(self._front_end(), self.text.text, ref)
+        return missing if why is None else f"module '{self.name}': '{name}': {why}"
 
     def _known(self, name: str) -> bool | FunctionInfo:
         """What the cache remembers of function ``name`` for this very module content (else
@@ -224,7 +238,7 @@ class BuildModule:
         if not has_function(front_end, name):
             return False
         try:
-            return function_info(front_end, self.name, name) or False
+            return function_info(front_end, self.name, name, self.text.text) or False
         except TypeError:
             return True  # an overload set: function_info explains it where it is called
 
@@ -240,10 +254,10 @@ class BuildModule:
         if isinstance(known, FunctionInfo):
             return known
         if known is False:
-            raise UnknownFunctionError(f"module '{self.name}' has no function '{name}'")
+            raise UnknownFunctionError(self._missing(name))
         from ..specializer.reflect import function_info
 
-        info = function_info(self._front_end(), self.name, name)
+        info = function_info(self._front_end(), self.name, name, self.text.text)
         assert info is not None, "the module has the function"
         return info
 

@@ -1,7 +1,7 @@
 """Type resolution: call signature -> SpecializationPlan; reflection lives in ``reflect``, which
 imports slangpy and so is imported only where a module must be reflected."""
 
-from .info import FieldInfo, FunctionInfo, ParamInfo, TypeInfo
+from .info import FieldInfo, FunctionInfo, GenericParam, ParamInfo, TypeInfo
 from .plan import (
     ArgPlan,
     OutputPlan,
@@ -15,6 +15,7 @@ __all__ = [
     "ArgPlan",
     "FieldInfo",
     "FunctionInfo",
+    "GenericParam",
     "OutputPlan",
     "ParamInfo",
     "ParamPlan",

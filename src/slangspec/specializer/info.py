@@ -117,12 +117,24 @@ class ParamInfo:
 
 
 @dataclass(frozen=True)
+class GenericParam:
+    """A type parameter of a generic function: its name, its constraint as the module declares
+    it ("" where the module's own text does not), and the scalar types a call may bind it to
+    (empty where reflection could not tell, and then any)."""
+
+    name: str
+    constraint: str
+    scalars: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FunctionInfo:
     module: str
     name: str
     differentiable: bool
     params: tuple[ParamInfo, ...]
     returns: TypeInfo
+    generics: tuple[GenericParam, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,6 +151,7 @@ class FunctionInfo:
                 for p in self.params
             ],
             "returns": self.returns.to_json(),
+            "generics": [[g.name, g.constraint, list(g.scalars)] for g in self.generics],
         }
 
     @classmethod
@@ -149,17 +162,25 @@ class FunctionInfo:
             ParamInfo(p["name"], TypeInfo.from_json(p["type"]), p["no_diff"], p["direction"])
             for p in data["params"]
         )
+        generics = tuple(
+            GenericParam(name, constraint, tuple(scalars))
+            for name, constraint, scalars in data["generics"]
+        )
         info = cls(
             data["module"],
             data["name"],
             data["differentiable"],
             params,
             TypeInfo.from_json(data["returns"]),
+            generics,
         )
         plain = [str, str, bool] + [str, bool, str] * len(params)
         values = [info.module, info.name, info.differentiable]
         for p in params:
             values += [p.name, p.no_diff, p.direction]
+        for g in generics:
+            plain += [str, str, *[str] * len(g.scalars)]
+            values += [g.name, g.constraint, *g.scalars]
         if (
             info.to_json() != data
             or any(type(v) is not t for v, t in zip(values, plain, strict=True))

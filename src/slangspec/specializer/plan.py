@@ -26,7 +26,7 @@ from ..signature_text import (
     parse_call_signature,
 )
 from ..toolchain import PLAN_FORMAT
-from .info import VALUE_KINDS, Direction, FunctionInfo, ParamInfo, TypeInfo
+from .info import VALUE_KINDS, Direction, FunctionInfo, GenericParam, ParamInfo, TypeInfo
 
 ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "target"]
 """How a leaf takes part in a call: an element per call point, one value for the whole call,
@@ -58,8 +58,8 @@ RESULT = -1
 _DIFF_WRITTEN_TYPES = ("IWDiffTensor", "WDiffTensor")
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
-_PY_SLANG = {"f": "float", "i": "int", "b": "bool"}
-_SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
+SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
+SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
 """The Slang scalar a tensor of each dtype passes as, where a generic type is inferred
 (``int32`` is ``int``, not ``uint``)."""
 _BINDINGS: dict[str, Binding] = {
@@ -584,16 +584,17 @@ def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
     bound: dict[str, tuple[str, int]] = {}
     for k in generic:
         p, form = info.params[k], call.args[k]
-        if isinstance(form, TensorForm) and form.dtype in _SLANG_OF_DTYPE:
-            scalar = _SLANG_OF_DTYPE[form.dtype]
+        if isinstance(form, TensorForm) and form.dtype in SLANG_OF_DTYPE:
+            scalar = SLANG_OF_DTYPE[form.dtype]
         elif isinstance(form, ScalarForm):
-            scalar = _PY_SLANG[form.kind]
+            scalar = SLANG_OF_PYTHON[form.kind]
         else:
             raise TypeError(
                 f"{fn}: argument {k} ('{p.name}'): expected a tensor or Python scalar to infer "
                 f"the generic type {p.type.name} from, got {_describe(form)}; name the type "
                 f"explicitly ({info.name}<...>)"
             )
+        _check_constraint(fn, k, p, form, scalar, info.generics)
         first = bound.setdefault(p.type.name, (scalar, k))
         if first[0] != scalar:
             raise TypeError(
@@ -615,6 +616,25 @@ def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
         for p in info.params
     )
     return replace(info, params=params, returns=r)
+
+
+def _check_constraint(
+    fn: str,
+    k: int,
+    p: ParamInfo,
+    form: ArgForm,
+    scalar: str,
+    generics: tuple[GenericParam, ...],
+) -> None:
+    """TypeError naming argument ``k`` when ``scalar``, which it binds the generic type of
+    parameter ``p`` to, is not one the type parameter accepts."""
+    for g in generics:
+        if g.name == p.type.name and g.scalars and scalar not in g.scalars:
+            refused = f"does not conform to {g.constraint}" if g.constraint else "it refuses"
+            raise TypeError(
+                f"{fn}: argument {k} ('{p.name}'): {_describe(form)} makes the generic type "
+                f"{g.name} {scalar}, which {refused} ({g.name} takes {', '.join(g.scalars)})"
+            )
 
 
 def output_routes(info: FunctionInfo) -> tuple[tuple[int, tuple[str, ...]], ...]:

@@ -6,9 +6,11 @@ describes never imports it."""
 from __future__ import annotations
 
 import re
+from itertools import product
 
 import slangpy as spy
 
+from ..function_ref import FunctionRef
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .info import (
     TENSOR_TYPES,
@@ -16,9 +18,11 @@ from .info import (
     Direction,
     FieldInfo,
     FunctionInfo,
+    GenericParam,
     ParamInfo,
     TypeInfo,
 )
+from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType
@@ -105,8 +109,11 @@ def has_function(module: spy.SlangModule, name: str) -> bool:
     return module.layout.find_function_by_name(name) is not None
 
 
-def function_info(module: spy.SlangModule, module_name: str, name: str) -> FunctionInfo | None:
-    """Reflect ``name`` in ``module``; None when the module has no such function."""
+def function_info(
+    module: spy.SlangModule, module_name: str, name: str, text: str = ""
+) -> FunctionInfo | None:
+    """Reflect ``name`` in ``module``, whose own source is ``text``; None when the module has no
+    such function."""
     f = module.layout.find_function_by_name(name)
     if f is None:
         return None
@@ -129,4 +136,96 @@ def function_info(module: spy.SlangModule, module_name: str, name: str) -> Funct
         f.has_modifier(spy.ModifierID.differentiable),
         params,
         type_info(f.return_type, module.layout),
+        _generics(module.layout, f, params, declared_generics(text, name)),
     )
+
+
+_BINDABLE = tuple(sorted(set(SLANG_OF_DTYPE.values()) | set(SLANG_OF_PYTHON.values())))
+"""The scalar types a call can bind a generic type parameter to."""
+_MAX_GENERICS = 2
+"""Functions with more type parameters inferred from the call are not probed (6 ** n tries)."""
+
+
+def _generics(
+    layout: spy.ProgramLayout,
+    f: spy.FunctionReflection,
+    params: tuple[ParamInfo, ...],
+    declared: dict[str, str],
+) -> tuple[GenericParam, ...]:
+    """The type parameters of ``f`` that its parameters take directly, each with the scalar
+    types that specialize ``f`` as they are (Slang would convert one it does not accept, an
+    ``int`` for ``T : IFloat`` into ``float``, and say so only as a warning)."""
+    names = sorted({p.type.name for p in params if p.type.kind == "generic"})
+    if not names or len(names) > _MAX_GENERICS:
+        return ()
+    reflected = [p.type for p in f.parameters]
+    types = {s: layout.find_type_by_name(s) for s in _BINDABLE}
+    accepted: dict[str, set[str]] = {n: set() for n in names}
+    for combo in product(_BINDABLE, repeat=len(names)):
+        bound = dict(zip(names, combo, strict=True))
+        args = [
+            types[bound[p.type.name]] if p.type.kind == "generic" else t
+            for p, t in zip(params, reflected, strict=True)
+        ]
+        g = f.specialize_with_arg_types(args)
+        if g is None:
+            continue
+        got = [q.type.full_name for q in g.parameters]
+        if all(
+            got[k] == bound[p.type.name] for k, p in enumerate(params) if p.type.kind == "generic"
+        ):
+            for n in names:
+                accepted[n].add(bound[n])
+    if not any(accepted.values()):
+        return ()  # reflection cannot tell (another parameter's type does not specialize)
+    return tuple(GenericParam(n, declared.get(n, ""), tuple(sorted(accepted[n]))) for n in names)
+
+
+_STATEMENT_WORDS = frozenset({"return", "else", "do", "case"})
+
+
+def declared_generics(text: str, name: str) -> dict[str, str]:
+    """The type parameters of the first generic declaration of function ``name`` in ``text``,
+    each with its constraint as written ("" for none): ``{"T": "IFloat"}`` for
+    ``T mul<T : IFloat>(T a, T b)``."""
+    for m in re.finditer(rf"\b{re.escape(name)}\s*<", text):
+        before = re.search(r"(\w+|>)\s*$", text[: m.start()])
+        if before is None or before.group(1) in _STATEMENT_WORDS:
+            continue  # not a declaration: no return type before the name
+        parts, depth, start, k = [], 1, m.end(), m.end()
+        while k < len(text) and depth:
+            depth += {"<": 1, ">": -1}.get(text[k], 0)
+            if (depth == 1 and text[k] == ",") or depth == 0:
+                parts.append(text[start:k])
+                start = k + 1
+            k += 1
+        if depth or not re.match(r"\s*\(", text[k:]):
+            continue
+        found = {}
+        for part in parts:
+            d = re.fullmatch(r"\s*(?:let\s+)?([A-Za-z_]\w*)\s*(?::\s*(.*?))?\s*", part, re.S)
+            if d:
+                found[d.group(1)] = d.group(2) or ""
+        return found
+    return {}
+
+
+def unspecialized(module: spy.SlangModule, text: str, ref: FunctionRef) -> str | None:
+    """Why the generic function ``ref`` names does not specialize with its arguments, when
+    ``module`` has the function under ``ref``'s bare name; None when it does not."""
+    layout = module.layout
+    if ref.args is None or layout.find_function_by_name(ref.name) is None:
+        return None
+    declared = declared_generics(text, ref.name)
+    shown = f"{ref.name}<{', '.join(f'{n} : {c}' if c else n for n, c in declared.items())}>"
+    for (param, constraint), arg in zip(declared.items(), ref.args, strict=False):
+        if not constraint or not isinstance(arg, FunctionRef):
+            continue
+        given, bound = layout.find_type_by_name(arg.text), layout.find_type_by_name(constraint)
+        if given is None:
+            return f"{arg.text} is not a type it knows (for {param} of {shown})"
+        if bound is not None and not layout.is_sub_type(given, bound):
+            return f"{arg.text} does not conform to {constraint} ({param} of {shown})"
+    if declared:
+        return f"its generic arguments do not specialize {shown}"
+    return f"{ref.name} takes no such generic arguments"

@@ -1,0 +1,242 @@
+"""Function names are parsed, never pasted: text that is not a function reference is an
+UnknownFunctionError wherever a name is taken (calls, ``hasattr``, manifests, explain), and no
+kernel holds anything of it. Also what a kernel may leave unwritten, generic constraints and
+the scalar types a device does not compute."""
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import slangspec
+from slangspec.cli import main
+from slangspec.function_ref import FunctionNameError, canonical_name, parse_function_ref
+from slangspec.runtime.module_base import UnknownFunctionError
+from slangspec.warm import ManifestError, parse_manifest
+
+SOURCE = """
+import slangpy;
+void out1(float a, float b, out float r) { r = a * b + 1; }
+[Differentiable] float poly(float a, float x) { return a * x * x + x; }
+float gadd<let N : int>(float a) { return a + N; }
+T gmul<T : IFloat>(T a, T b) { return a * b; }
+struct Pair { float x; float y; };
+void skips(float a, out float r) { }
+void skips_field(float a, out Pair p) { p.x = a; }
+void skips_some(float a, out float r) { if (a > 0) r = a; }
+"""
+
+ISSUE_NAMES = [
+    "gadd<3>>",
+    "poly>",
+    "gadd<3><3>",
+    "gadd<(3)>",
+    "gadd<3>()",
+    "poly(1.0,2.0);//X",
+    "out1;_out0[0]=1000.0;//",
+    "out1;",
+    "out1;;",
+    "out1;{}",
+    "poly\nvoid X(){}",
+]
+
+
+def mangled_names(count: int = 240) -> list[str]:
+    """Function names broken the ways a hostile or careless caller breaks them: unbalanced
+    brackets, call expressions, statements, comments, whitespace, other characters."""
+    rng = random.Random(1234)
+    bases = ["out1", "poly", "gadd<3>", "gmul<float>", "gadd", "gmul"]
+    breaks = [
+        ">",
+        "<",
+        ">>",
+        "<<",
+        "<3><3>",
+        "()",
+        "(1.0, 2.0)",
+        ";",
+        ";;",
+        ";{}",
+        ";_out0[0]=1000.0;//",
+        "//",
+        "/*",
+        "*/",
+        "\n",
+        "\nvoid X(){}",
+        "\t;",
+        "[0]",
+        ".x",
+        "::y",
+        "#",
+        "\\",
+        '"',
+        "'",
+        "`",
+        "$",
+        "@",
+        "\x00",
+        "\u00e9",
+        "+1",
+        "-",
+        "= 0",
+        ",",
+        "<(3)>",
+        "<3,>",
+        "<,3>",
+        "<3;>",
+        "<float;>",
+        "<>()",
+        "{",
+        "}",
+    ]
+    names: set[str] = set()
+    while len(names) < count:
+        base = rng.choice(bases)
+        parts = [base]
+        for _ in range(rng.randint(1, 3)):
+            piece = rng.choice(breaks)
+            at = rng.randint(0, len(parts))
+            parts.insert(at, piece)
+        names.add("".join(parts))
+    return sorted(names)
+
+
+def test_the_grammar_renders_canonical_names():
+    assert canonical_name("add<2, 3>") == "add<2,3>"
+    assert canonical_name("  f < vector < float , 3 > , 1.50 >  ") == "f<vector<float,3>,1.5>"
+    assert canonical_name("f<-1, 2u, 1e3f>") == "f<-1,2u,1000.0f>"
+    assert parse_function_ref("poly").args is None and parse_function_ref("g<>").args == ()
+    for bad in ISSUE_NAMES + ["", " ", "3f", "f<3x>", "a" * 600, "f" + "<g" * 9 + ">" * 9]:
+        with pytest.raises(FunctionNameError):
+            canonical_name(bad)
+
+
+@pytest.fixture(scope="module")
+def hn(cache_dir):
+    return slangspec.load_source("hostile", SOURCE, cache_dir=cache_dir)
+
+
+def _resolves(name: str) -> str | None:
+    try:
+        return canonical_name(name)
+    except FunctionNameError:
+        return None
+
+
+def test_mangled_names_are_unknown_functions_and_reach_no_kernel(hn, tdev, cache_dir):
+    ones = torch.ones(4, device=tdev)
+    names = mangled_names() + ISSUE_NAMES
+    assert len(names) >= 200
+    refused = []
+    for name in names:
+        intended = _resolves(name)
+        if intended is None:
+            assert not hasattr(hn, name), name
+            with pytest.raises(UnknownFunctionError, match="is not a function name"):
+                hn[name]
+            refused.append(name)
+            continue
+        fn = hn[name]  # a name with only spaces added is the function it names
+        assert fn.name == intended
+    assert len(refused) >= 200
+    r = torch.zeros(4, device=tdev)
+    hn.out1(ones, ones, r)
+    torch.testing.assert_close(r, torch.full_like(r, 2.0))
+    hn["gadd < 3 >"](ones)
+    kernels = [p.read_text() for p in Path(cache_dir).rglob("k_*.slang")]
+    mine = [k for k in kernels if "import hostile;" in k]
+    assert mine
+    for name in refused:
+        if re.search(r"[^\w\s]", name):
+            assert not any(name in k for k in mine), name
+    calls = {m for k in mine for m in re.findall(r"(?:bwd_diff\()?(\w+(?:<[^>(]*>)?)\)?\(v", k)}
+    assert calls <= {"out1", "poly", "gadd<3>"}, calls
+
+
+def test_a_mangled_name_in_a_manifest_names_its_line(tmp_path):
+    module = tmp_path / "hostile.slang"
+    module.write_text(SOURCE)
+    for name in ISSUE_NAMES[:7]:
+        manifest = tmp_path / "warm.toml"
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        manifest.write_text(
+            f'[[module]]\npath = "{module}"\n\n[[module.function]]\nname = "{quoted}"\n'
+            'specializations = [["f32[N]", "f32[N]", "f32[N]"]]\n'
+        )
+        with pytest.raises(ManifestError, match="is not a function name"):
+            parse_manifest(manifest)
+
+
+def test_explain_refuses_a_mangled_name(tmp_path):
+    module = tmp_path / "hostile.slang"
+    module.write_text(SOURCE)
+    for name in ["poly>", "out1;_out0[0]=1000.0;//", "gadd<3>()"]:
+        r = CliRunner().invoke(
+            main,
+            ["explain", str(module), name, "f32[N]; f32[N]", "--cache-dir", str(tmp_path / "c")],
+        )
+        assert r.exit_code == 2, r.output
+        assert "is not a function name" in r.output
+
+
+def test_a_call_signature_names_a_function_as_slangspec_spells_it(hn):
+    with pytest.raises(ValueError, match="'poly;x' is not a function name"):
+        hn.poly.plan_for_signature("hostile::poly;x call [D1,S6,G0,Vx] [D1,S6,G0,Vx]")
+    with pytest.raises(ValueError, match="is not '<module>::<function>'"):
+        hn.poly.plan_for_signature("hostile::gadd<03> call [D1,S6,G0,Vx]")
+
+
+def test_a_stored_plan_naming_another_call_fails_verify(hn, tdev, tmp_path):
+    """An entry whose plan names text that is not its function (a poisoned or hand-edited
+    row) is not what code generation makes of it: verify drops it."""
+    from slangspec.cache import regenerate_source
+
+    x = torch.ones(4, device=tdev)
+    plan = hn.poly.plan(x, x)
+    pre = {"module": "hostile", "function": plan.function, "signature": plan.signature}
+    poisoned = json.dumps({**json.loads(plan.to_json()), "function": "poly;//"})
+    with pytest.raises(ValueError, match="not a function name"):
+        regenerate_source(poisoned, {**pre, "function": "poly;//"}, "forward")
+
+
+@pytest.mark.parametrize("fn", ["skips", "skips_some"])
+def test_an_out_parameter_the_function_does_not_assign_is_zero(hn, tdev, fn):
+    a = -torch.ones(2048, device=tdev)
+    r = torch.full((2048,), 7.0, device=tdev)
+    getattr(hn, fn)(a, r)
+    assert torch.equal(r, torch.zeros_like(r))
+
+
+def test_an_unassigned_struct_field_is_zero(hn, tdev):
+    a = torch.arange(512.0, device=tdev)
+    p = {"x": torch.full((512,), 7.0, device=tdev), "y": torch.full((512,), 7.0, device=tdev)}
+    hn.skips_field(a, p)
+    torch.testing.assert_close(p["x"], a)
+    assert torch.equal(p["y"], torch.zeros_like(a))
+
+
+def test_an_int_tensor_for_a_float_generic_is_refused(hn, tdev):
+    x = torch.tensor([16777217], dtype=torch.int32, device=tdev)
+    with pytest.raises(
+        TypeError,
+        match=r"hostile::gmul: argument 0 \('a'\): an int32 tensor of rank 1 makes the generic "
+        r"type T int, which does not conform to IFloat \(T takes double, float, half\)",
+    ):
+        hn.gmul(x, x)
+    y = torch.tensor([1.5, 2.0], device=tdev)
+    torch.testing.assert_close(hn.gmul(y, y), y * y)
+
+
+def test_explicit_generic_arguments_that_break_a_constraint_say_so(hn):
+    with pytest.raises(UnknownFunctionError, match=r"int does not conform to IFloat"):
+        hn["gmul<int>"]
+    assert not hasattr(hn, "gmul<int>")
+    with pytest.raises(UnknownFunctionError, match=r"Nope is not a type it knows"):
+        hn["gmul<Nope>"]
+    with pytest.raises(UnknownFunctionError, match="has no function 'nothere<int>'"):
+        hn["nothere<int>"]
+
