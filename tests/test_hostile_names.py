@@ -240,3 +240,19 @@ def test_explicit_generic_arguments_that_break_a_constraint_say_so(hn):
     with pytest.raises(UnknownFunctionError, match="has no function 'nothere<int>'"):
         hn["nothere<int>"]
 
+
+def test_double_math_is_refused_on_vulkan_and_right_on_cuda(kind, tdev, cache_dir):
+    m = slangspec.load_source(
+        "dmath",
+        "[Differentiable] double dsin(double x) { return sin(x) + exp(x); }",
+        cache_dir=cache_dir,
+    )
+    x = torch.linspace(-2.0, 2.0, 33, dtype=torch.float64, device=tdev, requires_grad=True)
+    if kind == "vulkan":
+        with pytest.raises(
+            TypeError, match=r"dmath::dsin: argument 0 \('x'\): double is computed on cuda only"
+        ):
+            m.dsin(x)
+        return
+    torch.testing.assert_close(m.dsin(x), torch.sin(x) + torch.exp(x), rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(m.dsin, (x,))

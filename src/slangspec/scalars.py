@@ -33,6 +33,8 @@ class SlangScalar:
     load: str = "{}"  # a stored element -> the Slang value, as a format string
     store: str = "{}"  # a Slang value -> the stored element, as a format string
     py_type: type | None = None  # what a Python scalar passed for it is converted to
+    devices: tuple[str, ...] = ("cuda", "vulkan")  # the device kinds that compute it right
+    elsewhere: str = ""  # why the other device kinds do not
 
 
 # Manifest-named dtypes first, in the order manifest errors list them.
@@ -55,7 +57,17 @@ TORCH_SCALARS = (
 SLANG_SCALARS = (
     SlangScalar("float16", "e", "half", "float16", "half", py_type=float),
     SlangScalar("float32", "f", "float", "float32", "float", py_type=float),
-    SlangScalar("float64", "d", "double", "float64", "double", py_type=float),
+    SlangScalar(
+        "float64",
+        "d",
+        "double",
+        "float64",
+        "double",
+        py_type=float,
+        devices=("cuda",),
+        elsewhere="SPIR-V defines sin, exp and the other transcendental functions for 16- and "
+        "32-bit floats alone, and Vulkan drivers return wrong values for doubles",
+    ),
     SlangScalar("int32", "i", "int", "int32", "int", py_type=int),
     SlangScalar(
         "uint32", "I", "uint", "int32", "int", load="uint({})", store="int({})", py_type=int

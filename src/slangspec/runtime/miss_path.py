@@ -26,7 +26,7 @@ from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
 from ..module_text import ModuleText
-from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
+from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from ..uniforms import Unpackable
 from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
 
@@ -155,6 +155,9 @@ class Builder:
         info = m.function_info(function)
         described = time.perf_counter()
         plan = plan_from_signature(info, signature)
+        refused = device_problem(plan, m.device_kind)
+        if refused is not None:
+            raise TypeError(refused)
         resolved = time.perf_counter()
         source = kernel_source(plan, FORWARD)
         generated = time.perf_counter()

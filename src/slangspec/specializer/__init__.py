@@ -7,6 +7,7 @@ from .plan import (
     OutputPlan,
     ParamPlan,
     SpecializationPlan,
+    device_problem,
     plan_from_signature,
     resolve,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "ParamPlan",
     "SpecializationPlan",
     "TypeInfo",
+    "device_problem",
     "plan_from_signature",
     "resolve",
 ]

@@ -658,6 +658,22 @@ def _leaf_paths(t: TypeInfo, path: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [q for f in t.fields for q in _leaf_paths(f.type, (*path, f.name))]
 
 
+def device_problem(plan: SpecializationPlan, device: str) -> str | None:
+    """Why ``device`` cannot compute ``plan`` right: the first leaf or output whose scalar type
+    it does not compute; None when it can."""
+    fn = f"{plan.module}::{plan.function}"
+    typed = [(f"argument {a.index} ('{a.param}')", a.scalar) for a in plan.args]
+    typed += [("the result", o.scalar) for o in plan.outputs if o.source == RESULT]
+    for what, scalar in typed:
+        row = SLANG.get(scalar)
+        if row is not None and device not in row.devices:
+            return (
+                f"{fn}: {what}: {scalar} is computed on {' and '.join(row.devices)} only, not "
+                f"on {device}: {row.elsewhere}"
+            )
+    return None
+
+
 def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:
     """Build the plan from a call-signature string alone, with no tensors at hand."""
     return resolve(info, parse_call_signature(signature))
