@@ -24,7 +24,11 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   the server's content or the server itself spoiled (entries that do not decode, garbled plans,
   names that are not blob names, damaged and oversized blobs, leases that never lapse, facts
   without a MAC, a node with another secret, the server paused, flushed or killed mid-run),
-  then a fresh node (timed).
+  then a fresh node (timed);
+- hostile: mangled function names (unbalanced brackets, call expressions, statements, comments,
+  other characters) through lookups and ``hasattr`` in a few processes: each an
+  UnknownFunctionError or the function it names, no process crashed, no kernel holding the
+  name's text.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from workers import worker  # noqa: E402  (tests/jit_worker.py runs each process
 
 OUTCOMES = ("ok", "wrong", "crashed", "hung", "unexpected", "ran code")
 LIMIT_S = 180.0
-TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered", "remote")
+TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered", "remote", "hostile")
 
 
 FAILURES: list[str] = []
@@ -485,6 +489,87 @@ def remote(
     return cold, after_kill, worst_kill, spoiled, worst_spoiled
 
 
+_NAMES_CHILD = """
+import json, sys
+import slangspec
+from hostile import SOURCE
+from slangspec.function_ref import FunctionNameError, canonical_name
+from slangspec.runtime.module_base import UnknownFunctionError
+
+m = slangspec.load_source("hostile", SOURCE, cache_dir=sys.argv[1])
+outcomes = []
+for name in json.loads(sys.stdin.read()):
+    try:
+        intended = canonical_name(name)
+    except FunctionNameError:
+        intended = None
+    try:
+        found = m[name].name
+    except UnknownFunctionError:
+        found = None
+    known = hasattr(m, name)
+    ok = found == intended and known == (intended is not None)
+    outcomes.append("ok" if ok else "unexpected")
+print(json.dumps(outcomes))
+"""
+
+
+def hostile(cache_root: Path, names: int, processes: int) -> Counter[str]:
+    """Mangled names looked up in ``processes`` processes at once; a process killed by a signal
+    counts every name it held as crashed."""
+    from hostile import ISSUE_NAMES, mangled_names
+
+    cache = cache_root / "hostile"
+    every = [*ISSUE_NAMES, *mangled_names(names)]
+    chunks = [every[k::processes] for k in range(processes)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _NAMES_CHILD, str(cache)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in chunks
+    ]
+    counts: Counter[str] = Counter()
+    for proc, chunk in zip(procs, chunks, strict=True):
+        try:
+            out, err = proc.communicate(json.dumps(chunk), timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            FAILURES.append(f"hung: names {chunk[:3]!r}...")
+            counts["hung"] += len(chunk)
+            continue
+        if proc.returncode < 0:
+            FAILURES.append(f"crashed ({proc.returncode}): names {chunk[:3]!r}...")
+            counts["crashed"] += len(chunk)
+            continue
+        try:
+            outcomes = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            FAILURES.append(f"names: {err.strip().splitlines()[-1:] or 'no output'}")
+            counts["unexpected"] += len(chunk)
+            continue
+        for name, got in zip(chunk, outcomes, strict=True):
+            if got != "ok":
+                FAILURES.append(f"{got}: name {name!r}")
+            counts[got] += 1
+    kernels = [p.read_text() for p in cache.rglob("k_*.slang")]
+    for name in every:
+        if not name.isidentifier() and any(name.strip() in k for k in kernels):
+            FAILURES.append(f"ran code: a kernel holds {name!r}")
+            counts["ran code"] += 1
+            counts["ok"] -= 1
+    return counts
+
+
 def table(rows: dict[str, Counter[str]]) -> str:
     lines = ["| trials | " + " | ".join(OUTCOMES) + " | kind |", "|" + " ---: |" * 7 + " --- |"]
     for kind, c in rows.items():
@@ -507,9 +592,16 @@ def main() -> None:
     tdev = "cuda" if args.device == "cuda" else "cpu"
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
-    n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 4}
+    n = {"rounds": 1, "killed": 3, "damaged": 12, "fuzzed": 200, "tampered": 4, "names": 240}
     if not args.quick:
-        n = {"rounds": 3, "killed": 30, "damaged": 100, "fuzzed": 2000, "tampered": 12}
+        n = {
+            "rounds": 3,
+            "killed": 30,
+            "damaged": 100,
+            "fuzzed": 2000,
+            "tampered": 12,
+            "names": 2000,
+        }
     root = Path(tempfile.mkdtemp(prefix="slangspec-torture-"))
     rows: dict[str, Counter[str]] = {}
     start = time.monotonic()
@@ -557,6 +649,11 @@ def main() -> None:
             f"remote: server content spoiled or server failing, then a fresh node "
             f"({worst_spoiled:.1f} s at most)",
             spoiled,
+        )
+    if "hostile" in wanted:
+        done(
+            f"mangled function names, {args.processes} processes (unknown, or the function named)",
+            hostile(root, n["names"], args.processes),
         )
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)
