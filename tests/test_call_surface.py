@@ -589,3 +589,14 @@ def test_a_spaced_generic_name_is_one_function_under_torch_compile_too(cache_dir
 
     a, b = torch.randn(3, 2, device=tdev), torch.randn(3, 2, device=tdev)
     torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), (a + b) * 2)
+
+
+def test_a_function_with_no_parameters_runs(cache_dir, tdev):
+    m = slangspec.load_source(
+        "noparams",
+        "float seven() { return 7.0; }\nT number<T : IInteger>() { return T(42); }",
+        cache_dir=cache_dir,
+    )
+    assert m.seven().item() == 7.0 and m.seven().device.type == tdev
+    got = m["number<int>"]()
+    assert got.dtype == torch.int32 and got.item() == 42

@@ -220,7 +220,7 @@ def forward_call(
     if None in packed:
         return None
     tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
-    body = [f"{', '.join(f't{i}' for i in range(len(args)))}, = args"]
+    body = [f"{', '.join(f't{i}' for i in range(len(args)))}, = args"] if args else []
     if tensors:
         body.append(f"if {' or '.join(f't{i}.device != dev' for i in tensors)}:")
         body.append("    return None")
