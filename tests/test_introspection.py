@@ -6,8 +6,11 @@ import pydoc
 from pathlib import Path
 
 import pytest
+import torch
+from click.testing import CliRunner
 
 import slangspec
+from slangspec.cli import main
 from slangspec.runtime import miss_path
 from slangspec.runtime.module import Function
 
@@ -54,3 +57,38 @@ def test_inspect_signature_names_the_parameters(sf):
 
 def test_the_package_is_typed():
     assert (importlib.resources.files("slangspec") / "py.typed").is_file()
+
+
+SHADOWED = """
+float path(float x) { return x + 1; }
+float cache(float x) { return x + 2; }
+float name(float x) { return x + 3; }
+float functions(float x) { return x + 4; }
+"""
+
+
+def test_a_function_named_like_a_module_attribute_is_callable(cache_dir, tdev, tmp_path):
+    m = slangspec.load_source("shadowed", SHADOWED, cache_dir=cache_dir)
+    x = torch.zeros(2, device=tdev)
+    assert m["path"](x).tolist() == [1.0, 1.0]
+    assert m.functions.cache(x).tolist() == [2.0, 2.0]
+    assert m.functions["name"](x).tolist() == [3.0, 3.0]
+    assert m["functions"](x).tolist() == [4.0, 4.0]
+    assert isinstance(m.cache, slangspec.Cache) and m.name == "shadowed"
+    assert sorted(m.functions) == ["cache", "functions", "name", "path"]
+    assert "path" in m.functions and "nope" not in m.functions
+    with pytest.warns(UserWarning, match=r"the functions cache, functions, name, path share"):
+        dir(m)
+
+    module = tmp_path / "shadowed.slang"
+    module.write_text(SHADOWED)
+    cache = str(tmp_path / "c")
+    r = CliRunner().invoke(main, ["explain", str(module), "path", "f32[N]", "--cache-dir", cache])
+    assert r.exit_code == 0 and "miss" in r.output, r.output
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(
+        f'[[module]]\npath = "{module}"\n\n[[module.function]]\nname = "cache"\n'
+        'specializations = [["f32[N]"], { x = "f32[N] grad" }]\n'
+    )
+    r = CliRunner().invoke(main, ["warm", str(manifest), "--jobs", "1", "--cache-dir", cache])
+    assert r.exit_code == 0, r.output

@@ -276,7 +276,7 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError], 
         # By parameter name: the function's description (cached, else reflected) orders them.
         needle = next(iter(spec), function_id)
         try:
-            fn = getattr(module_for(item, None, None, read_only=True), item.function)
+            fn = module_for(item, None, None, read_only=True)[item.function]
             names = [p.name for p in fn.info.params]
         except Exception as exc:  # the module does not load, or lacks the function
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -367,7 +367,7 @@ def check_one(item: WarmItem, device: str | None, cache_dir: str | None) -> Warm
     """Whether the cache holds everything ``item`` names ("present") or what it lacks
     ("missing"), compiling nothing; failures are results, not raises."""
     try:
-        fn = getattr(module_for(item, device, cache_dir, read_only=True), item.function)
+        fn = module_for(item, device, cache_dir, read_only=True)[item.function]
         missing = fn.missing(item.signature, item.masks)
         return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
     except Exception as exc:  # reported per item; the run goes on
@@ -383,7 +383,7 @@ def warm_task(
     claimed it first) or compiling (it holds its compile lease) is left for later
     ("deferred"). Failures are results, not raises."""
     try:
-        fn = getattr(module_for(item, device, cache_dir), item.function)
+        fn = module_for(item, device, cache_dir)[item.function]
         label = FORWARD if mask is None else mask
         if not defer:
             return _kernel_task(item, fn, mask)

@@ -79,7 +79,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         cache=Cache.for_running(cache_dir, read_only=True),
     )
     try:
-        fn = getattr(m, function)
+        fn = m[function]
     except UnknownFunctionError as exc:
         raise UsageProblem(f"FUNCTION: {exc}") from None
     asked = _signature(fn, signature)

@@ -76,16 +76,14 @@ class Module(BuildModule):
             self.binding = VulkanBinding(self.device)
         self._traced_functions: dict[str, Function] = {}
 
-    def __getattr__(self, name: str) -> Function:
-        if name.startswith("__"):
-            raise AttributeError(name)
+    def __getitem__(self, name: str) -> Function:
         fn = self._functions.get(name)
         if fn is not None:
-            return fn
+            return fn  # type: ignore[return-value]
         if torch.compiler.is_compiling():
             # Looking a function up reads the cache; a graph can hold only its outcome.
             return TracedFunction(self, function_name(self.name, name))  # type: ignore[return-value]
-        return super().__getattr__(name)  # type: ignore[return-value]
+        return super().__getitem__(name)  # type: ignore[return-value]
 
     @_constant_while_traced
     def _operator_for(self, name: str) -> str:

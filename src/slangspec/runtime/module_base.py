@@ -12,7 +12,8 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
@@ -109,6 +110,7 @@ class BuildModule:
         workers start Slang to compile anyway and would only start later."""
         self.builder = Builder(self)
         self._functions: dict[str, BuildFunction] = {}
+        self._warned_shadowed = False
 
     def __repr__(self) -> str:
         return f"<slangspec.{type(self).__name__} {self.name} on {self.device_kind}>"
@@ -143,20 +145,32 @@ class BuildModule:
     def __getattr__(self, name: str) -> BuildFunction:
         if name.startswith("__"):
             raise AttributeError(name)
-        fn = self._functions.get(name)
-        if fn is None:
-            canonical = function_name(self.name, name)
-            fn = self._functions.get(canonical) or self._function(canonical)
-            self._functions[name] = self._functions[canonical] = fn
-        return fn
+        return self[name]
+
+    @property
+    def functions(self) -> Functions:
+        """The module's functions by name, whatever attribute of the module shares one:
+        ``m.functions["path"]``, ``m.functions.path``, ``list(m.functions)``."""
+        return Functions(self)
 
     def __dir__(self) -> list[str]:
-        """The module's attributes and the functions it declares (``function_names``)."""
+        """The module's attributes and the functions it declares (``function_names``); warns
+        once of a function an attribute shadows."""
+        attributes = super().__dir__()
         try:
             names = self.function_names()
         except Exception:  # a module that does not compile still lists its attributes
             names = []
-        return sorted({*super().__dir__(), *names})
+        shadowed = sorted(set(names) & set(attributes))
+        if shadowed and not self._warned_shadowed:
+            self._warned_shadowed = True
+            warnings.warn(
+                f"module '{self.name}': the functions {', '.join(shadowed)} share their names "
+                f"with attributes of the module; call them as m[{shadowed[0]!r}] or "
+                f"m.functions.{shadowed[0]}",
+                stacklevel=2,
+            )
+        return sorted({*attributes, *names})
 
     def function_names(self) -> list[str]:
         """The functions this module's own source declares (generic ones aside: look those up
@@ -172,10 +186,16 @@ class BuildModule:
         return names
 
     def __getitem__(self, name: str) -> BuildFunction:
-        """``m["add<4>"]``: the function named by a string, as ``getattr`` finds it."""
+        """``m["add<4>"]``: the function named by a string, also where an attribute of the
+        module has the name (``m["path"]``)."""
         if not isinstance(name, str):
             raise TypeError(f"module '{self.name}': functions are named by strings, not {name!r}")
-        return getattr(self, name)
+        fn = self._functions.get(name)
+        if fn is None:
+            canonical = function_name(self.name, name)
+            fn = self._functions.get(canonical) or self._function(canonical)
+            self._functions[name] = self._functions[canonical] = fn
+        return fn
 
     def _function(self, name: str) -> BuildFunction:
         name = function_name(self.name, name)
@@ -387,6 +407,36 @@ class BuildFunction:
 
 
 BuildModule.function_type = BuildFunction
+
+
+class Functions:
+    """A module's functions as a namespace of their own, where no attribute of the module
+    shadows one."""
+
+    def __init__(self, module: BuildModule) -> None:
+        self._module = module
+
+    def __getitem__(self, name: str) -> BuildFunction:
+        return self._module[name]
+
+    def __getattr__(self, name: str) -> BuildFunction:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._module[name]
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self._module[name]  # type: ignore[index]
+        except (UnknownFunctionError, TypeError):
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """The functions the module declares (generic ones aside: name those)."""
+        return iter(self._module.function_names())
+
+    def __dir__(self) -> list[str]:
+        return self._module.function_names()
 
 
 class LoadOptions(TypedDict, total=False):
