@@ -1,0 +1,368 @@
+"""Slang's compiler through its C API (ctypes): a global session, compile requests and the
+reflection of what they compiled.
+
+The library is the one slangpy's wheel bundles, found without importing slangpy, so nothing
+here opens a device or needs a GPU. Every handle the reflection classes hold belongs to the
+compile request it came from and is valid only inside ``SlangSession.compile``'s ``with``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import importlib.util
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+
+P = ctypes.c_void_p
+_STR = ctypes.c_char_p
+_INT = ctypes.c_int
+_UINT = ctypes.c_uint
+_SIZE = ctypes.c_size_t
+_UINT64 = ctypes.c_uint64
+
+CUDA_SOURCE = 17  # SLANG_CUDA_SOURCE
+_GENERATE_WHOLE_PROGRAM = 1 << 8  # SLANG_TARGET_FLAG_GENERATE_WHOLE_PROGRAM
+_LANGUAGE_SLANG = 1  # SLANG_SOURCE_LANGUAGE_SLANG
+_STAGE_COMPUTE = 6  # SLANG_STAGE_COMPUTE
+_UNIFORM = 8  # SLANG_PARAMETER_CATEGORY_UNIFORM
+
+
+class TypeKind(IntEnum):
+    """The ``SlangTypeKind`` values a parameter block is made of (others are kept as ints)."""
+
+    STRUCT = 1
+    ARRAY = 2
+    MATRIX = 3
+    VECTOR = 4
+    SCALAR = 5
+    POINTER = 18
+
+
+SCALAR_NAMES = {
+    2: "bool",
+    3: "int32",
+    4: "uint32",
+    5: "int64",
+    6: "uint64",
+    7: "float16",
+    8: "float32",
+    9: "float64",
+    10: "int8",
+    11: "uint8",
+    12: "int16",
+    13: "uint16",
+}
+"""``SlangScalarType`` values by the names slangpy's reflection gives them."""
+
+_DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
+    "spGetBuildTagString": (_STR, []),
+    "spCreateSession": (P, [_STR]),
+    "spCreateCompileRequest": (P, [P]),
+    "spDestroyCompileRequest": (None, [P]),
+    "spProcessCommandLineArguments": (ctypes.c_int32, [P, ctypes.POINTER(_STR), _INT]),
+    "spSetCodeGenTarget": (None, [P, _INT]),
+    "spSetTargetFlags": (None, [P, _INT, _UINT]),
+    "spAddSearchPath": (None, [P, _STR]),
+    "spAddPreprocessorDefine": (None, [P, _STR, _STR]),
+    "spAddTranslationUnit": (_INT, [P, _INT, _STR]),
+    "spTranslationUnit_addPreprocessorDefine": (None, [P, _INT, _STR, _STR]),
+    "spAddTranslationUnitSourceString": (None, [P, _INT, _STR, _STR]),
+    "spAddEntryPoint": (_INT, [P, _INT, _STR, _INT]),
+    "spCompile": (ctypes.c_int32, [P]),
+    "spGetDiagnosticOutput": (_STR, [P]),
+    "spGetCompileRequestCode": (P, [P, ctypes.POINTER(_SIZE)]),
+    "spGetReflection": (P, [P]),
+    "spReflection_GetParameterCount": (_UINT, [P]),
+    "spReflection_getEntryPointCount": (_UINT64, [P]),
+    "spReflection_getEntryPointByIndex": (P, [P, _UINT64]),
+    "spReflectionEntryPoint_getName": (_STR, [P]),
+    "spReflectionEntryPoint_getParameterCount": (_UINT, [P]),
+    "spReflectionEntryPoint_getParameterByIndex": (P, [P, _UINT]),
+    "spReflectionEntryPoint_getComputeThreadGroupSize": (None, [P, _UINT64, P]),
+    "spReflectionVariableLayout_GetVariable": (P, [P]),
+    "spReflectionVariableLayout_GetTypeLayout": (P, [P]),
+    "spReflectionVariableLayout_GetOffset": (_SIZE, [P, _INT]),
+    "spReflectionVariable_GetName": (_STR, [P]),
+    "spReflectionTypeLayout_GetType": (P, [P]),
+    "spReflectionTypeLayout_getKind": (_UINT, [P]),
+    "spReflectionTypeLayout_GetSize": (_SIZE, [P, _INT]),
+    "spReflectionTypeLayout_GetElementStride": (_SIZE, [P, _INT]),
+    "spReflectionTypeLayout_GetFieldCount": (ctypes.c_uint32, [P]),
+    "spReflectionTypeLayout_GetFieldByIndex": (P, [P, _UINT]),
+    "spReflectionTypeLayout_GetElementTypeLayout": (P, [P]),
+    "spReflectionType_GetElementCount": (_SIZE, [P]),
+    "spReflectionType_GetScalarType": (_UINT, [P]),
+    "spReflectionType_GetName": (_STR, [P]),
+}
+
+
+class SlangLibraryError(RuntimeError):
+    """Slang's library cannot be found or loaded."""
+
+
+class SlangCompileError(Exception):
+    """Slang refused the sources; ``diagnostics`` is its output, file, line and column
+    included."""
+
+    def __init__(self, diagnostics: str) -> None:
+        super().__init__(f"Slang compilation failed:\n{diagnostics}")
+        self.diagnostics = diagnostics
+
+
+def slangpy_directory() -> Path:
+    """Where the slangpy package lies, found without importing it."""
+    spec = importlib.util.find_spec("slangpy")
+    if spec is None or not spec.submodule_search_locations:
+        raise SlangLibraryError("slangpy is not installed: it carries Slang's compiler")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def shader_path() -> Path:
+    """slangpy's Slang library (``import slangpy;``), as ``slangpy.SHADER_PATH`` names it."""
+    return slangpy_directory() / "slang"
+
+
+def library_path() -> Path:
+    """Slang's compiler library in slangpy's wheel."""
+    directory = slangpy_directory()
+    found = sorted(directory.glob("libslang-compiler.so*")) or sorted(
+        directory.glob("slang-compiler.dll")
+    )
+    if not found:
+        raise SlangLibraryError(f"no Slang compiler library in {directory}")
+    return found[-1]
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """Slang's compiler library with the C API's calls declared; loaded once."""
+    path = library_path()
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise SlangLibraryError(f"cannot load {path}: {exc}") from exc
+    for name, (restype, argtypes) in _DECLARATIONS.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return lib
+
+
+def build_tag() -> str:
+    """The Slang release the library is (``spGetBuildTagString``)."""
+    return (library().spGetBuildTagString() or b"").decode()
+
+
+def _text(value: bytes | None) -> str:
+    return (value or b"").decode(errors="replace")
+
+
+class TypeLayout:
+    """A type's layout in a compiled program, its sizes in uniform bytes."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self._lib = lib
+        self._handle = handle
+        self._type = lib.spReflectionTypeLayout_GetType(handle)
+
+    @property
+    def kind(self) -> int:
+        """A ``TypeKind`` where it is one of those, else the raw ``SlangTypeKind``."""
+        kind = self._lib.spReflectionTypeLayout_getKind(self._handle)
+        try:
+            return TypeKind(kind)
+        except ValueError:
+            return kind
+
+    @property
+    def name(self) -> str:
+        return _text(self._lib.spReflectionType_GetName(self._type))
+
+    @property
+    def size(self) -> int:
+        return self._lib.spReflectionTypeLayout_GetSize(self._handle, _UNIFORM)
+
+    @property
+    def scalar(self) -> str | None:
+        """The scalar type's name (``float32``, ``int32``...), None for one slangspec lacks."""
+        return SCALAR_NAMES.get(self._lib.spReflectionType_GetScalarType(self._type))
+
+    @property
+    def element_count(self) -> int:
+        return self._lib.spReflectionType_GetElementCount(self._type)
+
+    @property
+    def element_stride(self) -> int:
+        return self._lib.spReflectionTypeLayout_GetElementStride(self._handle, _UNIFORM)
+
+    @property
+    def element(self) -> TypeLayout:
+        return TypeLayout(
+            self._lib, self._lib.spReflectionTypeLayout_GetElementTypeLayout(self._handle)
+        )
+
+    @property
+    def fields(self) -> list[VariableLayout]:
+        lib, handle = self._lib, self._handle
+        count = lib.spReflectionTypeLayout_GetFieldCount(handle)
+        return [
+            VariableLayout(lib, lib.spReflectionTypeLayout_GetFieldByIndex(handle, i))
+            for i in range(count)
+        ]
+
+
+class VariableLayout:
+    """A parameter or field: its name, its offset in uniform bytes and its type's layout."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self._lib = lib
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        variable = self._lib.spReflectionVariableLayout_GetVariable(self._handle)
+        return _text(self._lib.spReflectionVariable_GetName(variable)) if variable else ""
+
+    @property
+    def offset(self) -> int:
+        return self._lib.spReflectionVariableLayout_GetOffset(self._handle, _UNIFORM)
+
+    @property
+    def type_layout(self) -> TypeLayout:
+        return TypeLayout(
+            self._lib, self._lib.spReflectionVariableLayout_GetTypeLayout(self._handle)
+        )
+
+
+class EntryPoint:
+    """A compiled entry point: its name, its parameters and its threads per group."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self._lib = lib
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return _text(self._lib.spReflectionEntryPoint_getName(self._handle))
+
+    @property
+    def parameters(self) -> list[VariableLayout]:
+        lib, handle = self._lib, self._handle
+        count = lib.spReflectionEntryPoint_getParameterCount(handle)
+        return [
+            VariableLayout(lib, lib.spReflectionEntryPoint_getParameterByIndex(handle, i))
+            for i in range(count)
+        ]
+
+    @property
+    def thread_group_size(self) -> tuple[int, int, int]:
+        sizes = (_UINT64 * 3)()
+        self._lib.spReflectionEntryPoint_getComputeThreadGroupSize(self._handle, 3, sizes)
+        return (sizes[0], sizes[1], sizes[2])
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One Slang module of a compile: its name (what ``import`` finds it by), the path Slang is
+    told it lies at (its own imports resolve beside it; the file need not exist), its text,
+    the compute entry points it declares, and defines for this module alone."""
+
+    name: str
+    path: Path
+    source: str
+    entry_points: tuple[str, ...] = ()
+    defines: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Output:
+    """What a compile produced: the target code, Slang's diagnostics (warnings), and the
+    reflection of its entry points and global parameters."""
+
+    code: bytes
+    diagnostics: str
+    entry_points: list[EntryPoint]
+    global_parameter_count: int
+
+
+class SlangSession:
+    """Slang's global session (its core module loaded once), compiling one request at a time:
+    Slang does not allow one global session to be used from several threads at once."""
+
+    def __init__(self) -> None:
+        self._lib = library()
+        handle = self._lib.spCreateSession(None)
+        if not handle:
+            raise SlangLibraryError("spCreateSession failed")
+        self._handle = handle
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def compile(
+        self,
+        units: Sequence[Unit],
+        search_paths: Sequence[Path] = (),
+        defines: Mapping[str, str] | None = None,
+        options: Sequence[str] = (),
+        target: int = CUDA_SOURCE,
+    ) -> Iterator[Output]:
+        """Compile ``units`` together into one whole program for ``target``, with ``options``
+        as ``slangc`` would take them; raises ``SlangCompileError`` with Slang's diagnostics
+        when it fails. The output's reflection is valid only inside the ``with``, which holds
+        the session."""
+        lib = self._lib
+        with self._lock:
+            request = lib.spCreateCompileRequest(self._handle)
+            try:
+                if options:
+                    args = (_STR * len(options))(*(o.encode() for o in options))
+                    if lib.spProcessCommandLineArguments(request, args, len(options)) < 0:
+                        raise SlangCompileError(_text(lib.spGetDiagnosticOutput(request)))
+                lib.spSetCodeGenTarget(request, target)
+                lib.spSetTargetFlags(request, 0, _GENERATE_WHOLE_PROGRAM)
+                for path in search_paths:
+                    lib.spAddSearchPath(request, str(path).encode())
+                for key, value in (defines or {}).items():
+                    lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
+                for unit in units:
+                    index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
+                    for key, value in unit.defines.items():
+                        lib.spTranslationUnit_addPreprocessorDefine(
+                            request, index, key.encode(), value.encode()
+                        )
+                    lib.spAddTranslationUnitSourceString(
+                        request, index, str(unit.path).encode(), unit.source.encode()
+                    )
+                    for entry in unit.entry_points:
+                        lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
+                failed = lib.spCompile(request) < 0
+                diagnostics = _text(lib.spGetDiagnosticOutput(request))
+                if failed:
+                    raise SlangCompileError(diagnostics)
+                size = _SIZE()
+                code = lib.spGetCompileRequestCode(request, ctypes.byref(size))
+                reflection = lib.spGetReflection(request)
+                count = lib.spReflection_getEntryPointCount(reflection)
+                entries = [
+                    EntryPoint(lib, lib.spReflection_getEntryPointByIndex(reflection, i))
+                    for i in range(count)
+                ]
+                yield Output(
+                    ctypes.string_at(code, size.value) if code else b"",
+                    diagnostics,
+                    entries,
+                    lib.spReflection_GetParameterCount(reflection),
+                )
+            finally:
+                lib.spDestroyCompileRequest(request)
+
+
+@functools.cache
+def global_session() -> SlangSession:
+    """The process's Slang session, created on first use."""
+    return SlangSession()
