@@ -1,0 +1,265 @@
+"""The CUDA build without a device: generated kernels -> one CUDA source through Slang's C API,
+with each entry point's parameter layout -> one cubin per architecture through NVRTC. Runs on a
+machine without a GPU; what needs NVRTC is skipped where NVIDIA's NVRTC wheel is missing."""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from slangspec.codegen import kernel_source
+from slangspec.codegen.kernels import THREADS_PER_GROUP
+from slangspec.compile import nvrtc
+from slangspec.compile.cuda_source import Kernel, cuda_source, split_prelude
+from slangspec.compile.slang_api import SlangCompileError
+from slangspec.module_text import ModuleText
+from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
+from slangspec.uniforms import UniformBlock
+
+
+def _has_nvrtc() -> bool:
+    try:
+        nvrtc.library_path()
+    except nvrtc.NvrtcUnavailableError:
+        return False
+    return True
+
+
+needs_nvrtc = pytest.mark.skipif(
+    not _has_nvrtc(), reason="NVIDIA's NVRTC wheel is not installed (slangspec's 'cuda' extra)"
+)
+
+MODULE = """
+import slangpy;
+[Differentiable]
+float poly(float a, float x) { return a * x * x + x; }
+[Differentiable]
+float mix(IDiffTensor<float, 1> a, IDiffTensor<float, 1> b, int i) { return a[i] * b[i]; }
+"""
+FLOAT = TypeInfo("scalar", "float", "float")
+INT = TypeInfo("scalar", "int", "int")
+DIFF1 = TypeInfo("tensor", "IDiffTensor<float, 1>", "float", (), "IDiffTensor", 1)
+
+
+def function(module, name, *params, returns=FLOAT):
+    ps = tuple(ParamInfo(n, t, nd, "in") for n, t, nd in params)
+    return FunctionInfo(module, name, True, ps, returns)
+
+
+POLY = function("m", "poly", ("a", FLOAT, False), ("x", FLOAT, False))
+MIX = function("m", "mix", ("a", DIFF1, True), ("b", DIFF1, True), ("i", INT, True))
+SIGNATURES = {
+    POLY: "m::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]",
+    MIX: "m::mix call [D1,S6,G1,Vx] [D1,S6,G1,Vx] grid[D1]",
+}
+
+
+def kernels_of(info, signature, directory):
+    """The forward kernel of a plan and its first backward kernel, named for both."""
+    plan = plan_from_signature(info, signature)
+    made = []
+    for label, suffix in (("forward", "fwd"), (plan.backward_masks[0], "bwd")):
+        name = f"k_{info.name}_{suffix}"
+        made.append(Kernel(name, kernel_source(plan, label), directory / f"{name}.slang"))
+    return made
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cuda_step")
+    module = ModuleText("m", directory / "user" / "m.slang", MODULE)
+    kernels = [k for info, sig in SIGNATURES.items() for k in kernels_of(info, sig, directory)]
+    return kernels, cuda_source(module, kernels)
+
+
+@pytest.fixture(scope="module")
+def cubin(built):
+    _, source = built
+    return nvrtc.cubins(source.text, ["sm_90"], source.half)["sm_90"]
+
+
+def declared_uniforms(source: str) -> list[str]:
+    return re.findall(r"^\s*uniform .* (\w+)(?:\[\d+\])*[,)]?$", source, re.M)
+
+
+def test_one_source_holds_each_kernel_as_an_entry_point_of_its_own(built):
+    kernels, source = built
+    assert list(source.entries) == [k.name for k in kernels]
+    for k in kernels:
+        assert re.search(rf'extern "C" __global__ void {k.name}\(', source.text)
+        assert source.entries[k.name].group == THREADS_PER_GROUP
+    assert "slangspec_main" not in source.text
+    assert not source.half
+
+
+def test_layouts_name_every_uniform_the_kernels_declare_at_sane_offsets(built):
+    kernels, source = built
+    for k in kernels:
+        layout = source.entries[k.name].layout
+        assert layout is not None, k.name
+        assert [p[0] for p in layout["params"]] == declared_uniforms(k.source)
+        end = 0
+        for name, offset, t in layout["params"]:
+            assert offset >= end, name
+            if "pointer" in t:
+                assert offset % 8 == 0, name
+            end = offset + (8 if "pointer" in t else 4)
+        assert layout["size"] >= end
+        UniformBlock(layout)  # packs: well formed, fields apart
+
+
+def test_a_diff_tensor_is_a_struct_of_pointers_shapes_and_strides(built):
+    kernels, source = built
+    text = next(k.source for k in kernels if k.name == "k_mix_bwd")
+    diff = re.search(r"uniform DiffTensor<float, 1> (\w+)", text).group(1)
+    layout = source.entries["k_mix_bwd"].layout
+    tensor = next(t for name, _, t in layout["params"] if name == diff)
+    parts = {name: t for name, _, t in tensor["struct"]}
+    assert sorted(parts) == ["_grad_out", "_primal"]
+    primal = {name: (offset, t) for name, offset, t in parts["_primal"]["struct"]}
+    assert primal["_data"] == (0, {"pointer": True})
+    assert primal["_shape"][1] == {"array": 1, "stride": 4, "element": {"scalar": "I"}}
+
+
+def test_the_prelude_splits_off_where_its_include_guard_closes(built):
+    _, source = built
+    prelude, rest = split_prelude(source.text)
+    assert prelude.startswith("#ifndef SLANG_CUDA_PRELUDE_H")
+    assert prelude.rstrip().endswith("#endif")
+    assert "__global__ void k_poly_fwd(" in rest
+    with pytest.raises(ValueError, match="guarded prelude"):
+        split_prelude("int x;\n#ifndef A\n#endif\n")
+
+
+def elf_sections(elf: bytes) -> dict[str, bytes]:
+    (shoff,) = struct.unpack_from("<Q", elf, 40)
+    entsize, count, names = struct.unpack_from("<HHH", elf, 58)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * entsize) for i in range(count)]
+    strings = headers[names][4]
+    sections = {}
+    for h in headers:
+        name = elf[strings + h[0] : elf.index(b"\0", strings + h[0])].decode()
+        sections[name] = elf[h[4] : h[4] + h[5]]
+    return sections
+
+
+def kernel_parameters(info: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each parameter, in order, from a kernel's ``.nv.info`` section: what
+    the driver's ``cuFuncGetParamInfo`` reports."""
+    found, pos = [], 0
+    while pos < len(info):
+        form, attribute = info[pos], info[pos + 1]
+        if form == 0x04:  # EIFMT_SVAL: a 16-bit size, then the value
+            (size,) = struct.unpack_from("<H", info, pos + 2)
+            if attribute == 0x17:  # EIATTR_KPARAM_INFO
+                _, ordinal, offset, bits = struct.unpack_from("<IHHI", info, pos + 4)
+                found.append((ordinal, offset, (bits >> 18) & 0x3FFF))
+            pos += 4 + size
+        else:
+            pos += 4 if form == 0x03 else 2
+    return [(offset, size) for _, offset, size in sorted(found)]
+
+
+@needs_nvrtc
+def test_one_sm_90_cubin_holds_every_kernel(built, cubin):
+    kernels, _ = built
+    assert cubin[:4] == b"\x7fELF" and cubin[4] == 2  # 64-bit
+    (machine,) = struct.unpack_from("<H", cubin, 18)
+    (flags,) = struct.unpack_from("<I", cubin, 48)
+    assert machine == 190  # EM_CUDA
+    assert flags & 0xFF == 90  # sm_90
+    sections = elf_sections(cubin)
+    assert {f".text.{k.name}" for k in kernels} <= set(sections)
+
+
+@needs_nvrtc
+def test_layouts_put_each_parameter_where_the_compiled_kernel_takes_it(built, cubin):
+    _, source = built
+    sections = elf_sections(cubin)
+    for name, entry in source.entries.items():
+        compiled = kernel_parameters(sections[f".nv.info.{name}"])
+        assert [offset for offset, _ in compiled] == [p[1] for p in entry.layout["params"]], name
+        assert entry.layout["size"] == compiled[-1][0] + compiled[-1][1], name
+
+
+@needs_nvrtc
+def test_cubins_for_several_architectures(built):
+    _, source = built
+    made = nvrtc.cubins(source.text, ["sm_80", "sm_90", "sm_80"], source.half)
+    assert list(made) == ["sm_80", "sm_90"]
+    assert [struct.unpack_from("<I", c, 48)[0] & 0xFF for c in made.values()] == [80, 90]
+
+
+HALF = "[Differentiable]\nhalf hpoly(half a, half x) { return a * x + x; }\n"
+HALF_FN = function(
+    "h",
+    "hpoly",
+    ("a", TypeInfo("scalar", "half", "half"), False),
+    ("x", TypeInfo("scalar", "half", "half"), False),
+    returns=TypeInfo("scalar", "half", "half"),
+)
+
+
+@needs_nvrtc
+def test_a_kernel_using_half_compiles_with_the_half_header(tmp_path):
+    if nvrtc.half_headers() is None:
+        pytest.skip("NVIDIA's CUDA headers are not installed (slangspec's 'cuda' extra)")
+    module = ModuleText("h", tmp_path / "h.slang", HALF)
+    kernels = kernels_of(HALF_FN, "h::hpoly call [D1,S5,G1,Vx] [D1,S5,G0,Vx]", tmp_path)
+    source = cuda_source(module, kernels)
+    assert source.half
+    cubin = nvrtc.cubins(source.text, ["sm_90"], source.half)["sm_90"]
+    assert struct.unpack_from("<H", cubin, 18)[0] == 190
+
+
+def test_a_slang_error_carries_slang_s_diagnostics(tmp_path):
+    module = ModuleText("h", tmp_path / "h.slang", HALF)
+    good = kernels_of(HALF_FN, "h::hpoly call [D1,S5,G1,Vx] [D1,S5,G0,Vx]", tmp_path)[0]
+    bad = Kernel(good.name, good.source.replace("hpoly(", "no_such_function("), good.path)
+    with pytest.raises(SlangCompileError) as caught:
+        cuda_source(module, [bad])
+    assert "no_such_function" in caught.value.diagnostics
+    assert str(bad.path) in caught.value.diagnostics
+
+
+def test_kernel_names_must_be_distinct_identifiers(tmp_path):
+    module = ModuleText("h", tmp_path / "h.slang", HALF)
+    kernel = Kernel("k_a", "", tmp_path / "k_a.slang")
+    for kernels in ([kernel, kernel], [Kernel("h", "", tmp_path / "h2.slang")], []):
+        with pytest.raises(ValueError):
+            cuda_source(module, kernels)
+    with pytest.raises(ValueError, match="cannot name an entry point"):
+        cuda_source(module, [Kernel("k-a", "", tmp_path / "x.slang")])
+
+
+@needs_nvrtc
+def test_an_nvrtc_error_carries_its_log():
+    with pytest.raises(nvrtc.NvrtcError) as caught:
+        nvrtc.nvrtc().compile("this is not CUDA;\n", "sm_90", name="broken.cu")
+    assert "broken.cu" in caught.value.log and "error" in caught.value.log
+    with pytest.raises(ValueError, match="architecture"):
+        nvrtc.nvrtc().compile("", "90")
+
+
+def test_a_missing_nvrtc_names_the_cuda_extra(monkeypatch):
+    monkeypatch.setattr(nvrtc, "_nvidia_roots", lambda: [])
+    with pytest.raises(nvrtc.NvrtcUnavailableError, match="'cuda' extra"):
+        nvrtc.library_path()
+    with pytest.raises(nvrtc.NvrtcUnavailableError, match="'cuda' extra"):
+        nvrtc.Nvrtc()
+
+
+@needs_nvrtc
+def test_nvrtc_says_its_version():
+    major, minor = nvrtc.nvrtc().version
+    assert major >= 12 and minor >= 0
+
+
+def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
+    compile_dir = Path(nvrtc.__file__).parent
+    for path in compile_dir.glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"^\s*(import|from) (torch|slangpy)\b", text, re.M), path.name
