@@ -345,3 +345,71 @@ def test_a_module_that_does_not_compile_fails_at_its_first_use_naming_the_line(t
     for use in (lambda: hasattr(m, "g"), lambda: m.f(1.0)):
         with pytest.raises(slangpy.SlangCompileError, match=r"broken.slang:1:27"):
             use()
+
+
+@pytest.fixture(scope="module")
+def sf(cache_dir):
+    return slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+
+
+def test_a_result_tensor_is_checked_as_an_out_parameter_is(ops, tdev, valid):
+    x = torch.arange(4.0, device=tdev, requires_grad=True)
+    with pytest.raises(
+        ValueError,
+        match=r"^ops::poly: _result: the call writes this tensor in place, so it must not be a "
+        r"leaf that requires grad \(pass a clone, or one without grad\)$",
+    ):
+        ops.poly(x, x, _result=torch.zeros(4, device=tdev, requires_grad=True))
+
+
+def test_an_expanded_tensor_is_never_written(ops, sf, tdev, valid):
+    def expanded(*shape):
+        return torch.zeros(1, *shape[1:], device=tdev).expand(*shape)
+
+    a, b = torch.ones(5, device=tdev, requires_grad=True), torch.ones(5, device=tdev)
+    grid = slangspec.grid
+    calls = [
+        ("surface::add_out: argument 2 ('res')", lambda: sf.add_out(a, b, expanded(5))),
+        ("surface::scale_inout: argument 0 ('v')", lambda: sf.scale_inout(expanded(5, 3), 2.0)),
+        ("ops::fill: argument 0 ('o')", lambda: ops.fill(expanded(4), grid((4,)), 1.0)),
+        ("surface::write_wdiff: argument 0 ('o')", lambda: sf.write_wdiff(expanded(6), grid(5), a)),
+        ("ops::poly: _result", lambda: ops.poly(b, b, _result=expanded(5))),
+    ]
+    for where, call in calls:
+        with pytest.raises(
+            ValueError,
+            match=rf"^{re.escape(where)}: the call writes this tensor, so its elements must not "
+            r"share memory, as an expanded tensor's do \(stride 0 in dimension 0\): pass a clone$",
+        ):
+            call()
+
+
+def test_a_written_tensor_must_not_share_memory_with_what_autograd_keeps(ops, sf, tdev, valid):
+    a = torch.ones(5, device=tdev, requires_grad=True)
+    b, big = torch.ones(5, device=tdev), torch.zeros(10, device=tdev)
+    x = torch.arange(4.0, device=tdev, requires_grad=True)
+    y = x * 1
+    calls = [
+        ("surface::add_out: argument 2 ('res')", "argument 1 ('b')", lambda: sf.add_out(a, b, b)),
+        (
+            "surface::add_out: argument 2 ('res')",
+            "argument 1 ('b')",
+            lambda: sf.add_out(a, big[:5], big[3:8]),
+        ),
+        (
+            "ops::note: argument 0 ('o')",
+            "argument 2 ('x')",
+            lambda: ops.note(x.detach(), slangspec.grid((4,)), x),
+        ),
+        ("ops::poly: _result", "argument 0 ('a')", lambda: ops.poly(y, x, _result=y)),
+    ]
+    for where, kept, call in calls:
+        with pytest.raises(
+            ValueError,
+            match=rf"^{re.escape(where)}: the call writes this tensor, which shares memory with "
+            rf"{re.escape(kept)}, a tensor autograd keeps for the backward pass: pass a clone$",
+        ):
+            call()
+    with torch.no_grad():  # no backward pass: the write may land where the call read
+        sf.add_out(a, b, b)
+    torch.testing.assert_close(b, torch.full((5,), 2.0, device=tdev))

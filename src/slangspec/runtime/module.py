@@ -35,7 +35,7 @@ from .module_base import (
     load_module,
     load_module_source,
 )
-from .specialization import Specialization
+from .specialization import Specialization, sharing, unwritable
 
 _T = TypeVar("_T")
 
@@ -272,10 +272,11 @@ class Function(BuildFunction):
 
     def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         result = keywords.pop("_result", None)
+        names = [p.name for p in self.info.params]
         if keywords:
-            args = _bound(self.id, [p.name for p in self.info.params], args, keywords)
+            args = _bound(self.id, names, args, keywords)
         out = self(*args)
-        return out if result is None else _write_result(self.id, out, result)
+        return out if result is None else _write_result(self.id, out, result, names, args)
 
     def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """This function with arguments' dimensions placed in the call shape explicitly, as
@@ -329,8 +330,12 @@ def _bound(
     return tuple(bound)
 
 
-def _write_result(fid: str, out: Any, result: Any) -> torch.Tensor:
-    """``out`` copied into ``result`` (through autograd), which is returned."""
+def _write_result(
+    fid: str, out: Any, result: Any, names: Sequence[str] = (), args: Sequence[Any] = ()
+) -> torch.Tensor:
+    """``out`` copied into ``result`` (through autograd), which is returned; ``args``, the
+    call's (of parameters ``names``), are what its autograd node keeps, which ``result`` must
+    not share memory with."""
     if not isinstance(result, torch.Tensor):
         raise TypeError(
             f"{fid}: _result: expected a torch tensor to write the result into, got "
@@ -349,6 +354,14 @@ def _write_result(fid: str, out: Any, result: Any) -> torch.Tensor:
         raise ValueError(
             f"{fid}: _result: expected a tensor on {out.device}, got one on {result.device}"
         )
+    problem = unwritable(result)
+    if problem is None and out.requires_grad and not torch.compiler.is_compiling():
+        kept = [
+            (f"argument {k} ('{names[k]}')", t) for k, a in enumerate(args) for t in _tensors([a])
+        ]
+        problem = sharing(result, kept)
+    if problem is not None:
+        raise ValueError(f"{fid}: _result: {problem}")
     result.copy_(out)
     return result
 
@@ -398,8 +411,7 @@ class MappedFunction:
         for k, m, order, param in self._mapped:
             if k < len(bound):
                 bound[k] = _placed(self.id, param, bound[k], m, order, rank)
-        out = self.target(*bound)
-        return out if result is None else _write_result(self.id, out, result)
+        return self.target(*bound, _result=result)
 
 
 def _index_of(fid: str, names: list[str], name: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -93,12 +93,14 @@ class Specialization:
             (i, a.elem) for i, a in enumerate(args) if a.kind == "target" or a.direction == "inout"
         ]
         """The leaves of ``out`` and ``inout`` parameters, which the call writes."""
-        self._overwritten = [i for i, _ in self._in_place] + [
-            j for _, j, _, _ in self._diff_written
-        ]
-        """Every leaf whose tensor the call writes through autograd."""
+        overwritten = [i for i, _ in self._in_place] + [j for _, j, _, _ in self._diff_written]
+        self._writes = [(i, True) for i in overwritten] + [(i, False) for i in self._written]
+        """Every leaf whose tensor the call writes, and whether through autograd (else the
+        kernel writes it itself)."""
         self._inout = [k for k, i in enumerate(self._tensors) if args[i].direction == "inout"]
         """Positions among the node's tensors of those the call also writes."""
+        self._kept = [i for k, i in enumerate(self._tensors) if k not in self._inout]
+        """The leaves whose tensors the autograd node keeps as they are for its backward."""
         self._elements = [
             (i, a.elem, a.slang_type)
             for i, a in enumerate(args)
@@ -167,7 +169,7 @@ class Specialization:
         return kernel
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        if self._overwritten:
+        if self._writes:
             self.check_writable(args)
         if self.autograd:
             outputs = _SlangCall.apply(self, args, *(args[i] for i in self._tensors))
@@ -187,33 +189,34 @@ class Specialization:
                 )
 
     def label(self, i: int) -> str:
-        return f"{self.name}: argument {i} ('{self.plan.args[i].param}')"
+        return f"{self.name}: {self._argument(i)}"
+
+    def _argument(self, i: int) -> str:
+        return f"argument {i} ('{self.plan.args[i].param}')"
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
-        """Every tensor is on the device's torch device; written tensors are not trained."""
+        """Every tensor is on the device's torch device."""
         device = bind.torch_device
         for i, label in self._labels:
             if args[i].device != device:
                 bind.check(label, args[i])
-        for i in self._written:
-            if args[i].requires_grad and torch.is_grad_enabled():
-                raise ValueError(
-                    f"{self.label(i)}: a tensor written by the kernel must not require grad"
-                )
 
     def check_writable(self, args: Sequence[Any]) -> None:
-        """ValueError naming an ``out`` or ``inout`` tensor that is a leaf requiring grad, which
-        torch refuses to write in place; asked before the autograd node, which runs its forward
-        with grad mode off."""
-        if not torch.is_grad_enabled():
-            return
-        for i in self._overwritten:
-            t = args[i]
-            if t.requires_grad and t.is_leaf:
-                raise ValueError(
-                    f"{self.label(i)}: the call writes this tensor in place, so it must not be "
-                    "a leaf that requires grad (pass a clone, or one without grad)"
-                )
+        """ValueError naming a tensor the call writes that it cannot (``unwritable``, or
+        ``sharing`` a tensor the autograd node keeps); asked before the node, which runs its
+        forward with grad mode off."""
+        recorded = (
+            self.autograd
+            and torch.is_grad_enabled()
+            and any(args[i].requires_grad for i in self._tensors)
+        )
+        for i, tracked in self._writes:
+            problem = unwritable(args[i], tracked)
+            if problem is None and recorded:
+                kept = [(self._argument(j), args[j]) for j in self._kept if j != i]
+                problem = sharing(args[i], kept)
+            if problem is not None:
+                raise ValueError(f"{self.label(i)}: {problem}")
 
     def check_in_place(self, args: Sequence[Any], call_shape: tuple[int, ...]) -> None:
         """ValueError naming an ``out`` or ``inout`` tensor that is not of the call's shape."""
@@ -430,6 +433,57 @@ class Specialization:
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
+
+
+def unwritable(t: torch.Tensor, tracked: bool = True) -> str | None:
+    """Why a call cannot write ``t`` in place, None when it can: its elements share memory (an
+    expanded tensor's), or, with grad mode on, it requires grad where autograd cannot record the
+    write: a leaf, written through autograd (``tracked``), or any tensor the kernel writes
+    itself."""
+    expanded = [
+        d for d, (n, s) in enumerate(zip(t.shape, t.stride(), strict=True)) if n > 1 and s == 0
+    ]
+    if expanded:
+        return (
+            "the call writes this tensor, so its elements must not share memory, as an expanded "
+            f"tensor's do (stride 0 in dimension {expanded[0]}): pass a clone"
+        )
+    if not (t.requires_grad and torch.is_grad_enabled()):
+        return None
+    if not tracked:
+        return "a tensor written by the kernel must not require grad"
+    if t.is_leaf:
+        return (
+            "the call writes this tensor in place, so it must not be a leaf that requires grad "
+            "(pass a clone, or one without grad)"
+        )
+    return None
+
+
+def sharing(t: torch.Tensor, kept: Iterable[tuple[str, torch.Tensor]]) -> str | None:
+    """Why a call cannot write ``t``, which shares memory with one of the tensors autograd keeps
+    for the call's backward (``kept``, each with its name in messages), changing what the
+    backward reads; None when it shares none."""
+    for name, k in kept:
+        if _overlap(t, k):
+            return (
+                f"the call writes this tensor, which shares memory with {name}, a tensor "
+                "autograd keeps for the backward pass: pass a clone"
+            )
+    return None
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the bytes ``a`` and ``b`` span meet."""
+    if a.device != b.device or a.is_meta or not a.numel() or not b.numel():
+        return False
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
