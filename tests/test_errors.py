@@ -413,3 +413,19 @@ def test_a_written_tensor_must_not_share_memory_with_what_autograd_keeps(ops, sf
     with torch.no_grad():  # no backward pass: the write may land where the call read
         sf.add_out(a, b, b)
     torch.testing.assert_close(b, torch.full((5,), 2.0, device=tdev))
+
+
+def test_self_is_a_parameter_name_like_any_other(ops, cache_dir, tdev, valid):
+    x = torch.ones(3, device=tdev)
+    with pytest.raises(
+        TypeError, match=r"^ops::poly: got an unexpected keyword argument 'self'; its parameters "
+    ):
+        ops.poly(x, self=x)
+    with pytest.raises(TypeError, match=r"^ops::poly: got an unexpected keyword argument 'self'"):
+        ops.poly.map((0,))(x, self=x)
+    with pytest.raises(TypeError, match=r"^ops::poly: map: no parameter named 'self'"):
+        ops.poly.map(self=(0,))
+    m = slangspec.load_source(
+        "selfish", "float twice(float self) { return self * 2.0; }", cache_dir=cache_dir
+    )
+    torch.testing.assert_close(m.twice(self=x), 2 * x)

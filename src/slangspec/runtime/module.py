@@ -114,7 +114,7 @@ class TracedFunction:
         self.name = name
         self.id = f"{module.name}::{name}"
 
-    def __call__(self, *args: Any, **keywords: Any) -> Any:
+    def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         from . import traced
 
         result = keywords.pop("_result", None)
@@ -124,7 +124,7 @@ class TracedFunction:
         out = traced.traced_call(self.module._operator_for(self.name), *args)
         return out if result is None else _write_result(self.id, out, result)
 
-    def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
+    def map(self, /, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """As ``Function.map``."""
         return MappedFunction(self, self.id, self.module._layout_for(self.name), dims, named)
 
@@ -244,7 +244,7 @@ class Function(BuildFunction):
             stacklevel=4,
         )
 
-    def __call__(self, *args: Any, **keywords: Any) -> Any:
+    def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         """Call the function: arguments by position or by parameter name; ``_result=`` a
         tensor to write the result into (and return)."""
         if keywords:
@@ -278,7 +278,7 @@ class Function(BuildFunction):
         out = self(*args)
         return out if result is None else _write_result(self.id, out, result, names, args)
 
-    def map(self, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
+    def map(self, /, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """This function with arguments' dimensions placed in the call shape explicitly, as
         slangpy's ``Function.map``: ``f.map((0,), (1,))(a, b)`` runs every pair of ``a``'s and
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
@@ -401,7 +401,7 @@ class MappedFunction:
     def __repr__(self) -> str:
         return f"<{self.id} mapped {self.mapping}>"
 
-    def __call__(self, *args: Any, **keywords: Any) -> Any:
+    def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         result = keywords.pop("_result", None)
         bound = list(_bound(self.id, self.names, args, keywords) if keywords else args)
         rank = self._rank
