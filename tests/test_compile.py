@@ -172,6 +172,22 @@ def test_a_bad_argument_raises_its_clear_error_while_tracing(ops, tdev):
     assert str(traced.value.__cause__) == str(eager.value)
 
 
+def test_a_bad_struct_raises_its_clear_value_error_while_tracing(cache_dir, tdev):
+    sf = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+
+    def f(ray, t):
+        return sf.at(ray, t)
+
+    bad = ({"origin": torch.zeros(4, 3, device=tdev)}, torch.ones(4, device=tdev))
+    with pytest.raises(ValueError) as eager:
+        f(*bad)
+    with pytest.raises(RuntimeError) as traced:
+        torch.compile(f, fullgraph=True)(*bad)
+    assert isinstance(traced.value.__cause__, ValueError)
+    assert str(traced.value.__cause__) == str(eager.value)
+    assert "missing 'dir'" in str(eager.value)
+
+
 def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(ops, tdev):
     def f(o, v):
         before = o.sum()

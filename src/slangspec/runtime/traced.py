@@ -24,8 +24,9 @@ picks the backward kernel of the call's grad mask as eager mode does.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -354,8 +355,25 @@ def _define(op: str, forward: Any, fake: Any, returns: str, extra: str = "") -> 
     """
     _LIBRARY.define(f"{op}({_ARGUMENTS}{extra}) -> {returns}")
     _LIBRARY.impl(op, forward, "CompositeExplicitAutograd")
-    torch.library.register_fake(f"slangspec::{op}", fake, lib=_LIBRARY)
+    torch.library.register_fake(f"slangspec::{op}", _reporting(fake), lib=_LIBRARY)
     return getattr(torch.ops.slangspec, op).default
+
+
+def _reporting(fake: Callable[..., Any]) -> Callable[..., Any]:
+    """``fake`` raising a bad argument's TypeError or ValueError, while torch compiles, as the
+    cause of the graph break it is: torch makes a TypeError the cause of what it raises, but
+    raises a ValueError's message as a RuntimeError of its own, from None."""
+
+    @functools.wraps(fake)
+    def reporting(*args: Any) -> Any:
+        try:
+            return fake(*args)
+        except (TypeError, ValueError) as exc:
+            if not torch.compiler.is_compiling():
+                raise
+            raise torch._dynamo.exc.Unsupported(str(exc)) from exc
+
+    return reporting
 
 
 def _backward_forward(name, tensors, grads, kinds, floats, ints, grad_out) -> list[torch.Tensor]:
