@@ -429,3 +429,28 @@ def test_self_is_a_parameter_name_like_any_other(ops, cache_dir, tdev, valid):
         "selfish", "float twice(float self) { return self * 2.0; }", cache_dir=cache_dir
     )
     torch.testing.assert_close(m.twice(self=x), 2 * x)
+
+
+def test_a_byte_order_mark_is_not_part_of_a_module(cache_dir, tmp_path, tdev):
+    text = "float twice_bom(float x) { return x * 2.0; }\n"
+    marked, plain = tmp_path / "marked.slang", tmp_path / "plain" / "marked.slang"
+    marked.write_text("\ufeff" + text, encoding="utf-8")
+    plain.parent.mkdir()
+    plain.write_text(text, encoding="utf-8")
+    x = torch.ones(3, device=tdev)
+    m = slangspec.load(marked, cache_dir=cache_dir)
+    torch.testing.assert_close(m.twice_bom(x), 2 * x)
+    signature = m.twice_bom.signature(x)
+    same = slangspec.load(plain, cache_dir=cache_dir).twice_bom.cache_key(signature)
+    assert m.twice_bom.cache_key(signature) == same
+    s = slangspec.load_source("marked_source", "\ufeff" + text, cache_dir=cache_dir)
+    torch.testing.assert_close(s.twice_bom(x), 2 * x)
+
+
+def test_a_source_that_is_not_text_names_the_module_and_position(cache_dir):
+    with pytest.raises(
+        ValueError,
+        match=r"^module 'lone': its source is not UTF-8 text: a lone surrogate '\\udc80' at "
+        r"line 2, column 3$",
+    ):
+        slangspec.load_source("lone", "float f();\n//\udc80\n", cache_dir=cache_dir)

@@ -8,6 +8,7 @@ does not import it either). ``module.py`` adds calls with torch tensors on top.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -27,7 +28,7 @@ from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
-from ..module_text import ModuleText
+from ..module_text import ModuleText, check_source
 from ..preimage import module_closure, preimage
 from ..reach import reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
@@ -95,6 +96,9 @@ class BuildModule:
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
         given = self.path.read_bytes() if source is None else source.encode()
+        # Slang takes the text after a line directive, where a byte-order mark is no longer
+        # one: dropped, and so never keyed.
+        given = given.removeprefix(codecs.BOM_UTF8)
         self.text = ModuleText(name, self.path, given.decode(errors="replace"))
         """What Slang compiles: the module's text as it was keyed."""
         self.sources = module_closure(self.path, self.include_paths, given)
@@ -507,6 +511,7 @@ def load_module_source(
     ``cache`` when given, else from the one ``options`` name."""
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
+    check_source(name, source)
     device, includes, defines, cache = _opened(options, cache)
     path = cache.files.write_module(name, source)
     return kind(name, path.parent, includes, defines, device, cache, source)
