@@ -454,3 +454,27 @@ def test_a_source_that_is_not_text_names_the_module_and_position(cache_dir):
         r"line 2, column 3$",
     ):
         slangspec.load_source("lone", "float f();\n//\udc80\n", cache_dir=cache_dir)
+
+
+def test_defines_are_identifiers_with_one_line_values(cache_dir, tmp_path):
+    source = "float f(float x) { return x; }"
+    for defines, problem in (
+        ({"X;}\nvoid evil(){": "1"}, r"'X;}\\nvoid evil\(\){': expected an identifier"),
+        ({"": "1"}, r"'': expected an identifier"),
+        ({"K": "1\n2"}, r"'K': expected a value of one line .*, got '1\\n2'"),
+        ({"K": "1\r"}, r"'K': expected a value of one line"),
+        ({"K": "1\0"}, r"'K': expected a value of one line"),
+    ):
+        with pytest.raises(ValueError, match=rf"^define {problem}"):
+            slangspec.load_source("defined", source, defines=defines, cache_dir=cache_dir)
+        with pytest.raises(ValueError, match=rf"^define {problem}"):
+            slangspec.load(SHADERS / "ops.slang", defines=defines, cache_dir=cache_dir)
+    from slangspec.warm import ManifestError, parse_manifest
+
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(
+        f'[[module]]\npath = "{SHADERS / "ops.slang"}"\ndefines = {{ K = "1\\n2" }}\n\n'
+        '[[module.function]]\nname = "poly"\nspecializations = [["f32[N]", "f32[N]"]]\n'
+    )
+    with pytest.raises(ManifestError, match=r"warm.toml:3:1: define 'K': expected a value of one"):
+        parse_manifest(manifest)

@@ -3,8 +3,13 @@ needs no slangpy."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE_BREAKS = ("\n", "\r", "\0")
 
 
 @dataclass(frozen=True)
@@ -29,3 +34,18 @@ def check_source(name: str, source: str) -> None:
             f"module '{name}': its source is not UTF-8 text: a lone surrogate "
             f"{source[exc.start]!r} at line {line}, column {column}"
         ) from None
+
+
+def checked_defines(defines: Mapping[str, str]) -> dict[str, str]:
+    """``defines`` as a dict; ValueError naming a define whose name is not an identifier or
+    whose value is not one line, either of which the preprocessor would read as more than a
+    define."""
+    for name, value in defines.items():
+        if not (isinstance(name, str) and _DEFINE_NAME.fullmatch(name)):
+            raise ValueError(f"define {name!r}: expected an identifier")
+        if not isinstance(value, str) or any(c in value for c in _LINE_BREAKS):
+            raise ValueError(
+                f"define {name!r}: expected a value of one line (a string without newline, "
+                f"carriage return or NUL), got {value!r}"
+            )
+    return dict(defines)

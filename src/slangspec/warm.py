@@ -42,6 +42,7 @@ from .cache_store import FORWARD
 from .cache_store.location import lease_seconds
 from .devices import device_kind
 from .function_ref import FunctionNameError, canonical_name
+from .module_text import checked_defines
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
     DictForm,
@@ -225,6 +226,10 @@ def parse_manifest(path: str | Path) -> list[WarmItem]:
             raise fail("'include_paths' must be a list of strings", "include_paths")
         if not isinstance(defines, dict) or not all(isinstance(v, str) for v in defines.values()):
             raise fail("'defines' must be a table of strings", "defines")
+        try:
+            checked_defines(defines)
+        except ValueError as exc:
+            raise fail(str(exc), "defines") from None
         functions = module.get("function")
         if not isinstance(functions, list) or not functions:
             raise fail(f"module {mpath!r} lists no [[module.function]]", mpath)

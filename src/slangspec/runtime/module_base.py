@@ -28,7 +28,7 @@ from ..cuda_api import make_current, primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
-from ..module_text import ModuleText, check_source
+from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
 from ..reach import reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
@@ -478,7 +478,7 @@ def _opened(
             options.get("cache_dir"), options.get("remote"), shipped=options.get("shipped")
         )
     includes = [Path(i).resolve() for i in options.get("include_paths", ())]
-    return options.get("device"), includes, dict(options.get("defines") or {}), cache
+    return options.get("device"), includes, checked_defines(options.get("defines") or {}), cache
 
 
 def load_module(
