@@ -82,7 +82,7 @@ def test_a_function_named_like_a_module_attribute_is_callable(cache_dir, tdev, t
 
     module = tmp_path / "shadowed.slang"
     module.write_text(SHADOWED)
-    cache = str(tmp_path / "c")
+    cache = str(cache_dir)  # the session's: a cache of its own would open a device of its own
     r = CliRunner().invoke(main, ["explain", str(module), "path", "f32[N]", "--cache-dir", cache])
     assert r.exit_code == 0 and "miss" in r.output, r.output
     manifest = tmp_path / "warm.toml"
