@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .units import parse_duration, parse_size
 
@@ -68,13 +68,21 @@ def _positive_duration(text: str) -> float:
 
 def _remote_url(text: str) -> str:
     parts = urlsplit(text)  # ValueError for a malformed host ("redis://[::1")
-    if parts.scheme not in REMOTE_SCHEMES:
+    if parts.scheme not in REMOTE_SCHEMES or not text.lower().startswith(parts.scheme + "://"):
         raise ValueError(text)
-    if parts.scheme != "unix":
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError(text)
+    else:
         _ = parts.port  # ValueError for a port that is not one ("redis://host:notaport")
         db = parts.path.strip("/")
         if db and not db.isdigit():
             raise ValueError(text)
+    # redis-py takes any other query field as a connection option (over the timeouts that
+    # keep every call bounded), and fails on a bad one only at the first call.
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name != "db" or not value.isdigit() for name, value in query):
+        raise ValueError(text)
     return text
 
 
@@ -129,7 +137,8 @@ SETTINGS: dict[str, Setting] = {
             _remote_url,
             None,
             "redis://cache-host:6379/0",
-            "a redis:// or rediss:// URL (a numeric port and database, if given) or a unix:// one",
+            "a redis:// or rediss:// URL (a numeric port and database, if given) or a unix:// "
+            "one, with no query but ?db=N",
             "the shared remote tier, where `remote=` is not given; none by default",
         ),
         Setting(
