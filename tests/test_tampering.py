@@ -526,3 +526,20 @@ def test_verify_finds_facts_that_are_misshapen_or_contradict_an_entry(tmp_path, 
     names = functions.replace("functions:", "names:", 1)
     c.disk.note_fact(names if "functions" in value else functions, value)
     _verify_finds(cache, text)
+
+
+def test_a_row_naming_what_is_no_blob_is_dropped_and_rebuilt_with_a_warning(cache_dir, tdev):
+    a, b = torch.ones(3, device=tdev), torch.full((3,), 2.0, device=tdev)
+    m = load(cache_dir)
+    torch.testing.assert_close(m.twin(a, b), torch.full((3,), 3.0, device=tdev))
+    signature = m.twin.signature(a, b)
+    c = slangspec.Cache(cache_dir)
+    (key,) = [k for k, row in c.rows() if row and row["preimage"]["signature"] == signature]
+    c.disk.update(key, lambda row: row["kernels"].update(forward="zz"))
+    found = [p["problem"] for p in c.verify()["problems"] if p["key"] == key]
+    assert found == [
+        "plan does not fit its entry: kernels.forward: 'zz' is not a kernel source name"
+    ]
+    with pytest.warns(slangspec.CacheWarning, match=f"entry {key[:12]} dropped: .*'zz' is not a"):
+        torch.testing.assert_close(load(cache_dir).twin(a, b), torch.full((3,), 3.0, device=tdev))
+    assert c.disk.row(key)["kernels"]["forward"].startswith("k_")

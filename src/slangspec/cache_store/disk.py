@@ -29,6 +29,7 @@ from typing import Any
 import diskcache
 import xxhash
 
+from . import travel
 from .entry import blobs_of, intact, seal
 from .jsondisk import JSONOnlyDisk
 from .keys import blob_kind, canonical, names
@@ -264,6 +265,10 @@ class DiskTier:
             return None
         if not intact(row):
             return Unusable("it is garbled or its checksum does not match")
+        try:
+            travel.parts(row)
+        except travel.Refused as exc:
+            return Unusable(f"it does not have an entry's shape ({exc})")
         return Found(row, lambda: self.read_blobs(blobs_of(row)))
 
     def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
