@@ -6,10 +6,15 @@ take, are named instead of stalling or failing deep inside a call."""
 from __future__ import annotations
 
 import re
+import threading
+import time
+import warnings
 
 import pytest
 
 import slangspec
+from slangspec.cache_store import CacheWarning, remote
+from slangspec.cache_store.remote import PREFIX, RemoteTier, remote_settings
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +47,48 @@ def test_a_url_redis_cannot_take_is_refused_naming_where_it_came_from(
     monkeypatch.setenv("SLANGSPEC_REMOTE", url)
     with pytest.raises(ValueError, match=f"^SLANGSPEC_REMOTE={re.escape(repr(url))}: expected"):
         slangspec.Cache.for_running(tmp_path)
+
+
+def trusting(server) -> RemoteTier:
+    """The server as a node that trusts every writer of it sees it (``trust_all``)."""
+    return RemoteTier(remote_settings(server.url))
+
+
+@pytest.mark.parametrize("expiry_ms", [None, 600_000], ids=["no expiry", "past a heartbeat"])
+def test_a_lease_nobody_renews_is_cut_to_a_heartbeat_with_a_warning(
+    redis_server, monkeypatch, trust_all, expiry_ms
+):
+    monkeypatch.setattr(remote, "HEARTBEAT_MS", 1000)
+    tier = trusting(redis_server)
+    key = PREFIX + "lease:k"
+    redis_server.client().set(key, "set by hand", px=expiry_ms)
+    finished = threading.Event()
+    caught: list[warnings.WarningMessage] = []
+
+    def wait() -> None:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with tier.lease("k", lambda: False, 120.0):
+                finished.set()
+        caught.extend(seen)
+
+    start = time.monotonic()
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    assert finished.wait(10), "the waiter stalled for the lease bound"
+    assert time.monotonic() - start < 1 + 2  # the heartbeat, and a poll
+    thread.join(5)
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    expiry = "no expiry" if expiry_ms is None else "an expiry of 600 s"
+    assert len(messages) == 1 and f"holds lease {key} with {expiry}" in messages[0], messages
+
+
+def test_a_lease_its_holder_renews_is_never_cut(redis_server, monkeypatch, trust_all):
+    """Not even by a waiter whose own bound is shorter than the holder's heartbeat."""
+    monkeypatch.setattr(remote, "HEARTBEAT_MS", 1000)
+    holder, waiter = trusting(redis_server), trusting(redis_server)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with holder.lease("k", lambda: False, 120.0), waiter.lease("k", lambda: False, 0.5):
+            pass
+    assert not [w for w in caught if "holds lease" in str(w.message)]

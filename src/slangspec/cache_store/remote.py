@@ -182,13 +182,13 @@ class RemoteTier:
             self.warn(type(exc).__name__, f"cannot be used now ({type(exc).__name__}: {exc})")
             return fallback
 
-    def warn(self, cause: str, message: str) -> None:
+    def warn(self, cause: str, message: str, then: str = "computing locally") -> None:
         """Warn once per ``cause`` in this process."""
         if cause in self._warned:
             return
         self._warned.add(cause)
         warnings.warn(
-            f"slangspec remote cache {self.settings.shown} {message}; computing locally",
+            f"slangspec remote cache {self.settings.shown} {message}; {then}",
             CacheWarning,
             stacklevel=4,
         )
@@ -484,11 +484,7 @@ class RemoteTier:
                     self.warn("lease wait", f"lease {name[:24]} still held after {seconds:g} s")
                     yield
                     return
-                # A lease that would never lapse (set without an expiry, or for longer than
-                # the bound) lapses within the bound, as a dead holder's does.
-                ttl = self._call(lambda r: r.pttl(key), None)
-                if ttl == -1 or (isinstance(ttl, int) and ttl > ms):
-                    self._call(lambda r: r.pexpire(key, ms))
+                self._cut(key, _beat(ms))
                 with contextlib.suppress(Exception):
                     waiter.get_message(timeout=min(1.0, seconds))
         finally:
@@ -500,6 +496,20 @@ class RemoteTier:
                 waiter.close()
         with self._holding(key, token, _beat(ms), channel):
             yield
+
+    def _cut(self, key: str, ms: int) -> None:
+        """Make the lease ``key`` lapse within ``ms`` when it was set without an expiry or for
+        longer than a heartbeat, as no holder sets one (someone set it by hand), warning once
+        per key: else every waiter would wait for it the whole lease bound."""
+        had = self._call(lambda r: r.eval(_CUT, 1, key, HEARTBEAT_MS, ms), 0)
+        if had:
+            expiry = "no expiry" if had == -1 else f"an expiry of {had / 1000:.0f} s"
+            self.warn(
+                f"lease {key}",
+                f"holds lease {key} with {expiry}, which no holder sets; it lapses within "
+                f"{ms / 1000:g} s now",
+                then="waiting on it",
+            )
 
     @contextlib.contextmanager
     def claim(self, name: str, seconds: float) -> Iterator[bool]:
@@ -590,6 +600,14 @@ def _beat(ms: int) -> int:
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_CUT = """
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 or ttl > tonumber(ARGV[1]) then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return ttl
+end
 return 0
 """
 _RENEW = """
