@@ -80,10 +80,11 @@ print(json.dumps({
 
 
 def node_env(remote: str) -> dict[str, str]:
-    """The environment of a node: its remote tier, if any, and bytecode cached as it is for an
-    installed package."""
+    """The environment of a node: its remote tier, if any, the cluster's secret (without one,
+    a remote tier is refused), and bytecode cached as it is for an installed package."""
     env = installed_env()
     env.pop("SLANGSPEC_REMOTE", None)
+    env["SLANGSPEC_REMOTE_SECRET"] = "the secret of the benchmark cluster"
     if remote:
         env["SLANGSPEC_REMOTE"] = remote
     return env

@@ -99,6 +99,7 @@ def child(kind: str, function: str, cache: Path, remote_url: str | None) -> dict
     env.pop("SLANGSPEC_REMOTE", None)
     if remote_url is not None:
         env["SLANGSPEC_REMOTE"] = remote_url
+        env["SLANGSPEC_REMOTE_SECRET"] = "the secret of the benchmark nodes"  # cubins travel
     out = subprocess.run(
         [sys.executable, "-c", CHILD, kind, str(cache), *MODULES[function], function],
         capture_output=True,

@@ -17,9 +17,18 @@ import torch
 
 import slangspec
 from slangspec.cache_store import CacheWarning
-from slangspec.cache_store.remote import PREFIX, RemoteTier, remote_settings
+from slangspec.cache_store.remote import PREFIX, RemoteTier, namespace, remote_settings
 from slangspec.counts import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
+
+SECRET = "a shared secret of this cluster"
+
+
+@pytest.fixture(autouse=True)
+def _trust_all(monkeypatch):
+    """Most tests here use a server without a secret, which a node uses only when told to
+    trust every writer of it (worker processes inherit it)."""
+    monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "1")
 
 
 def remote_env(server, **more: str) -> dict[str, str]:
@@ -53,11 +62,12 @@ def poly_checked(m, tdev) -> None:
 def test_a_process_with_an_empty_local_cache_is_served_from_the_remote(
     tmp_path, redis_server, kind
 ):
-    cold = run(tmp_path / "first", "--signatures", "3", env=remote_env(redis_server))
+    env = remote_env(redis_server, SLANGSPEC_REMOTE_SECRET=SECRET)  # cubins need it to travel
+    cold = run(tmp_path / "first", "--signatures", "3", env=env)
     assert cold["counts"]["specialize"] == 3
     assert len(entries(redis_server)) == 3
     forbid = "--forbid-slang" if kind == "cuda" else "--forbid-compile"
-    warm = run(tmp_path / "second", "--signatures", "3", forbid, env=remote_env(redis_server))
+    warm = run(tmp_path / "second", "--signatures", "3", forbid, env=env)
     assert warm["ok"]
     assert warm["counts"].get("specialize", 0) == 0
     assert warm["counts"].get("codegen", 0) == 0
@@ -323,7 +333,10 @@ def specialize(*args: str) -> dict:
     return json.loads(result.output)
 
 
-def test_push_and_pull_carry_entries_between_local_caches(tmp_path, redis_server, kind):
+def test_push_and_pull_carry_entries_between_local_caches(
+    tmp_path, redis_server, kind, monkeypatch
+):
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", SECRET)  # cubins need it to travel
     assert run(tmp_path / "built", "--signatures", "2")["ok"]  # no remote: local only
     assert specialize(
         "cache", "push", "--remote", redis_server.url, "--cache-dir", tmp_path / "built", "--json"
@@ -552,26 +565,27 @@ def test_a_cuda_node_waits_for_another_machines_reflection_instead_of_its_own(
 ):
     if kind != "cuda":
         pytest.skip("elsewhere a node compiles what it fetches through Slang, so it reflects")
-    env = remote_env(redis_server)
+    env = remote_env(redis_server, SLANGSPEC_REMOTE_SECRET=SECRET)  # cubins need it to travel
+    prefix = namespace(SECRET.encode())
     assert run(tmp_path / "first", "--signatures", "1", env=env)["ok"]
     client = redis_server.client()
     # As if another machine were reflecting the module now: its functions not yet noted.
-    (fact,) = client.keys(PREFIX + "fact:functions:*")
+    (fact,) = client.keys(prefix + "fact:functions:*")
     noted = client.get(fact)
     client.delete(fact)
     lease = "functions:" + fact.decode().rsplit(":", 1)[1] + ":poly"
-    client.set(PREFIX + "lease:" + lease, "elsewhere", px=60_000)
+    client.set(prefix + "lease:" + lease, "elsewhere", px=60_000)
     node = worker(tmp_path / "second", "--signatures", "1", env=env)
     deadline = time.monotonic() + 120
-    while not dict(client.pubsub_numsub(PREFIX + "landed:" + lease)).get(
-        (PREFIX + "landed:" + lease).encode()
+    while not dict(client.pubsub_numsub(prefix + "landed:" + lease)).get(
+        (prefix + "landed:" + lease).encode()
     ):
         assert node.poll() is None, "the node went on without waiting for the reflection"
         assert time.monotonic() < deadline, "the node never waited for the reflection"
         time.sleep(0.05)
     client.set(fact, noted)
-    client.delete(PREFIX + "lease:" + lease)
-    client.publish(PREFIX + "landed:" + lease, "elsewhere")
+    client.delete(prefix + "lease:" + lease)
+    client.publish(prefix + "landed:" + lease, "elsewhere")
     second = report(node)
     assert second["ok"]
     assert "front_end" not in second["counts"] and "specialize" not in second["counts"]

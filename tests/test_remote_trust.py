@@ -11,10 +11,15 @@ import time
 import warnings
 
 import pytest
+from click.testing import CliRunner
 
 import slangspec
 from slangspec.cache_store import CacheWarning, remote
-from slangspec.cache_store.remote import PREFIX, RemoteTier, remote_settings
+from slangspec.cache_store.remote import PREFIX, RemoteSettings, RemoteTier, remote_settings
+from slangspec.cli import main
+
+UNREACHABLE = "redis://127.0.0.1:1/0"
+SECRET = "a shared secret of this cluster"
 
 
 @pytest.fixture(autouse=True)
@@ -92,3 +97,25 @@ def test_a_lease_its_holder_renews_is_never_cut(redis_server, monkeypatch, trust
         with holder.lease("k", lambda: False, 120.0), waiter.lease("k", lambda: False, 0.5):
             pass
     assert not [w for w in caught if "holds lease" in str(w.message)]
+
+
+def test_a_remote_without_a_secret_is_refused_unless_every_writer_is_trusted(tmp_path, monkeypatch):
+    advice = "SLANGSPEC_REMOTE_SECRET is not set"
+    opt_in = "or SLANGSPEC_REMOTE_TRUST_ALL=1 (remote_trust_all=True)"
+    with pytest.raises(ValueError, match=f"^remote='{re.escape(UNREACHABLE)}': {advice}") as no:
+        slangspec.Cache.for_running(tmp_path, remote=UNREACHABLE)
+    assert opt_in in str(no.value)
+    monkeypatch.setenv("SLANGSPEC_REMOTE", UNREACHABLE)
+    with pytest.raises(ValueError, match=f"^SLANGSPEC_REMOTE='{re.escape(UNREACHABLE)}': {advice}"):
+        slangspec.Cache.for_running(tmp_path)
+    with pytest.raises(ValueError, match=advice):
+        RemoteSettings(UNREACHABLE)
+    refused = CliRunner().invoke(main, ["cache", "pull", "--cache-dir", str(tmp_path)])
+    assert refused.exit_code == 2 and advice in refused.output
+    # Opted in, by argument or by setting; or a secret.
+    assert slangspec.Cache.for_running(tmp_path, remote_trust_all=True).tiers[-1].proven is False
+    monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "1")
+    assert remote_settings().trust_all
+    monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "0")
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", SECRET)
+    assert slangspec.Cache.for_running(tmp_path).tiers[-1].proven

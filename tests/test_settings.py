@@ -21,6 +21,7 @@ BAD = {
     "SLANGSPEC_REMOTE": "http://cache-host",
     "SLANGSPEC_REMOTE_MODE": "write-only",
     "SLANGSPEC_REMOTE_SECRET": "short",
+    "SLANGSPEC_REMOTE_TRUST_ALL": "yes",
     "SLANGSPEC_SECRET": "short",
     "SLANGSPEC_LOG": "loud",
 }
@@ -34,6 +35,7 @@ EXAMPLE_READS = {
     "SLANGSPEC_REMOTE": "redis://cache-host:6379/0",
     "SLANGSPEC_REMOTE_MODE": "read",
     "SLANGSPEC_REMOTE_SECRET": KEY.encode(),
+    "SLANGSPEC_REMOTE_TRUST_ALL": True,
     "SLANGSPEC_SECRET": KEY.encode(),
     "SLANGSPEC_LOG": "info",
 }

@@ -83,13 +83,15 @@ class Cache:
         *,
         read_only: bool = False,
         shipped: str | os.PathLike[str] | None = None,
+        remote_trust_all: bool | None = None,
     ) -> Cache:
         """The cache a process runs kernels from: the one at ``path`` when it is safe to (a
         directory of this user that no one else can write), else, with a warning, a private
         cache of this process alone; behind it the remote tier at ``remote``, else at
-        ``SLANGSPEC_REMOTE``, when either is set; between them, the kernels shipped in
-        ``shipped``, when given."""
-        settings = remote_settings(remote)
+        ``SLANGSPEC_REMOTE``, when either is set (without ``SLANGSPEC_REMOTE_SECRET``, only
+        given ``remote_trust_all``, else ``SLANGSPEC_REMOTE_TRUST_ALL``); between them, the
+        kernels shipped in ``shipped``, when given."""
+        settings = remote_settings(remote, remote_trust_all)
         root = cache_root(path)
         problem = root_problem(root)
         if problem is None:

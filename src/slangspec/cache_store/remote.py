@@ -12,7 +12,8 @@ written; one whose blobs Redis evicted since reads as a miss.
 Nothing read from the server is trusted beyond what it can prove: an entry must pass the
 travelling form's check (with ``SLANGSPEC_REMOTE_SECRET`` as its secret), and a fact must be
 whole JSON and, with a secret, carry a valid MAC. What fails is refused with a warning and built
-locally, and the local build is published over it.
+locally, and the local build is published over it. Without a secret the server proves nothing
+(see ``proven``): it is used only when every writer of it is trusted (``trust_all``).
 
 Every call is bounded (connect and operation timeouts); a server that is unreachable, slow, full
 or answering garbage is warned about once per cause and left alone for a while, and the process
@@ -33,7 +34,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -93,6 +94,21 @@ class RemoteSettings:
     url: str
     secret: bytes | None = None
     read_only: bool = False
+    trust_all: bool = False
+    """Whether to use the server without a secret, trusting every writer of it; without a
+    secret, the settings are refused otherwise."""
+    given_as: str = field(default="SLANGSPEC_REMOTE", compare=False, repr=False)
+    """The setting or argument the URL came from, for messages."""
+
+    def __post_init__(self) -> None:
+        if self.secret is None and not self.trust_all:
+            raise ValueError(
+                f"{self.given_as}={self.shown!r}: SLANGSPEC_REMOTE_SECRET is not set, and "
+                "without it anyone who can write to the server can make this machine run a "
+                "kernel of their choosing; set SLANGSPEC_REMOTE_SECRET (16 bytes or more, the "
+                "same on every machine), or SLANGSPEC_REMOTE_TRUST_ALL=1 "
+                "(remote_trust_all=True) to trust every writer of the server"
+            )
 
     @property
     def shown(self) -> str:
@@ -105,14 +121,21 @@ class RemoteSettings:
         return urlunsplit(parts._replace(netloc=netloc))
 
 
-def remote_settings(url: str | None = None) -> RemoteSettings | None:
+def remote_settings(url: str | None = None, trust_all: bool | None = None) -> RemoteSettings | None:
     """The remote tier named by ``url``, else by ``SLANGSPEC_REMOTE``; None when neither is set.
-    ValueError naming the setting when a value is not one it accepts."""
+    ValueError naming the setting when a value is not one it accepts, or when there is no
+    secret and trusting every writer (``trust_all``, else ``SLANGSPEC_REMOTE_TRUST_ALL``) was
+    not asked for."""
     chosen = setting("SLANGSPEC_REMOTE", url, "remote")
     if chosen is None:
         return None
-    read_only = setting("SLANGSPEC_REMOTE_MODE") == "read"
-    return RemoteSettings(chosen, setting("SLANGSPEC_REMOTE_SECRET"), read_only)
+    return RemoteSettings(
+        chosen,
+        setting("SLANGSPEC_REMOTE_SECRET"),
+        setting("SLANGSPEC_REMOTE_MODE") == "read",
+        setting("SLANGSPEC_REMOTE_TRUST_ALL") if trust_all is None else trust_all,
+        "remote" if url else "SLANGSPEC_REMOTE",
+    )
 
 
 class RemoteTier:

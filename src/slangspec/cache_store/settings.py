@@ -86,6 +86,12 @@ def _remote_url(text: str) -> str:
     return text
 
 
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
 def _key(text: str) -> bytes:
     key = text.encode()
     if len(key) < MIN_SECRET_BYTES:
@@ -160,6 +166,17 @@ SETTINGS: dict[str, Setting] = {
             secret=True,
             # Set but empty (a secret file that was missing) must not quietly turn MACs off.
             empty_is_unset=False,
+        ),
+        Setting(
+            "SLANGSPEC_REMOTE_TRUST_ALL",
+            _flag,
+            False,
+            "1",
+            "1 or 0",
+            "`1`: use a remote tier without `SLANGSPEC_REMOTE_SECRET`, trusting every writer "
+            "of the server (what can be checked without a secret still is), where "
+            "`remote_trust_all=` is not given; a remote tier without a secret is refused "
+            "otherwise",
         ),
         Setting(
             "SLANGSPEC_SECRET",

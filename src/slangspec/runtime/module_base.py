@@ -457,6 +457,9 @@ class LoadOptions(TypedDict, total=False):
     """The cache root (default: ``SLANGSPEC_CACHE_DIR``, else the user cache directory)."""
     remote: str | None
     """The shared Redis tier behind the local cache (default: ``SLANGSPEC_REMOTE``)."""
+    remote_trust_all: bool | None
+    """Use ``remote`` without ``SLANGSPEC_REMOTE_SECRET``, trusting every writer of the server
+    (default: ``SLANGSPEC_REMOTE_TRUST_ALL``); without a secret, it is refused otherwise."""
     shipped: str | os.PathLike[str] | None
     """A directory of kernels shipped with a package (``specialize cache export
     --for-package``), served read-only after the local cache and before any compile."""
@@ -475,7 +478,10 @@ def _opened(
     configure_logging()
     if cache is None:
         cache = Cache.for_running(
-            options.get("cache_dir"), options.get("remote"), shipped=options.get("shipped")
+            options.get("cache_dir"),
+            options.get("remote"),
+            shipped=options.get("shipped"),
+            remote_trust_all=options.get("remote_trust_all"),
         )
     includes = [Path(i).resolve() for i in options.get("include_paths", ())]
     return options.get("device"), includes, checked_defines(options.get("defines") or {}), cache
