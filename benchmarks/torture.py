@@ -28,7 +28,8 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
 - hostile: mangled function names (unbalanced brackets, call expressions, statements, comments,
   other characters) through lookups and ``hasattr`` in a few processes: each an
   UnknownFunctionError or the function it names, no process crashed, no kernel holding the
-  name's text.
+  name's text; defines that would be read as more than a define, at load and in a manifest;
+  a module that begins with a byte order mark.
 """
 
 from __future__ import annotations
@@ -574,6 +575,75 @@ def hostile(cache_root: Path, names: int, processes: int) -> Counter[str]:
     return counts
 
 
+_BAD_DEFINES = [
+    {"X;}\nvoid evil(){": "1"},
+    {"SCALE": "2\nvoid evil() {}"},
+    {"SCALE": "2\r#define X"},
+    {"SCALE": "2\x00"},
+    {"1X": "1"},
+    {"X Y": "1"},
+    {"": "1"},
+    {"SCALE": 2},
+]
+_MODULE = "float scaled(float x) { return x * SCALE; }\n"
+
+
+def hostile_inputs(cache_root: Path, tdev: str) -> Counter[str]:
+    """Defines that would be read as more than a define (refused, naming the define, at load
+    and in a manifest), and a module that begins with a byte order mark (computes right)."""
+    import slangspec
+    from slangspec.warm import ManifestError, parse_manifest
+
+    counts: Counter[str] = Counter()
+    cache = cache_root / "inputs"
+    path = cache_root / "scaled.slang"
+    path.write_text(_MODULE)
+    for defines in _BAD_DEFINES:
+        name = next(iter(defines))
+        try:
+            slangspec.load(path, defines=defines, cache_dir=cache).scaled(
+                torch.ones(2, device=tdev)
+            )
+            got = "ran code"
+        except ValueError as exc:
+            got = "ok" if f"define {name!r}" in str(exc) else "unexpected"
+        except Exception:
+            got = "unexpected"
+        manifest = cache_root / "defines.toml"
+        table_ = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in defines.items())
+        manifest.write_text(
+            f'[[module]]\npath = "{path}"\ndefines = {{ {table_} }}\n\n[[module.function]]\n'
+            'name = "scaled"\nspecializations = [["f32[N]"]]\n'
+        )
+        try:
+            parse_manifest(manifest)
+            in_manifest = "ran code"
+        except ManifestError as exc:
+            in_manifest = "ok" if "define" in str(exc) else "unexpected"
+        for outcome_ in (got, in_manifest):
+            if outcome_ != "ok":
+                FAILURES.append(f"{outcome_}: defines {defines!r}")
+            counts[outcome_] += 1
+    marked = cache_root / "marked.slang"
+    marked.write_bytes(b"\xef\xbb\xbf" + _MODULE.replace("SCALE", "3.0").encode())
+    x = torch.arange(4.0, device=tdev)
+    for source in (marked, None):
+        try:
+            m = (
+                slangspec.load(marked, cache_dir=cache)
+                if source
+                else slangspec.load_source(
+                    "marked2", "\ufeff" + _MODULE, defines={"SCALE": "3.0"}, cache_dir=cache
+                )
+            )
+            got = "ok" if torch.equal(m.scaled(x), 3 * x) else "wrong"
+        except Exception as exc:
+            FAILURES.append(f"unexpected: a module with a byte order mark: {exc}")
+            got = "unexpected"
+        counts[got] += 1
+    return counts
+
+
 def table(rows: dict[str, Counter[str]]) -> str:
     lines = ["| trials | " + " | ".join(OUTCOMES) + " | kind |", "|" + " ---: |" * 7 + " --- |"]
     for kind, c in rows.items():
@@ -658,6 +728,10 @@ def main() -> None:
         done(
             f"mangled function names, {args.processes} processes (unknown, or the function named)",
             hostile(root, n["names"], args.processes),
+        )
+        done(
+            "defines read as more than a define (refused), modules with a byte order mark",
+            hostile_inputs(root, tdev),
         )
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)
