@@ -177,6 +177,19 @@ def test_evict_on_the_remote_keeps_listed_modules_and_verify_checks_the_list(
     assert g.remote.fact(g.fact) == {}
 
 
+def test_a_node_that_trusts_every_writer_never_fetches_compiled_modules(
+    tmp_path, redis_server, monkeypatch
+):
+    """Nothing can check a compiled module against what it was compiled from, so without a
+    secret a node compiles its own rather than keep what any writer of the server listed."""
+    root = tmp_path / "node"
+    compiled_here(guard(root, redis_server))
+    shutil.rmtree(root)
+    monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "1")
+    slangspec.Cache.for_running(root, redis_server.url).module_cache_guard(TOOLCHAIN).check()
+    assert not (root / "slang" / LIBRARY).exists()
+
+
 def test_pull_leaves_module_lists_on_the_server(tmp_path, redis_server):
     g = guard(tmp_path / "node", redis_server)
     compiled_here(g)

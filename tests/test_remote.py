@@ -137,7 +137,7 @@ def a_garbled_plan(client, stored) -> None:
         (other_preimage, "its stored preimage differs from the requested one"),
         (forged_mac, "its MAC does not hold"),
         (a_name_that_is_no_blob, "does not decode"),
-        (a_garbled_plan, "does not decode"),
+        (a_garbled_plan, "plan does not fit its entry"),
     ],
     ids=[
         "blob evicted",

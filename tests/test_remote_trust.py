@@ -5,18 +5,23 @@ take, are named instead of stalling or failing deep inside a call."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 import warnings
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import slangspec
 from slangspec.cache_store import CacheWarning, remote
+from slangspec.cache_store.entry import blobs_of
+from slangspec.cache_store.keys import blob_name
 from slangspec.cache_store.remote import PREFIX, RemoteSettings, RemoteTier, remote_settings
 from slangspec.cli import main
+from workers import HERE, load
 
 UNREACHABLE = "redis://127.0.0.1:1/0"
 SECRET = "a shared secret of this cluster"
@@ -119,3 +124,111 @@ def test_a_remote_without_a_secret_is_refused_unless_every_writer_is_trusted(tmp
     monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "0")
     monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", SECRET)
     assert slangspec.Cache.for_running(tmp_path).tiers[-1].proven
+
+
+@pytest.fixture(scope="module")
+def poly(cache_dir, tdev) -> tuple[str, dict]:
+    """The key and row of poly's forward entry in the session's cache."""
+    m = load(cache_dir)
+    a, x = torch.ones(1, device=tdev), torch.full((5,), 2.0, device=tdev)
+    signature = m.poly.signature(a, x)
+    torch.testing.assert_close(m.poly(a, x), torch.full((5,), 7.0, device=tdev))
+    cache = slangspec.Cache(cache_dir)
+    (key, row), *_ = [
+        (k, r) for k, r in cache.rows() if r and r["preimage"]["signature"] == signature
+    ]
+    return key, row
+
+
+def published(cache_dir, server, poly) -> dict:
+    """poly's entry on ``server``, as a node that trusts every writer published it."""
+    key, row = poly
+    blobs = slangspec.Cache(cache_dir).disk.read_blobs(blobs_of(row))
+    trusting(server).put(key, row, blobs)
+    return json.loads(server.client().get(PREFIX + "entry:" + key))
+
+
+def swap_forward(server, key: str, stored: dict) -> None:
+    """Replace the forward kernel on the server with one that computes another function, named
+    by its content as a real one is."""
+    client = server.client()
+    source = client.get(PREFIX + "blob:" + stored["kernels"]["forward"]).decode()
+    swapped = source.replace("poly(", "twin(")
+    assert swapped != source
+    name = blob_name("source", swapped)
+    client.set(PREFIX + "blob:" + name, swapped.encode())
+    client.set(PREFIX + "entry:" + key, json.dumps({**stored, "kernels": {"forward": name}}))
+
+
+def test_a_kernel_swapped_on_a_trusted_server_is_refused_and_never_kept(
+    cache_dir, poly, tmp_path, redis_server, trust_all
+):
+    key, row = poly
+    stored = published(cache_dir, redis_server, poly)
+    swap_forward(redis_server, key, stored)
+    fresh = slangspec.Cache(tmp_path / "fresh", remote_settings(redis_server.url))
+    with pytest.warns(CacheWarning, match=f"entry {key[:12]} not used: kernel sources k_"):
+        assert fresh.serve(key, row["preimage"]) is None
+    assert fresh.disk.get(key) is None, "the swapped kernel was kept locally"
+    assert list(fresh.disk.blob_names()) == []
+    # Restored: what this process proves is kept, as generated here; binaries never are.
+    redis_server.client().set(PREFIX + "entry:" + key, json.dumps(stored))
+    served = fresh.serve(key, row["preimage"])
+    assert served is not None and served.kernels == row["kernels"] and served.binaries == {}
+    (name,) = row["kernels"].values()
+    assert fresh.read_blob(name) == slangspec.Cache(cache_dir).read_blob(name)
+
+
+def test_a_call_through_a_trusted_server_holding_a_swapped_kernel_computes_right(
+    cache_dir, poly, redis_server, trust_all, tdev
+):
+    """End to end: the session's cache loses poly's entry while the server holds it swapped;
+    the call is right, and right again once the server is gone."""
+    key, _ = poly
+    swap_forward(redis_server, key, published(cache_dir, redis_server, poly))
+    slangspec.Cache(cache_dir).disk.delete(key)
+    a, x = torch.ones(1, device=tdev), torch.full((5,), 2.0, device=tdev)
+    m = slangspec.load(
+        HERE / "shaders" / "cached.slang",
+        include_paths=[HERE / "slang_lib"],
+        cache_dir=cache_dir,
+        remote=redis_server.url,
+    )
+    with pytest.warns(CacheWarning, match="not what its plan generates"):
+        torch.testing.assert_close(m.poly(a, x), torch.full((5,), 7.0, device=tdev))
+    redis_server.stop()
+    torch.testing.assert_close(load(cache_dir).poly(a, x), torch.full((5,), 7.0, device=tdev))
+
+
+def a_garbled_plan(stored: dict) -> dict:
+    return {**stored, "plan": "{ not a plan"}
+
+
+def a_plan_for_another_call(stored: dict) -> dict:
+    plan = json.loads(stored["plan"])
+    plan["signature"] = "something else"
+    return {**stored, "plan": json.dumps(plan)}
+
+
+@pytest.mark.parametrize("change", [a_garbled_plan, a_plan_for_another_call, None])
+def test_pull_from_a_trusted_server_keeps_only_what_it_proves(
+    cache_dir, poly, tmp_path, redis_server, trust_all, change
+):
+    key, _ = poly
+    stored = published(cache_dir, redis_server, poly)
+    client = redis_server.client()
+    if change is None:
+        swap_forward(redis_server, key, stored)
+    else:
+        client.set(PREFIX + "entry:" + key, json.dumps(change(stored)))
+    client.set(PREFIX + "fact:functions:0", json.dumps({"value": {"poly": False}}))
+    fresh = tmp_path / "fresh"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        pulled = CliRunner().invoke(
+            main, ["cache", "pull", "--remote", redis_server.url, "--cache-dir", fresh, "--json"]
+        )
+    assert pulled.exit_code == 0, pulled.output
+    assert json.loads(pulled.output) == {"pulled": 0, "present": 0, "refused": 1}
+    local = slangspec.Cache(fresh)
+    assert list(local.rows()) == [] and local.disk.fact_names("") == []

@@ -31,7 +31,17 @@ from .location import (
     size_bound,
 )
 from .module_cache import ModuleCacheGuard
-from .policy import EntryFilter, Regenerate, Replan, enforce_bound, evict, rows, select, verify
+from .policy import (
+    EntryFilter,
+    Regenerate,
+    Replan,
+    enforce_bound,
+    evict,
+    proven,
+    rows,
+    select,
+    verify,
+)
 from .remote import RemoteSettings, RemoteTier, remote_settings
 from .shipped import ShippedTier
 from .shrinking import shrink_over_bound
@@ -108,8 +118,9 @@ class Cache:
 
     def module_cache_guard(self, toolchain: dict[str, Any]) -> ModuleCacheGuard:
         """slangpy's module cache under this root, sealed and shared (``module_cache``) for
-        builds with ``toolchain``."""
-        remote = next((t for t in self._far if isinstance(t, RemoteTier)), None)
+        builds with ``toolchain``: through a remote tier that proves what it holds, since
+        nothing can check a compiled module against what it was compiled from."""
+        remote = next((t for t in self._far if isinstance(t, RemoteTier) and t.proven), None)
         fact = module_cache_fact(str(self.files.module_cache.resolve()), toolchain)
         return ModuleCacheGuard(self.files.module_seals, remote, fact)
 
@@ -149,26 +160,35 @@ class Cache:
             got = tier.get(key)
             if got is None:
                 continue
-            why = got.why if isinstance(got, Unusable) else None
-            if isinstance(got, Found) and got.row["preimage"] != preimage:
-                # Another format version, a collision or a damaged key: never serve it.
-                why = "its stored preimage differs from the requested one"
-            if why is not None:
-                # A shared tier warns of what it refuses itself, and what it holds is published
-                # over once this process built it; a read-only one keeps what it holds.
+            warned = tier.shared and isinstance(got, Unusable)  # a shared tier warns itself
+            if isinstance(got, Found):
+                got = self._servable(tier, got, preimage)
+            if isinstance(got, Unusable):
+                # What a shared tier holds is published over once this process built it; a
+                # read-only one keeps what it holds.
                 kept = tier.shared or not tier.writable
-                if repair and not (tier.shared and isinstance(got, Unusable)):
+                if repair and not warned:
                     done = "not used" if kept else "dropped"
-                    message = f"slangspec cache entry {key[:12]} {done}: {why}; rebuilding"
+                    message = f"slangspec cache entry {key[:12]} {done}: {got.why}; rebuilding"
                     warnings.warn(message, CacheWarning, stacklevel=3)
                 if repair and not kept:
                     tier.delete(key)
                 continue
-            assert isinstance(got, Found)
             if label is None or label in got.row["kernels"]:
                 return at, got
             nearest = nearest or (at, got)
         return nearest
+
+    def _servable(self, tier: Tier, got: Found, preimage: dict[str, Any]) -> Found | Unusable:
+        """What of ``tier``'s entry ``got`` this process may serve for ``preimage``, and so
+        install in nearer tiers: all of it from a tier that proves what it holds, else what
+        this process can prove itself (``policy.proven``)."""
+        if got.row["preimage"] != preimage:
+            # Another format version, a collision or a damaged key: never serve it.
+            return Unusable("its stored preimage differs from the requested one")
+        if tier.proven:
+            return got
+        return proven(got, self, self.regenerate, self.replan)
 
     def insert(
         self,

@@ -25,10 +25,14 @@ preimage keys, from the function's description as its module's functions fact ke
 ValueError when the description does not decode or does not take that call."""
 
 
-class FactTier(Protocol):
-    """What checking facts needs of a tier (the local disk and the remote tier are ones)."""
+class Facts(Protocol):
+    """Where a function's description is read, to check a plan against (a tier, a cache)."""
 
     def fact(self, name: str) -> dict[str, Any]: ...
+
+
+class FactTier(Facts, Protocol):
+    """What checking facts needs of a tier (the local disk and the remote tier are ones)."""
 
     def fact_names(self, prefix: str) -> list[str]: ...
 
@@ -120,7 +124,7 @@ def regenerated(entry: dict[str, Any], regenerate: Regenerate) -> tuple[dict[str
 
 
 def plan_problem(
-    tier: FactTier,
+    tier: Facts,
     row: dict[str, Any],
     regenerate: Regenerate | None,
     replan: Replan | None,
@@ -149,6 +153,30 @@ def plan_problem(
     if json.loads(expected) != json.loads(row["plan"]):
         return "plan is not the one type resolution makes for its call", sources
     return None, sources
+
+
+def proven(
+    found: Found, facts: Facts, regenerate: Regenerate | None, replan: Replan | None
+) -> Found | Unusable:
+    """What can be proven here of an entry from a tier that does not prove what it holds (a
+    server without a secret): its plan checked as ``plan_problem`` checks a local one (against
+    what ``facts`` describe), its kernel sources the ones that plan generates here (given
+    ``regenerate``: never the tier's text, whose names a forger can match), and none of its
+    binaries, which nothing can regenerate to check."""
+    row = {**found.row, "binaries": {}}
+    why, sources = plan_problem(facts, row, regenerate, replan)
+    if why is not None:
+        return Unusable(why)
+    if regenerate is not None:
+        generated = {row["kernels"][label]: text.encode() for label, text in sources.items()}
+        return Found(row, lambda: generated)
+    named = set(row["kernels"].values())
+
+    def fetched() -> dict[str, bytes] | None:
+        blobs = found.blobs()
+        return None if blobs is None else {n: blobs[n] for n in named}
+
+    return Found(row, fetched)
 
 
 def _fact_shape(name: str, value: dict[str, Any]) -> str | None:

@@ -11,7 +11,7 @@ from . import report, travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
 from .keys import MODULES, are_compiled_modules, key_of
-from .policy import EntryFilter, Regenerate, Replan, rows, verify_entries
+from .policy import EntryFilter, Regenerate, Replan, proven, rows, verify_entries
 from .remote import RemoteTier
 from .tier import Found
 
@@ -96,10 +96,18 @@ def push(local: DiskTier, remote: RemoteTier) -> dict[str, int]:
     return {"entries": pushed, "skipped": skipped}
 
 
-def pull(local: DiskTier, remote: RemoteTier, where: EntryFilter | None = None) -> dict[str, int]:
+def pull(
+    local: DiskTier,
+    remote: RemoteTier,
+    where: EntryFilter | None = None,
+    regenerate: Regenerate | None = None,
+    replan: Replan | None = None,
+) -> dict[str, int]:
     """Fetch the entries of ``remote`` that ``where`` matches (module, function and device
-    kind) into the ``local`` tier, each checked as a lookup would, and every fact the server
-    notes; counts of entries pulled, already here, and refused."""
+    kind) into the ``local`` tier, each checked as a lookup would (from a server without a
+    secret, cut to what ``policy.proven`` proves with ``regenerate`` and ``replan``), and, from
+    a server with a secret, every fact it notes; counts of entries pulled, already here, and
+    refused."""
     counts = {"pulled": 0, "present": 0, "refused": 0}
     now = time.time()
     for key in remote.entry_keys():
@@ -107,6 +115,8 @@ def pull(local: DiskTier, remote: RemoteTier, where: EntryFilter | None = None) 
             counts["present"] += 1
             continue
         got = remote.get(key)
+        if isinstance(got, Found) and not remote.proven:
+            got = proven(got, remote, regenerate, replan)
         blobs = got.blobs() if isinstance(got, Found) else None
         if blobs is None or key_of(got.row["preimage"]) != key:  # type: ignore[union-attr]
             counts["refused"] += 1
@@ -115,7 +125,8 @@ def pull(local: DiskTier, remote: RemoteTier, where: EntryFilter | None = None) 
             continue
         local.put(key, travel.installed(got.row), blobs)  # type: ignore[union-attr]
         counts["pulled"] += 1
-    for name in remote.fact_names(""):
+    # What a server without a secret says is not kept (see Cache.fact).
+    for name in remote.fact_names("") if remote.proven else ():
         if not name.startswith(MODULES):  # they list blobs of the server's, not of a cache
             local.note_fact(name, remote.fact(name))
     return counts

@@ -45,7 +45,8 @@ class Tier(Protocol):
     """Whether other machines see what is stored here (and the leases held here)."""
     proven: bool
     """Whether what it holds is proven: this user's own files, or sealed with a secret. Only
-    what a proven tier says is copied into nearer tiers."""
+    what a proven tier says is copied into nearer tiers as it is: of another's entries, only
+    what this process proves itself (``policy.proven``), and none of its facts."""
 
     def get(self, key: str) -> Found | Unusable | None:
         """The entry under ``key``; None when there is none."""

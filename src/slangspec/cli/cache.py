@@ -1,8 +1,9 @@
 """``specialize cache``: list, show, measure, evict, clear, verify, export and import; push to
 and pull from the shared remote tier.
 
-Only ``verify`` (which regenerates sources) and ``import`` bring in the code generator and the
-builder, and only when they run; the others import neither torch nor slangpy.
+Only ``verify`` (which regenerates sources), ``import`` and ``pull`` from a server without a
+secret bring in the code generator and the builder, and only when they run; the others import
+neither torch nor slangpy.
 """
 
 from __future__ import annotations
@@ -386,7 +387,7 @@ def pull(remote, module, function, device, cache_dir, as_json):
     """Fetch the remote tier's entries into the local cache, each checked as a lookup would."""
     r = _remote(remote)
     where = EntryFilter(module=module, function=function, device=device)
-    counts = remote_admin.pull(Cache(cache_dir).disk, r, where)
+    counts = remote_admin.pull(Cache(cache_dir).disk, r, where, Cache.regenerate, Cache.replan)
     if as_json:
         print_json(counts)
         return
