@@ -7,6 +7,10 @@ generated kernel declares its entry point as ``codegen.ENTRY_POINT``; within one
 must have a name of its own, so each kernel's module is compiled with that name defined, as a
 macro of its module alone, to the kernel's name: the kernel's text stays what the cache keyed.
 
+slangpy's Slang library, which most modules import, costs most of a compile when Slang reads its
+source; ``slangpy_library`` compiles it to IR once, and a compile given the directory holding
+that as ``library`` reads the IR instead.
+
 Slang writes its CUDA prelude (the same text for every kernel of a Slang release) inline, at
 the head of the source, inside an include guard; ``split_prelude`` cuts it off.
 """
@@ -64,6 +68,10 @@ as plain pointers only under ``__TARGET_CUDA__``."""
 SLANGPY_OPTIONS = ("-matrix-layout-row-major", "-loop-inversion")
 """The code generation options slangpy's sessions set."""
 
+LIBRARY = "slangpy"
+LIBRARY_FILE = f"{LIBRARY}.slang-module"
+"""The file name ``cuda_source`` finds slangpy's Slang library under, compiled to IR."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -78,26 +86,49 @@ def _check_names(module: ModuleText, kernels: Sequence[Kernel]) -> None:
         raise ValueError(f"kernel names {names} repeat or name the module {module.name!r}")
 
 
+def _search(include_paths: Sequence[Path]) -> list[Path]:
+    """``include_paths``, then slangpy's Slang library and its shaders, as slangpy's sessions
+    search them."""
+    return [*include_paths, shader_path(), slangpy_directory() / "shaders"]
+
+
+def _defines(defines: Mapping[str, str] | None) -> dict[str, str]:
+    return {**(defines or {}), **SLANGPY_DEFINES}
+
+
+def slangpy_library(
+    defines: Mapping[str, str] | None = None, session: SlangSession | None = None
+) -> bytes:
+    """slangpy's Slang library compiled to IR as ``cuda_source`` compiles it with ``defines``:
+    written as ``LIBRARY_FILE`` in a directory given to ``cuda_source`` as ``library``."""
+    path = shader_path() / f"{LIBRARY}.slang"
+    compiler = session or global_session()
+    return compiler.compile_module(LIBRARY, path, _search(()), _defines(defines), SLANGPY_OPTIONS)
+
+
 def cuda_source(
     module: ModuleText,
     kernels: Sequence[Kernel],
     include_paths: Sequence[Path] = (),
     defines: Mapping[str, str] | None = None,
     session: SlangSession | None = None,
+    library: Path | None = None,
 ) -> CudaSource:
     """Compile ``kernels``, which import ``module``, into one CUDA source.
 
     ``include_paths`` are searched for the module's own imports, then slangpy's Slang library
     and its shaders, as slangpy's sessions search them; ``defines`` hold for every module, as
-    do the ones slangpy sets. Raises ``slang_api.SlangCompileError`` carrying Slang's
-    diagnostics when the sources do not compile.
+    do the ones slangpy sets. ``library``, a directory holding ``slangpy_library(defines)`` as
+    ``LIBRARY_FILE``, is searched first. Raises ``slang_api.SlangCompileError`` carrying
+    Slang's diagnostics when the sources do not compile.
     """
     _check_names(module, kernels)
     units = [Unit(module.name, module.path, module.text)]
     units += [Unit(k.name, k.path, k.source, (k.name,), {ENTRY_POINT: k.name}) for k in kernels]
-    search = [*include_paths, shader_path(), slangpy_directory() / "shaders"]
-    every = {**(defines or {}), **SLANGPY_DEFINES}
-    compiling = (session or global_session()).compile(units, search, every, SLANGPY_OPTIONS)
+    search = _search([*([library] if library is not None else []), *include_paths])
+    compiling = (session or global_session()).compile(
+        units, search, _defines(defines), SLANGPY_OPTIONS
+    )
     with compiling as output:
         entries = {}
         for entry in output.entry_points:

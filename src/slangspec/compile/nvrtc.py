@@ -40,6 +40,11 @@ class NvrtcError(RuntimeError):
         self.log = log
 
 
+def is_arch(text: str) -> bool:
+    """Whether ``text`` names a GPU architecture as NVRTC takes it (``sm_90``, ``sm_90a``)."""
+    return _ARCH.match(text) is not None
+
+
 def _nvidia_roots() -> list[Path]:
     """The directories of the ``nvidia`` namespace package that NVIDIA's wheels install into."""
     spec = importlib.util.find_spec("nvidia")
@@ -120,7 +125,7 @@ class Nvrtc:
     def options(self, arch: str, half: bool = False) -> list[str]:
         """The options a compile for ``arch`` (``sm_90``) passes; with ``half``, for code that
         uses ``half`` (reading NVIDIA's half header costs about a third more time)."""
-        if not _ARCH.match(arch):
+        if not is_arch(arch):
             raise ValueError(f"{arch!r} is not a GPU architecture such as 'sm_90'")
         options = [*BASE_OPTIONS, f"-arch={arch}"]
         if half:

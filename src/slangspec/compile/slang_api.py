@@ -30,6 +30,7 @@ _GENERATE_WHOLE_PROGRAM = 1 << 8  # SLANG_TARGET_FLAG_GENERATE_WHOLE_PROGRAM
 _LANGUAGE_SLANG = 1  # SLANG_SOURCE_LANGUAGE_SLANG
 _STAGE_COMPUTE = 6  # SLANG_STAGE_COMPUTE
 _UNIFORM = 8  # SLANG_PARAMETER_CATEGORY_UNIFORM
+_SLANG_MODULE = 1  # SLANG_CONTAINER_FORMAT_SLANG_MODULE
 
 
 class TypeKind(IntEnum):
@@ -72,6 +73,9 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
     "spAddTranslationUnit": (_INT, [P, _INT, _STR]),
     "spTranslationUnit_addPreprocessorDefine": (None, [P, _INT, _STR, _STR]),
     "spAddTranslationUnitSourceString": (None, [P, _INT, _STR, _STR]),
+    "spAddTranslationUnitSourceFile": (None, [P, _INT, _STR]),
+    "spSetOutputContainerFormat": (None, [P, _INT]),
+    "spGetContainerCode": (ctypes.c_int32, [P, ctypes.POINTER(P)]),
     "spAddEntryPoint": (_INT, [P, _INT, _STR, _INT]),
     "spCompile": (ctypes.c_int32, [P]),
     "spGetDiagnosticOutput": (_STR, [P]),
@@ -303,6 +307,61 @@ class SlangSession:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
+    def _request(
+        self,
+        search_paths: Sequence[Path],
+        defines: Mapping[str, str] | None,
+        options: Sequence[str],
+    ) -> Iterator[P]:
+        """A compile request with ``options`` (as ``slangc`` takes them), search paths and
+        defines set, holding the session until it is destroyed at the end of the ``with``."""
+        lib = self._lib
+        with self._lock:
+            request = lib.spCreateCompileRequest(self._handle)
+            try:
+                if options:
+                    args = (_STR * len(options))(*(o.encode() for o in options))
+                    if lib.spProcessCommandLineArguments(request, args, len(options)) < 0:
+                        raise SlangCompileError(_text(lib.spGetDiagnosticOutput(request)))
+                for path in search_paths:
+                    lib.spAddSearchPath(request, str(path).encode())
+                for key, value in (defines or {}).items():
+                    lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
+                yield request
+            finally:
+                lib.spDestroyCompileRequest(request)
+
+    def _compiled(self, request: P) -> str:
+        """Compile ``request``; Slang's diagnostics, or ``SlangCompileError`` with them."""
+        failed = self._lib.spCompile(request) < 0
+        diagnostics = _text(self._lib.spGetDiagnosticOutput(request))
+        if failed:
+            raise SlangCompileError(diagnostics)
+        return diagnostics
+
+    def compile_module(
+        self,
+        name: str,
+        path: Path,
+        search_paths: Sequence[Path] = (),
+        defines: Mapping[str, str] | None = None,
+        options: Sequence[str] = (),
+    ) -> bytes:
+        """The Slang module in the file ``path``, imported as ``name``, compiled to Slang's IR
+        as a ``.slang-module`` file holds it: a later compile whose search paths find that file
+        before the module's source reads the IR instead of compiling the source again."""
+        lib = self._lib
+        with self._request(search_paths, defines, options) as request:
+            lib.spSetOutputContainerFormat(request, _SLANG_MODULE)
+            index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, name.encode())
+            lib.spAddTranslationUnitSourceFile(request, index, str(path).encode())
+            self._compiled(request)
+            blob = P()
+            if lib.spGetContainerCode(request, ctypes.byref(blob)) < 0 or not blob:
+                raise SlangCompileError(f"Slang wrote no module for {path}")
+            return _blob_bytes(blob)
+
+    @contextlib.contextmanager
     def compile(
         self,
         units: Sequence[Unit],
@@ -316,50 +375,49 @@ class SlangSession:
         when it fails. The output's reflection is valid only inside the ``with``, which holds
         the session."""
         lib = self._lib
-        with self._lock:
-            request = lib.spCreateCompileRequest(self._handle)
-            try:
-                if options:
-                    args = (_STR * len(options))(*(o.encode() for o in options))
-                    if lib.spProcessCommandLineArguments(request, args, len(options)) < 0:
-                        raise SlangCompileError(_text(lib.spGetDiagnosticOutput(request)))
-                lib.spSetCodeGenTarget(request, target)
-                lib.spSetTargetFlags(request, 0, _GENERATE_WHOLE_PROGRAM)
-                for path in search_paths:
-                    lib.spAddSearchPath(request, str(path).encode())
-                for key, value in (defines or {}).items():
-                    lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
-                for unit in units:
-                    index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
-                    for key, value in unit.defines.items():
-                        lib.spTranslationUnit_addPreprocessorDefine(
-                            request, index, key.encode(), value.encode()
-                        )
-                    lib.spAddTranslationUnitSourceString(
-                        request, index, str(unit.path).encode(), unit.source.encode()
+        with self._request(search_paths, defines, options) as request:
+            lib.spSetCodeGenTarget(request, target)
+            lib.spSetTargetFlags(request, 0, _GENERATE_WHOLE_PROGRAM)
+            for unit in units:
+                index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
+                for key, value in unit.defines.items():
+                    lib.spTranslationUnit_addPreprocessorDefine(
+                        request, index, key.encode(), value.encode()
                     )
-                    for entry in unit.entry_points:
-                        lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
-                failed = lib.spCompile(request) < 0
-                diagnostics = _text(lib.spGetDiagnosticOutput(request))
-                if failed:
-                    raise SlangCompileError(diagnostics)
-                size = _SIZE()
-                code = lib.spGetCompileRequestCode(request, ctypes.byref(size))
-                reflection = lib.spGetReflection(request)
-                count = lib.spReflection_getEntryPointCount(reflection)
-                entries = [
-                    EntryPoint(lib, lib.spReflection_getEntryPointByIndex(reflection, i))
-                    for i in range(count)
-                ]
-                yield Output(
-                    ctypes.string_at(code, size.value) if code else b"",
-                    diagnostics,
-                    entries,
-                    lib.spReflection_GetParameterCount(reflection),
+                lib.spAddTranslationUnitSourceString(
+                    request, index, str(unit.path).encode(), unit.source.encode()
                 )
-            finally:
-                lib.spDestroyCompileRequest(request)
+                for entry in unit.entry_points:
+                    lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
+            diagnostics = self._compiled(request)
+            size = _SIZE()
+            code = lib.spGetCompileRequestCode(request, ctypes.byref(size))
+            reflection = lib.spGetReflection(request)
+            count = lib.spReflection_getEntryPointCount(reflection)
+            entries = [
+                EntryPoint(lib, lib.spReflection_getEntryPointByIndex(reflection, i))
+                for i in range(count)
+            ]
+            yield Output(
+                ctypes.string_at(code, size.value) if code else b"",
+                diagnostics,
+                entries,
+                lib.spReflection_GetParameterCount(reflection),
+            )
+
+
+def _blob_bytes(blob: P) -> bytes:
+    """The content of an ``ISlangBlob``, which is then released: a COM object whose virtual
+    table holds, after ``queryInterface``, ``addRef`` and ``release``, ``getBufferPointer`` and
+    ``getBufferSize``."""
+    table = ctypes.cast(blob, ctypes.POINTER(ctypes.POINTER(P))).contents
+    release = ctypes.CFUNCTYPE(ctypes.c_uint32, P)(table[2])
+    pointer = ctypes.CFUNCTYPE(P, P)(table[3])
+    size = ctypes.CFUNCTYPE(_SIZE, P)(table[4])
+    try:
+        return ctypes.string_at(pointer(blob), size(blob))
+    finally:
+        release(blob)
 
 
 @functools.cache
