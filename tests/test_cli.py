@@ -253,16 +253,16 @@ STALLED = """
 import os, signal, sys, threading, time
 import slangspec.warm as w
 
-def stuck(item, mask, device, cache_dir, defer):
+def stuck(item, mask, device, cache_dir, defer, arch=None):
     threading.Event().wait()
 
-def busy(item, mask, device, cache_dir, defer):
+def busy(item, mask, device, cache_dir, defer, arch=None):
     end = time.monotonic() + 4
     while time.monotonic() < end:
         pass
     return w.WarmResult(item, "built"), ()
 
-def killed(item, mask, device, cache_dir, defer):
+def killed(item, mask, device, cache_dir, defer, arch=None):
     os.kill(os.getpid(), signal.SIGKILL)
 
 w.warm_task = {"stuck": stuck, "busy": busy, "killed": killed}[sys.argv[2]]
