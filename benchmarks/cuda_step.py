@@ -10,9 +10,10 @@ session, of Slang writing one CUDA source for each forward and backward pair, of
 compiling a pair in one run against one run per kernel, and of NVRTC with Slang's prelude
 split out as a precompiled header (``-pch``) in this process against the whole source.
 
-Where torch sees a CUDA GPU it also builds each kernel through slangpy (``compiler.Compiler`` on
-slangpy's CUDA device, its layout from ``block_layout``), compares the two layouts, and launches
-both kernels through ``DriverKernel`` on the same inputs, comparing what they write.
+Where torch sees a CUDA GPU it also builds each kernel through slangpy as slangspec does today
+(``compiler.Compiler`` on slangpy's CUDA device, its PTX linked by the driver, its layout from
+``block_layout``), compares the two layouts, and launches both cubins through
+``DriverKernel`` on the same inputs, comparing what they write.
 """
 
 from __future__ import annotations
@@ -155,7 +156,6 @@ def with_device(module: ModuleText, work: Path) -> None:
     import slangpy as spy
     import torch
 
-    from slangspec.codegen import ENTRY_POINT
     from slangspec.compiler import Compiler
     from slangspec.cuda_api import (
         P,
@@ -165,7 +165,7 @@ def with_device(module: ModuleText, work: Path) -> None:
         make_current,
         primary_context,
     )
-    from slangspec.runtime.cuda_driver import DriverKernel
+    from slangspec.runtime.cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
     from slangspec.uniforms import UniformBlock
 
     torch.cuda.init()
@@ -174,10 +174,7 @@ def with_device(module: ModuleText, work: Path) -> None:
     arch = f"sm_{major}{minor}"
     rows: list[tuple[str, float]] = []
     start = time.perf_counter()
-    # In torch's context, where both builds' kernels are launched.
-    make_current(context)
-    handles = spy.get_cuda_current_context_native_handles()
-    device = spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles)
+    device = spy.Device(type=spy.DeviceType.cuda)
     rows.append(("slangpy: open its CUDA device", time.perf_counter() - start))
     compiler = Compiler(device, work / "ir", work / "kernels")
     for function in PLANS:
@@ -186,9 +183,14 @@ def with_device(module: ModuleText, work: Path) -> None:
         for k in kernels:
             start = time.perf_counter()
             built = compiler.kernel(k.name, k.source, module, [], {}, "bench")
-            built.pipeline  # noqa: B018 (the pipeline's creation compiles the target code)
-            rows.append((f"slangpy: {k.name}, Slang to a CUDA module", time.perf_counter() - start))
-            theirs[k.name] = built
+            rows.append((f"slangpy: {k.name}, Slang and NVRTC to PTX", time.perf_counter() - start))
+            make_current(context)
+            start = time.perf_counter()
+            cubin = cubin_from_ptx(built.ptx)
+            rows.append(
+                (f"slangpy: {k.name}, the driver links PTX to a cubin", time.perf_counter() - start)
+            )
+            theirs[k.name] = (built, cubin)
         start = time.perf_counter()
         source = cuda_source(module, kernels)
         rows.append((f"ours: {function}, Slang, one source", time.perf_counter() - start))
@@ -201,7 +203,7 @@ def with_device(module: ModuleText, work: Path) -> None:
         check(driver().cuModuleLoadData(ctypes.byref(loaded), cubin), "cuModuleLoadData")
         rows.append((f"ours: {function}, cuModuleLoadData", time.perf_counter() - start))
         for k in kernels:
-            built = theirs[k.name]
+            built, their_cubin = theirs[k.name]
             entry = source.entries[k.name]
             same = entry.layout == (built.block.layout if built.block else None)
             print(f"{k.name}: layouts {'agree' if same else 'DIFFER'}")
@@ -217,18 +219,9 @@ def with_device(module: ModuleText, work: Path) -> None:
                 "cuModuleGetFunction",
             )
             mine = DriverKernel(function_handle, UniformBlock(entry.layout), entry.group, loaded)
-            make_current(context)
-            their_function = P()
-            # slangpy's pipeline holds the CUDA module it loaded, its entry point by its name.
-            check(
-                driver().cuModuleGetFunction(
-                    ctypes.byref(their_function),
-                    built.pipeline.native_handle.value,
-                    ENTRY_POINT.encode(),
-                ),
-                "cuModuleGetFunction",
+            slangpys = DriverKernel.from_binary(
+                CachedBinary(their_cubin, built.block.layout, built.group)
             )
-            slangpys = DriverKernel(their_function, built.block, built.group, built)
             outputs = [run(kernel, k.name, torch) for kernel in (slangpys, mine)]
             agree = all(torch.equal(a, b) for a, b in zip(*outputs, strict=True))
             print(f"{k.name}: outputs through DriverKernel {'agree' if agree else 'DIFFER'}")

@@ -172,7 +172,7 @@ def test_old_format_entry_is_never_served(tmp_path, tdev, field, current):
     # stored under the key the current format computes (as a truncated key or collision would).
     old = json.loads(json.dumps(pre))
     old["toolchain"][field] = current - 1
-    m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_" + "0" * 16})
+    m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"})
     before = slangspec.compiler.compile_counts["specialize"]
     with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
         y = m.poly(a, x)

@@ -253,16 +253,16 @@ STALLED = """
 import os, signal, sys, threading, time
 import slangspec.warm as w
 
-def stuck(item, mask, device, cache_dir, defer, arch=None):
+def stuck(item, mask, device, cache_dir, defer):
     threading.Event().wait()
 
-def busy(item, mask, device, cache_dir, defer, arch=None):
+def busy(item, mask, device, cache_dir, defer):
     end = time.monotonic() + 4
     while time.monotonic() < end:
         pass
     return w.WarmResult(item, "built"), ()
 
-def killed(item, mask, device, cache_dir, defer, arch=None):
+def killed(item, mask, device, cache_dir, defer):
     os.kill(os.getpid(), signal.SIGKILL)
 
 w.warm_task = {"stuck": stuck, "busy": busy, "killed": killed}[sys.argv[2]]

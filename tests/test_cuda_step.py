@@ -4,7 +4,6 @@ machine without a GPU; what needs NVRTC is skipped where NVIDIA's NVRTC wheel is
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from pathlib import Path
@@ -264,82 +263,3 @@ def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
     for path in compile_dir.glob("*.py"):
         text = path.read_text()
         assert not re.search(r"^\s*(import|from) (torch|slangpy)\b", text, re.M), path.name
-
-
-ROOT = Path(__file__).parent.parent
-
-
-@needs_nvrtc
-def test_warming_for_an_architecture_needs_no_gpu_and_ships(tmp_path):
-    """``specialize warm --device cuda --arch sm_90`` on a machine without a GPU or a CUDA driver
-    stores, per kernel, an sm_90 cubin with its entry point and layout, keyed as a process on an
-    sm_90 GPU keys it; the export for a package passes ``verify --shipped``."""
-    import subprocess
-    import sys
-
-    from slangspec.cache_store import Cache, key_of
-    from slangspec.warm import module_for, parse_manifest
-
-    cache = tmp_path / "cache"
-    command = [sys.executable, "-m", "slangspec"]
-    manifest = ROOT / "examples" / "warm.toml"
-    warm = [*command, "warm", str(manifest), "--device", "cuda", "--arch", "sm_90", "--jobs", "1"]
-    out = subprocess.run([*warm, "--cache-dir", str(cache)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    stored = Cache(cache)
-    rows = [row for _, row in stored.rows()]
-    assert len(rows) == len(parse_manifest(manifest))
-    for row in rows:
-        assert row["preimage"]["device"] == {"kind": "cuda", "arch": "sm_90"}
-        assert "nvrtc" in row["preimage"]["toolchain"]
-        plan_masks = json.loads(row["plan"])["backward_masks"]
-        assert sorted(row["binaries"]) == sorted(["forward", *plan_masks])
-        for label, binary in row["binaries"].items():
-            cubin = stored.read_blob(binary["file"])
-            assert struct.unpack_from("<H", cubin, 18)[0] == 190, label  # EM_CUDA
-            assert struct.unpack_from("<I", cubin, 48)[0] & 0xFF == 90, label
-            assert f".text.{binary['entry']}" in elf_sections(cubin)
-            UniformBlock(binary["layout"])
-    # The keys a process on an sm_90 GPU computes: its identity is the architecture alone.
-    for item in parse_manifest(manifest):
-        m = module_for(item, "cuda", str(cache), arch="sm_90")
-        pre = m.preimage(item.function, item.signature)
-        assert stored.lookup(key_of(pre), pre) is not None
-    package = tmp_path / "kernels"
-    export = [*command, "cache", "export", "--for-package", str(package)]
-    out = subprocess.run([*export, "--cache-dir", str(cache)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    verify = [*command, "cache", "verify", "--shipped", str(package)]
-    out = subprocess.run(verify, capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
-@needs_nvrtc
-def test_the_precompiled_library_is_sealed_and_rebuilt_when_damaged(tmp_path):
-    from slangspec.cache_store.module_seals import ModuleSeals
-    from slangspec.compile.cuda_source import LIBRARY_FILE
-    from slangspec.runtime.cuda_build import library_dir
-
-    class Guard:
-        seals = ModuleSeals(tmp_path)
-
-        def check(self):
-            self.seals.remove_damaged()
-
-        def seal(self):
-            self.seals.seal()
-
-    directory = library_dir(tmp_path, Guard(), {"t": 1}, {})
-    library = directory / LIBRARY_FILE
-    assert library.with_name(LIBRARY_FILE + ".seal").is_file()
-    assert library.match(f"*/0/{LIBRARY_FILE}") and len(library.parent.parent.name) == 40
-    data = bytearray(library.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    library.write_bytes(bytes(data))
-    with pytest.warns(UserWarning, match="no longer matches"):
-        assert library_dir(tmp_path, Guard(), {"t": 1}, {}) == directory
-    assert library.read_bytes() != bytes(data)
-    module = ModuleText("m", tmp_path / "user" / "m.slang", MODULE)
-    kernels = kernels_of(POLY, SIGNATURES[POLY], tmp_path)
-    alone = cuda_source(module, kernels)
-    assert cuda_source(module, kernels, library=directory).entries == alone.entries

@@ -70,7 +70,7 @@ def test_choosing_a_kind_opens_no_device(monkeypatch, kind):
     assert devices.device_kind(kind) == kind
 
 
-def test_a_cuda_identity_is_the_architecture_torch_reports_of_the_device(kind):
+def test_a_cuda_identity_is_what_torch_reports_of_the_device(kind):
     """Warming workers name their device through the driver, JIT processes beside torch: the
     two must key the same entries."""
     if kind != "cuda":
@@ -78,13 +78,11 @@ def test_a_cuda_identity_is_the_architecture_torch_reports_of_the_device(kind):
     index = devices.cuda_ordinal()
     major, minor = torch.cuda.get_device_capability(index)
     assert index == torch.cuda.current_device()
-    assert devices.cuda_arch(index) == f"sm_{major}{minor}"
-
-
-def test_a_cuda_identity_names_the_architecture_alone():
-    """A cubin depends on the architecture, not the GPU's name: an ahead-of-time build for
-    sm_90 keys as a process on any sm_90 GPU does."""
-    assert devices.device_identity("cuda", None, "sm_90") == {"kind": "cuda", "arch": "sm_90"}
+    assert devices.device_identity("cuda", None, index) == {
+        "kind": "cuda",
+        "adapter": torch.cuda.get_device_name(index),
+        "arch": f"sm_{major}{minor}",
+    }
 
 
 def test_a_device_slangpy_cannot_open_names_the_kind(monkeypatch, tmp_path):

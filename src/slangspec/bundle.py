@@ -29,7 +29,7 @@ from .cache_store.entry import binary_added
 from .cache_store.keys import source_name
 from .cache_store.policy import regenerated
 from .cache_store.settings import setting
-from .toolchain import generating, toolchain
+from .toolchain import toolchain
 
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 2
@@ -211,9 +211,7 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         }
     # Every entry that could be imported is checked before anything is written.
     generated = [
-        None
-        if mismatch or generating(e["preimage"]["toolchain"]) != local
-        else _entry_sources(i, e)
+        None if mismatch or e["preimage"]["toolchain"] != local else _entry_sources(i, e)
         for i, e in enumerate(bundle["entries"])
     ]
     records = 0

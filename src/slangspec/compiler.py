@@ -5,13 +5,14 @@ at a path that places it for its imports (the module's own directory, the cache'
 directory), and never through the include paths. A session's include paths are then only the
 user's own and slangpy's library, the same for every module, and so is where slangpy keeps the
 compiled IR of that library: compiled once per cache and toolchain, it is loaded as IR by every
-later process, for any module in any directory. On CUDA only the user's module goes through it,
-for reflection: kernels are built through ``compile`` (``runtime/cuda_build.py``).
+later process, for any module in any directory. On CUDA each kernel is also captured as the PTX
+Slang generated for it, for the cache to keep as a binary.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -48,20 +49,24 @@ class _Session:
 
 
 class CompiledKernel:
-    """A compute kernel and its uniforms' block packer where they are plain bytes."""
+    """A compute kernel, its uniforms' block packer where they are plain bytes, and on CUDA the
+    PTX it was built from."""
 
-    def __init__(self, kernel: spy.ComputeKernel) -> None:
+    def __init__(self, kernel: spy.ComputeKernel, ptx: bytes | None = None) -> None:
         self.kernel = kernel
         self.pipeline = kernel.pipeline
         self.group = self.pipeline.thread_group_size.x
         self.block: UniformBlock | None = uniform_block(kernel)
+        self.ptx = ptx
 
 
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines, content) set.
 
     ``module_cache`` is where slangpy keeps compiled IR, kept by ``guard`` when given;
-    ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie.
+    ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie. The
+    PTX of a CUDA build is dumped to a directory of its own in the system's temporary
+    directory, out of reach of a ``cache clear``.
     """
 
     def __init__(
@@ -75,6 +80,7 @@ class Compiler:
         self.module_cache = module_cache
         self.kernel_dir = kernel_dir
         self.guard = guard
+        self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, _Session] = {}
         self._lock = threading.Lock()
 
@@ -179,5 +185,15 @@ class Compiler:
         # slangpy may write a loaded module's IR after its load returned (seen: while the next
         # load runs), so what the module's load could not seal yet is sealed here.
         self._sealed()
-        program = slang.link_program([generated], entry)
-        return CompiledKernel(self.device.create_compute_kernel(program))
+        if not self._capture:
+            program = slang.link_program([generated], entry)
+            return CompiledKernel(self.device.create_compute_kernel(program))
+        dumps = tempfile.TemporaryDirectory(prefix="slangspec-ptx-", ignore_cleanup_errors=True)
+        with dumps as dump:
+            options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
+            program = slang.link_program([generated], entry, link_options=options)
+            # Building the pipeline generates the target code, and with it the dump.
+            kernel = self.device.create_compute_kernel(program)
+            kernel.pipeline  # noqa: B018
+            ptx = [p.read_bytes() for p in sorted(Path(dump).glob("*.ptx"))]
+        return CompiledKernel(kernel, ptx[-1] if ptx else None)

@@ -10,6 +10,7 @@ import functools
 
 P = ctypes.c_void_p
 SIZE = ctypes.c_size_t
+UINT = ctypes.c_uint
 
 
 class CudaDriverError(RuntimeError):
@@ -27,6 +28,11 @@ def driver() -> ctypes.CDLL:
     lib.cuFuncGetParamInfo.argtypes = [P, SIZE, ctypes.POINTER(SIZE), ctypes.POINTER(SIZE)]
     lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
+    lib.cuLinkCreate_v2.argtypes = [UINT, P, P, ctypes.POINTER(P)]
+    lib.cuLinkAddData_v2.argtypes = [P, ctypes.c_int, ctypes.c_char_p, SIZE, ctypes.c_char_p]
+    lib.cuLinkAddData_v2.argtypes += [UINT, P, P]
+    lib.cuLinkComplete.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(SIZE)]
+    lib.cuLinkDestroy.argtypes = [P]
     lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(P), ctypes.c_int]
     lib.cuCtxSetCurrent.argtypes = [P]
@@ -61,6 +67,13 @@ def primary_context(ordinal: int) -> int:
     result = driver().cuDevicePrimaryCtxRetain(ctypes.byref(context), _device(ordinal))
     check(result, "cuDevicePrimaryCtxRetain")
     return context.value or 0
+
+
+def device_name(ordinal: int) -> str:
+    """CUDA device ``ordinal``'s name, as torch's ``get_device_name`` gives it."""
+    name = ctypes.create_string_buffer(256)
+    check(driver().cuDeviceGetName(name, len(name), _device(ordinal)), "cuDeviceGetName")
+    return name.value.decode()
 
 
 def compute_capability(ordinal: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .cache_store.settings import setting
-from .cuda_api import compute_capability
+from .cuda_api import compute_capability, device_name
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -130,20 +130,13 @@ def cuda_ordinal() -> int:
     return torch_device("cuda").index if sys.modules.get("torch") is not None else 0
 
 
-def cuda_arch(ordinal: int) -> str:
-    """The GPU architecture (``sm_90``) of CUDA device ``ordinal``, as the driver reports it."""
-    major, minor = compute_capability(ordinal)
-    return f"sm_{major}{minor}"
-
-
-def device_identity(kind: str, device: spy.Device | None, arch: str | None) -> dict[str, str]:
-    """The device type and the target it compiles for, as a cache key covers them: on CUDA the
-    GPU architecture ``arch`` a cubin is built for, which is all a cubin depends on of the GPU
-    (so a build for ``sm_90`` on a machine without a GPU keys as an H200 process does); on
-    Vulkan the adapter of ``device``."""
+def device_identity(kind: str, device: spy.Device | None, ordinal: int) -> dict[str, str]:
+    """The device type and the target it compiles for, as a cache key covers them: on CUDA as
+    the driver reports CUDA device ``ordinal`` (no slangpy device needed), on Vulkan the adapter
+    of ``device``."""
     if kind == "cuda":
-        assert arch is not None, "a CUDA identity names the architecture built for"
-        return {"kind": kind, "arch": arch}
+        major, minor = compute_capability(ordinal)
+        return {"kind": kind, "adapter": device_name(ordinal), "arch": f"sm_{major}{minor}"}
     assert device is not None, "a Vulkan identity names the opened device's adapter"
     return {"kind": kind, "adapter": device.info.adapter_name}
 

@@ -9,16 +9,12 @@ from ._version import __version__
 from .signature_text import SIGNATURE_FORMAT
 from .slangpy_install import VersionMemo, Versions, slangpy_versions
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 1
 """Bumped whenever the entry layout or the preimage changes shape."""
 PLAN_FORMAT = 4
 """Bumped whenever a specialization plan's fields or meaning change."""
 CODEGEN_FORMAT = 4
 """Bumped whenever generated sources change for the same plan."""
-
-NVRTC = "nvrtc"
-"""The field of a CUDA key's toolchain holding NVRTC's version: it decides a cubin's code, not
-the generated sources."""
 
 _slangpy: Versions | None = None
 
@@ -37,8 +33,3 @@ def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
         "slangspec": __version__,
         **_slangpy,
     }
-
-
-def generating(toolchain: dict[str, Any]) -> dict[str, Any]:
-    """What of a key's ``toolchain`` decides the generated sources (all but NVRTC)."""
-    return {name: value for name, value in toolchain.items() if name != NVRTC}

@@ -341,20 +341,15 @@ _modules: dict[tuple, BuildModule] = {}
 
 
 def module_for(
-    item: WarmItem,
-    device: str | None,
-    cache: str | Cache | None,
-    read_only: bool = False,
-    arch: str | None = None,
+    item: WarmItem, device: str | None, cache: str | Cache | None, read_only: bool = False
 ) -> BuildModule:
     """The module an item names, as the builder sees it (no torch), one per process and
     options, run from ``cache`` (a cache, or the directory of one; with ``read_only``, a view
-    of it that writes nothing); on CUDA built for ``arch`` when given, else for the GPU's."""
+    of it that writes nothing)."""
     from .runtime.module_base import BuildModule, LoadOptions, load_module, load_module_source
 
     where = (str(cache.root), cache.read_only) if isinstance(cache, Cache) else (cache, read_only)
     key = (item.name, item.path, item.source, item.include_paths, item.defines, device, where)
-    key += (arch,)
     m = _modules.get(key)
     if m is None:
         if not isinstance(cache, Cache):
@@ -365,23 +360,19 @@ def module_for(
             "defines": dict(item.defines),
         }
         if item.source is not None:
-            m = load_module_source(
-                BuildModule, item.name, item.source, cache=cache, arch=arch, **options
-            )
+            m = load_module_source(BuildModule, item.name, item.source, cache=cache, **options)
         else:
-            m = load_module(BuildModule, item.path, cache=cache, arch=arch, **options)
+            m = load_module(BuildModule, item.path, cache=cache, **options)
         m.waits_for_reflection = False
         _modules[key] = m
     return m
 
 
-def check_one(
-    item: WarmItem, device: str | None, cache_dir: str | None, arch: str | None = None
-) -> WarmResult:
+def check_one(item: WarmItem, device: str | None, cache_dir: str | None) -> WarmResult:
     """Whether the cache holds everything ``item`` names ("present") or what it lacks
     ("missing"), compiling nothing; failures are results, not raises."""
     try:
-        fn = module_for(item, device, cache_dir, read_only=True, arch=arch)[item.function]
+        fn = module_for(item, device, cache_dir, read_only=True)[item.function]
         missing = fn.missing(item.signature, item.masks)
         return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
     except Exception as exc:  # reported per item; the run goes on
@@ -389,22 +380,15 @@ def check_one(
 
 
 def warm_task(
-    item: WarmItem,
-    mask: str | None,
-    device: str | None,
-    cache_dir: str | None,
-    defer: bool,
-    arch: str | None = None,
+    item: WarmItem, mask: str | None, device: str | None, cache_dir: str | None, defer: bool
 ) -> tuple[WarmResult, tuple[str, ...]]:
     """One kernel of ``item``: its forward kernel when ``mask`` is None, which also returns the
-    grad masks whose backward kernels are left to build; else that mask's backward kernel. On
-    CUDA the forward task builds every kernel of ``item`` in one compile, for ``arch`` when
-    given, and leaves none.
+    grad masks whose backward kernels are left to build; else that mask's backward kernel.
     With ``defer``, a kernel that another process sharing the remote tier is warming (it
     claimed it first) or compiling (it holds its compile lease) is left for later
     ("deferred"). Failures are results, not raises."""
     try:
-        fn = module_for(item, device, cache_dir, arch=arch)[item.function]
+        fn = module_for(item, device, cache_dir)[item.function]
         label = FORWARD if mask is None else mask
         if not defer:
             return _kernel_task(item, fn, mask)
@@ -421,8 +405,6 @@ def _kernel_task(
 ) -> tuple[WarmResult, tuple[str, ...]]:
     if mask is not None:
         return WarmResult(item, fn.warm(item.signature, [mask])), ()
-    if fn.module.device_kind == "cuda":
-        return WarmResult(item, fn.warm(item.signature, item.masks)), ()
     status = fn.warm(item.signature, [])
     masks = item.masks
     if masks is None:
@@ -439,17 +421,11 @@ def _combined(item: WarmItem, results: list[WarmResult]) -> WarmResult:
     return WarmResult(item, "built" if any(r.status == "built" for r in results) else "cached")
 
 
-def _checked(item: WarmItem, results: list[WarmResult]) -> WarmResult:
-    """An item's dry-run result from those for each architecture: the first that is not
-    "present", else "present"."""
-    return next((r for r in results if r.status != "present"), results[0])
-
-
-def _executor(jobs: int, device: str | None, archs: Sequence[str]) -> futures.Executor:
+def _executor(jobs: int, device: str | None) -> futures.Executor:
     if jobs <= 1:
         # One worker thread of this process: tasks run in the order they are queued.
         return futures.ThreadPoolExecutor(max_workers=1)
-    return start(jobs, device, archs)
+    return start(jobs, device)
 
 
 def warm(
@@ -462,11 +438,9 @@ def warm(
     progress: Callable[[WarmResult], None] = lambda _: None,
     pool: futures.Executor | None = None,
     stall_s: float | None = None,
-    archs: Sequence[str] = (),
 ) -> list[WarmResult]:
     """Build every item into the cache (``jobs`` workers, or those of ``pool``, which
-    ``warm_pool.start`` made); results in item order. On CUDA each item is built for every
-    GPU architecture in ``archs`` (``sm_90``), with no GPU needed, else for the GPU's.
+    ``warm_pool.start`` made); results in item order.
 
     Worker processes that all go ``stall_s`` seconds without using the CPU (default: the
     compile lease bound, ``SLANGSPEC_CACHE_LEASE``, and a minute more) are stuck: they are
@@ -479,33 +453,28 @@ def warm(
 
     Returns without waiting for the worker processes to exit (``warm_pool.released``).
     """
-    with released(pool if pool is not None else _executor(jobs, device, archs)) as pool:
+    with released(pool if pool is not None else _executor(jobs, device)) as pool:
         # Chosen once, here: workers told their device kind never import torch to choose it.
         device = device_kind(device)
-        for_archs: Sequence[str | None] = archs if device == "cuda" and archs else [None]
         if dry_run:
-            checks = {
-                i: [pool.submit(check_one, item, device, cache_dir, arch) for arch in for_archs]
-                for i, item in enumerate(items)
-            }
-            results = [_checked(items[i], [f.result() for f in fs]) for i, fs in checks.items()]
+            checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
+            results = [f.result() for f in checks]
             for r in results:
                 progress(r)
             return results
         kernels: dict[int, list[WarmResult]] = {i: [] for i in range(len(items))}
         done: dict[int, WarmResult] = {}
         pending = {
-            pool.submit(warm_task, item, None, device, cache_dir, True, arch): (i, None, arch)
+            pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
             for i, item in enumerate(items)
-            for arch in for_archs
         }
         watch = stall_watch(pool, lease_seconds() + 60 if stall_s is None else stall_s)
 
         def stop(why: str) -> None:
             """Every kernel still outstanding fails, with ``why``."""
-            for i, _, _ in pending.values():
+            for i, _ in pending.values():
                 kernels[i].append(WarmResult(items[i], "failed", why))
-            for i in sorted({i for i, _, _ in pending.values()}):
+            for i in sorted({i for i, _ in pending.values()}):
                 done[i] = _combined(items[i], kernels[i])
                 progress(done[i])
 
@@ -527,18 +496,18 @@ def warm(
                 break
             # Deferred kernels last: queued behind the tasks the other results add.
             for f in sorted(ready, key=lambda f: f.result()[0].status == "deferred"):
-                i, mask, arch = pending.pop(f)
+                i, mask = pending.pop(f)
                 result, masks = f.result()
                 if result.status == "deferred":
                     # Queued behind every task not yet started: taken up after the rest.
-                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, False, arch)
-                    pending[task] = (i, mask, arch)
+                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, False)
+                    pending[task] = (i, mask)
                     continue
                 kernels[i].append(result)
                 for mask in masks:
-                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, True, arch)
-                    pending[task] = (i, mask, arch)
-                if all(j != i for j, _, _ in pending.values()):
+                    task = pool.submit(warm_task, items[i], mask, device, cache_dir, True)
+                    pending[task] = (i, mask)
+                if all(j != i for j, _ in pending.values()):
                     done[i] = _combined(items[i], kernels[i])
                     progress(done[i])
     return [done[i] for i in range(len(items))]

@@ -23,7 +23,7 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TypeVar
 
 from .cache_store.location import process_stat
@@ -170,10 +170,9 @@ def _cpu_ticks(pid: int) -> int | None:
         return None
 
 
-def start(jobs: int, device: str | None, archs: Sequence[str] = ()) -> futures.ProcessPoolExecutor:
+def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     """``jobs`` worker processes, all started before this returns. Each imports slangspec's
-    builder first, and for CUDA on the GPU (``wants_cuda``; not when building for ``archs``
-    given) creates its context meanwhile.
+    builder first, and for CUDA (``wants_cuda``) creates its context meanwhile.
     Forked workers write their output through this process (see the module's text)."""
     fork = fork_safe()
     relay = _Relay() if fork else None
@@ -182,7 +181,7 @@ def start(jobs: int, device: str | None, archs: Sequence[str] = ()) -> futures.P
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork" if fork else "spawn"),
         initializer=_prepare,
-        initargs=(wants_cuda(device) and not archs, None if relay is None else relay.write_end),
+        initargs=(wants_cuda(device), None if relay is None else relay.write_end),
     )
     # The executor starts workers as tasks arrive; one task per worker starts them all now.
     for _ in range(jobs):

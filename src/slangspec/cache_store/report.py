@@ -41,7 +41,7 @@ def entries(tier: DiskTier, where: EntryFilter | None = None) -> list[dict[str, 
         out.append(
             {
                 **described(key, pre),
-                "adapter": pre["device"].get("adapter", pre["device"].get("arch")),
+                "adapter": pre["device"]["adapter"],
                 "kernels": sorted(row["kernels"]),
                 "size": size + len(row["plan"]),
                 "hits": meta["hits"],

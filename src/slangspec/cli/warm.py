@@ -71,18 +71,10 @@ def default_jobs() -> int:
     help="Worker processes compiling in parallel.",
 )
 @click.option("--dry-run", is_flag=True, help="Only report what is missing; exit 1 if anything is.")
-@click.option(
-    "--arch",
-    "archs",
-    multiple=True,
-    callback=lambda _ctx, _param, value: _archs(value),
-    help="CUDA: build for this GPU architecture (sm_90; repeatable) instead of the GPU's; "
-    "needs no GPU.",
-)
 @device_option
 @cache_dir_option
 @json_option
-def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as_json):
+def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
     """Build the specializations a MANIFEST (TOML) lists, or those recorded, into the cache.
 
     Each line reports one specialization (a function at one call signature: its forward kernel
@@ -95,17 +87,13 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    if archs and (device or "cuda") != "cuda":
-        raise click.UsageError("--arch goes with --device cuda")
-    if archs:
-        device = "cuda"
     from ..warm_pool import fork_safe, released, start
 
     # Workers start first, so that they set up (CUDA contexts included) while this process reads
     # the manifest. One job is a worker too where this process can fork one: slangpy would
     # import torch here, and a worker keeps it out.
-    with released(start(jobs, device, archs) if jobs > 1 or fork_safe() else None) as pool:
-        results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool, archs)
+    with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
+        results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
     if results is None:
         click.echo("nothing to warm", err=True)
         return
@@ -114,16 +102,7 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
     sys.exit(1 if any(r.status in bad for r in results) else 0)
 
 
-def _archs(value: tuple[str, ...]) -> tuple[str, ...]:
-    from ..compile.nvrtc import is_arch
-
-    for arch in value:
-        if not is_arch(arch):
-            raise click.BadParameter(f"{arch!r} is not a GPU architecture such as sm_90")
-    return value
-
-
-def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool, archs):
+def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool):
     """The results of warming what the command names; None when that is nothing."""
     from ..warm import ManifestError, items_from_records, parse_manifest
     from ..warm import warm as warm_items
@@ -151,7 +130,6 @@ def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool, ar
             dry_run=dry_run,
             progress=lambda _: bar.update(1),
             pool=pool,
-            archs=archs,
         )
 
 

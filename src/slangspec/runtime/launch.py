@@ -104,10 +104,11 @@ class CudaBinding:
         return self
 
     def prepare(self, kernel: CompiledKernel | DriverKernel) -> DriverKernel:
-        """What ``dispatch`` launches: the kernel's CUDA function, which every CUDA kernel is
-        (``cuda_build``)."""
-        assert isinstance(kernel, DriverKernel), "CUDA kernels are built as cubins"
-        return kernel
+        """What ``dispatch`` launches: the kernel's CUDA function (a kernel loaded from the
+        cache's binaries already is one)."""
+        if isinstance(kernel, DriverKernel):
+            return kernel
+        return DriverKernel.from_compiled(kernel)
 
     def forward_call(
         self,

@@ -1,12 +1,6 @@
 """The miss path of a module's specializations, as one unit: lookup -> lease -> specialize ->
 codegen -> compile -> keep binary -> record.
 
-On Vulkan slangpy compiles each kernel on its device. On CUDA ``cuda_build`` compiles the kernels
-a build needs together, with no slangpy device: a specialization's forward kernel with the
-backward kernel of the call's grads, or every kernel warming asks for, in one CUDA source and one
-cubin; each kernel is kept as that cubin with its entry point's name and layout, and launched
-from it.
-
 Every step says how it was served: "cached" (read from the cache), "built" (built by this
 process) or "taken" (built by another process while this one waited on the lease).
 """
@@ -18,15 +12,15 @@ import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
 from ..cache import Cache
 from ..cache_store import FORWARD, CacheWarning, Entry, ShaderSnapshots, kernel_lease, key_of
 from ..cache_store.entry import binary_added, binary_dropped, kernel_added
-from ..cache_store.keys import blob_name, source_name
+from ..cache_store.keys import source_name
 from ..codegen import kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
@@ -34,8 +28,7 @@ from ..devices import DeviceUnavailableError
 from ..module_text import ModuleText
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from ..uniforms import Unpackable
-from . import cuda_build
-from .cuda_driver import CachedBinary, DriverKernel
+from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -48,15 +41,6 @@ RETRIES = 2
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel"
 Apart: TypeAlias = "tuple[Compiler, list[Path], ModuleText]"
-Masks: TypeAlias = Callable[[SpecializationPlan], Sequence[str]]
-"""The backward kernels a CUDA build makes with a specialization's forward kernel, by plan."""
-
-
-def call_masks(plan: SpecializationPlan) -> list[str]:
-    """The grad mask of the call a plan is for (every argument that receives a gradient), when
-    its backward has a kernel."""
-    mask = "".join("1" if a.grad else "0" for a in plan.args)
-    return [mask] if mask in plan.backward_masks else []
 
 
 class SlangUnavailableError(DeviceUnavailableError):
@@ -83,8 +67,7 @@ def needing_slang(what: str) -> Iterator[None]:
 @dataclass(frozen=True)
 class Found:
     """A specialization as the cache holds it once looked up or built: its key and preimage,
-    its entry as last read, its plan, the forward kernel when this lookup built it (Vulkan), and
-    the binaries it built by label (CUDA)."""
+    its entry as last read, its plan, and the forward kernel when this lookup built it."""
 
     key: str
     preimage: dict[str, Any]
@@ -92,7 +75,6 @@ class Found:
     plan: SpecializationPlan
     forward: Kernel | None
     outcome: Outcome
-    binaries: dict[str, CachedBinary] = field(default_factory=dict)
 
 
 class Buildable(Protocol):
@@ -115,12 +97,6 @@ class Buildable(Protocol):
     def device(self) -> spy.Device: ...
 
     @property
-    def arch(self) -> str: ...
-
-    @property
-    def kernel_toolchain(self) -> dict[str, Any]: ...
-
-    @property
     def compiler(self) -> Compiler: ...
 
     def function_info(self, name: str) -> FunctionInfo: ...
@@ -137,9 +113,8 @@ class Builder:
         self.module = module
         self.cache = module.cache
 
-    def specialization(self, function: str, signature: str, masks: Masks = call_masks) -> Found:
-        """The entry and plan of ``function`` for ``signature``, built here on a miss (on CUDA
-        with the backward kernels of ``masks``)."""
+    def specialization(self, function: str, signature: str) -> Found:
+        """The entry and plan of ``function`` for ``signature``, built here on a miss."""
         pre = self.module.preimage(function, signature)
         key = key_of(pre)
         entry = self.cache.serve(key, pre)
@@ -150,7 +125,7 @@ class Builder:
                 if entry is None:
                     what = f"{signature}: its forward kernel"
                     with needing_slang(what):
-                        return self._build(function, signature, key, pre, masks)
+                        return self._build(function, signature, key, pre)
                 outcome = "taken"
                 _log.info("%s: built by another process while this one waited", signature)
         try:
@@ -164,17 +139,14 @@ class Builder:
                 stacklevel=3,
             )
             with self.cache.leases.hold(key, lambda: False), needing_slang(signature):
-                return self._build(function, signature, key, pre, masks)
+                return self._build(function, signature, key, pre)
         self.cache.touch(key)
         if outcome == "cached":
             _log.debug("hit %s (key %s)", signature, key[:12])
         return Found(key, pre, entry, plan, None, outcome)
 
-    def _build(
-        self, function: str, signature: str, key: str, pre: dict[str, Any], masks: Masks
-    ) -> Found:
-        """Resolve, generate and compile the forward kernel of a missed specialization (on CUDA
-        with the backward kernels of ``masks``)."""
+    def _build(self, function: str, signature: str, key: str, pre: dict[str, Any]) -> Found:
+        """Resolve, generate and compile the forward kernel of a missed specialization."""
         m = self.module
         self.cache.count_miss()
         _log.info("miss %s (key %s): building it", signature, key[:12])
@@ -187,8 +159,6 @@ class Builder:
         if refused is not None:
             raise TypeError(refused)
         resolved = time.perf_counter()
-        if m.device_kind == "cuda":
-            return self._build_cuda(function, signature, key, pre, plan, masks, start)
         source = kernel_source(plan, FORWARD)
         generated = time.perf_counter()
         name, kernel = self._compile(source)
@@ -205,149 +175,16 @@ class Builder:
         )
         meta = {"compile_s": done - start}
         entry = self.cache.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
+        self._keep_binary(key, FORWARD, kernel)
         self.cache.publish(key)
         self.cache.record(m.record(function, signature))
         self.cache.enforce_bound()
         return Found(key, pre, entry, plan, kernel, "built")
 
-    def _build_cuda(
-        self,
-        function: str,
-        signature: str,
-        key: str,
-        pre: dict[str, Any],
-        plan: SpecializationPlan,
-        masks: Masks,
-        start: float,
-    ) -> Found:
-        """Build a missed CUDA specialization's forward kernel and the backward kernels of
-        ``masks`` in one compile, and keep the entry with their sources and binaries."""
-        m = self.module
-        labels = [FORWARD, *masks(plan)]
-        sources, binaries = self._cuda_compiled(plan, labels)
-        _log.info(
-            "built %s: %s in %.3f s", signature, ", ".join(labels), time.perf_counter() - start
-        )
-        names = {label: source_name(text) for label, text in sources.items()}
-        meta = {"compile_s": time.perf_counter() - start}
-        entry = self.cache.insert(key, pre, plan.to_json(), names, meta)
-        kept = self._keep_binaries(key, binaries)
-        self.cache.publish(key)
-        self.cache.record(m.record(function, signature))
-        self.cache.enforce_bound()
-        entry = Entry(key, {**entry.row, "binaries": kept})
-        return Found(key, pre, entry, plan, None, "built", binaries)
-
-    def _cuda_compiled(
-        self, plan: SpecializationPlan, labels: Sequence[str]
-    ) -> tuple[dict[str, str], dict[str, CachedBinary]]:
-        """The sources of kernels ``labels`` of ``plan``, generated and written to the cache
-        (where they can be), and their binaries from one CUDA build for the module's
-        architecture."""
-        m = self.module
-        compile_counts["codegen"] += len(labels)
-        sources = {label: kernel_source(plan, label) for label in labels}
-        names = {label: source_name(text) for label, text in sources.items()}
-        with contextlib.suppress(OSError):  # not kept: a later process generates it again
-            for text in sources.values():
-                self.cache.write_blob("source", text)
-        self._module_written()
-        library = None
-        try:
-            library = cuda_build.library_dir(
-                self.cache.files.module_cache,
-                self.cache.module_cache_guard(m.toolchain),
-                m.kernel_toolchain,
-                m.defines,
-            )
-        except OSError as exc:  # read from its source by each build instead
-            _log.warning("slangpy's Slang library could not be kept compiled: %s", exc)
-        binaries = cuda_build.build(
-            m.text,
-            sources,
-            names,
-            self.cache.files.kernel_dir,
-            m.include_paths,
-            m.defines,
-            m.arch,
-            library,
-        )
-        return sources, binaries
-
-    def _keep_binaries(
-        self, key: str, binaries: dict[str, CachedBinary]
-    ) -> dict[str, dict[str, Any]]:
-        """Write the cubin of ``binaries`` and add each label's binary to the entry ``key``;
-        the binaries as the entry holds them."""
-        kept = {}
-        for label, b in binaries.items():
-            name = blob_name("binary", b.cubin)
-            with contextlib.suppress(OSError):  # not kept: a later process builds it again
-                self.cache.write_blob("binary", b.cubin)
-            kept[label] = {"file": name, "entry": b.entry, "layout": b.layout, "group": b.group}
-            self.cache.amend(key, binary_added(label, kept[label]))
-        return kept
-
-    def cuda_kernels(
-        self, found: Found, labels: Sequence[str]
-    ) -> tuple[Outcome, dict[str, CachedBinary]]:
-        """Build the CUDA kernels ``labels`` of a specialization that its entry lacks, in one
-        compile, and add them to the entry: "built" and their binaries, or "taken" and none
-        when another process built them meanwhile."""
-        key, pre = found.key, found.preimage
-
-        def lacking() -> list[str]:
-            latest = self.cache.serve(key, pre)
-            if latest is None:
-                return list(labels)
-            return [label for label in labels if not self.holds(latest, label)]
-
-        with self.cache.leases.hold(kernel_lease(key, labels[0]), lambda: not lacking()):
-            wanted = lacking()
-            if not wanted:
-                return "taken", {}
-            start = time.perf_counter()
-            with needing_slang(f"{found.plan.signature}: its kernels {', '.join(wanted)}"):
-                sources, binaries = self._cuda_compiled(found.plan, wanted)
-            seconds = time.perf_counter() - start
-            _log.info("built %s: %s in %.3f s", found.plan.signature, ", ".join(wanted), seconds)
-            for label, text in sources.items():
-                self.cache.amend(key, kernel_added(label, source_name(text), seconds / len(wanted)))
-            self._keep_binaries(key, binaries)
-            self.cache.publish(key)
-            self.cache.enforce_bound()
-            return "built", binaries
-
-    def _cuda_kernel(self, found: Found, label: str) -> tuple[Kernel, Outcome]:
-        """A CUDA kernel: built with its specialization, else from the entry's binary, else
-        built and added to the entry."""
-        built = found.binaries.get(label)
-        if built is not None:
-            make_current(self.module.context)
-            return DriverKernel.from_binary(built), "built"
-        key, pre = found.key, found.preimage
-        entry = found.entry if label in found.entry.binaries else self.cache.serve(key, pre)
-        cached = self._from_cache(key, label, entry)
-        if cached is not None:
-            return cached, "cached"
-        for _ in range(RETRIES):
-            outcome, binaries = self.cuda_kernels(found, [label])
-            if label in binaries:
-                make_current(self.module.context)
-                return DriverKernel.from_binary(binaries[label]), outcome
-            # Taken: built by another process. Its binary, unless it does not load (then
-            # dropped from the entry, so that the next round builds it here).
-            cached = self._from_cache(key, label, self.cache.serve(key, pre), quiet=True)
-            if cached is not None:
-                return cached, outcome
-        raise CudaDriverError(f"{found.plan.signature}: kernel {label} was built but not loaded")
-
     def kernel(self, found: Found, label: str) -> tuple[Kernel, Outcome]:
         """The kernel ``label`` names ("forward" or a grad mask): from the entry's cubin on
         CUDA, else compiled from the entry's source, else generated, compiled and added to the
         entry."""
-        if self.module.device_kind == "cuda":
-            return self._cuda_kernel(found, label)
         key, pre = found.key, found.preimage
         entry: Entry | None = found.entry
         if label not in found.entry.kernels:
@@ -384,6 +221,7 @@ class Builder:
             )
             if entry is not None:
                 self.cache.amend(key, kernel_added(label, name, time.perf_counter() - start))
+                self._keep_binary(key, label, kernel)
                 self.cache.publish(key)
                 self.cache.enforce_bound()
             return kernel, "built"
@@ -497,9 +335,12 @@ class Builder:
         from the cache (which then notes nothing of it)."""
         m = self.module
         compiler, paths, text = apart or (m.compiler, m.include_paths, m.text)
-        with m.shaders.lock:
+        if m.device_kind == "cuda":
             kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
-            m.shaders.publish(m.device.shader_cache_stats.miss_count)
+        else:
+            with m.shaders.lock:
+                kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
+                m.shaders.publish(m.device.shader_cache_stats.miss_count)
         if not apart:
             # slangpy may write a module's compiled IR after loading it returns: count it again.
             self.cache.files.note_compiled(m.module_names)
@@ -508,13 +349,14 @@ class Builder:
     def _from_cache(
         self, key: str, label: str, entry: Entry | None, quiet: bool = False
     ) -> Kernel | None:
-        """The kernel from the entry's cubin (CUDA) or its whole source (Vulkan); None when it
-        is not there, with a warning for a damaged source unless ``quiet``."""
+        """The kernel from the entry's cubin (CUDA) or its whole source; None when neither is
+        there, with a warning for a damaged source unless ``quiet``."""
         if entry is None:
             return None
-        if self.module.device_kind == "cuda":
-            binary = entry.binaries.get(label)
-            return None if binary is None else self.load_binary(key, label, binary)
+        if self.module.device_kind == "cuda" and label in entry.binaries:
+            loaded = self.load_binary(key, label, entry.binaries[label])
+            if loaded is not None:
+                return loaded
         name = entry.kernels.get(label)
         if name is None:
             return None
@@ -525,6 +367,7 @@ class Builder:
             except Exception:
                 self._forget_session()
                 return None  # built again from the plan, where a failure that stays is raised
+            self._keep_binary(key, label, kernel)
             return kernel
         if not quiet and self.cache.names(key, name):
             warnings.warn(
@@ -533,6 +376,19 @@ class Builder:
                 stacklevel=3,
             )
         return None
+
+    def _keep_binary(self, key: str, label: str, kernel: CompiledKernel) -> None:
+        """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
+        if kernel.ptx is None or kernel.block is None:
+            return
+        make_current(self.module.context)
+        try:
+            cubin = cubin_from_ptx(kernel.ptx)
+        except CudaDriverError as exc:
+            warnings.warn(f"slangspec could not keep a cubin: {exc}", CacheWarning, stacklevel=3)
+            return
+        binary = {"file": self.cache.write_blob("binary", cubin), "layout": kernel.block.layout}
+        self.cache.amend(key, binary_added(label, {**binary, "group": kernel.group}))
 
     def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
         """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
@@ -546,7 +402,7 @@ class Builder:
             make_current(self.module.context)
             try:
                 return DriverKernel.from_binary(
-                    CachedBinary(data, binary["entry"], binary["layout"], binary["group"])
+                    CachedBinary(data, binary["layout"], binary["group"])
                 )
             except (CudaDriverError, Unpackable, KeyError, TypeError, ValueError) as exc:
                 why = f"unusable ({exc})"

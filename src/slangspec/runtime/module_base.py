@@ -24,15 +24,15 @@ from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of
 from ..cache_store.keys import module_facts
 from ..cache_store.settings import check_all
-from ..cuda_api import CudaDriverError, make_current, primary_context
-from ..devices import cuda_arch, cuda_ordinal, device_identity, device_kind, open_device
+from ..cuda_api import make_current, primary_context
+from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
 from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
 from ..reach import reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
-from ..toolchain import NVRTC, toolchain
+from ..toolchain import toolchain
 from .miss_path import Builder, needing_slang
 
 if TYPE_CHECKING:
@@ -72,7 +72,6 @@ class BuildModule:
         device: str | None,
         cache: Cache,
         source: str | None = None,
-        arch: str | None = None,
     ) -> None:
         self.name = name
         self.path = directory / f"{name}.slang"
@@ -82,11 +81,11 @@ class BuildModule:
         self.device_kind = device_kind(device)
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
-        self._context = 0
-        self._arch = arch
-        if self.device_kind == "cuda" and arch is None:
+        self.context = 0
+        """torch's CUDA context, which cached kernels are loaded into and launched in."""
+        if self.device_kind == "cuda":
             self.cuda_ordinal = cuda_ordinal()
-            self._context = primary_context(self.cuda_ordinal)
+            self.context = primary_context(self.cuda_ordinal)
         self.include_paths = list(include_paths)
         """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
@@ -94,7 +93,6 @@ class BuildModule:
         self._slang_module = None
         self._device_identity: dict[str, str] | None = None
         self.toolchain = toolchain(cache)
-        self._kernel_toolchain: dict[str, Any] | None = None
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
         given = self.path.read_bytes() if source is None else source.encode()
@@ -122,34 +120,13 @@ class BuildModule:
         return f"<slangspec.{type(self).__name__} {self.name} on {self.device_kind}>"
 
     @property
-    def context(self) -> int:
-        """torch's CUDA context, which kernels are loaded into and launched in; opened on first
-        use by a module built for an ``arch`` it was given."""
-        if not self._context:
-            self._context = primary_context(self.cuda_ordinal)
-        return self._context
-
-    @property
-    def arch(self) -> str:
-        """The GPU architecture CUDA kernels are built for: the one given, else the GPU's."""
-        if self._arch is None:
-            self._arch = cuda_arch(self.cuda_ordinal)
-        return self._arch
-
-    @property
     def device(self) -> spy.Device:
-        """slangpy's device, opened on first use, for reflection (and on Vulkan, compiles and
-        dispatch). On CUDA it shares torch's context; where no CUDA device can be opened (a
-        build for an ``arch`` on a machine without a GPU) it is a Vulkan device: reflection
-        does not depend on the target."""
+        """slangpy's device, opened on first use: on CUDA only when something must be compiled,
+        sharing torch's context."""
         if self._device is None:
-            kind = self.device_kind
-            if kind == "cuda":
-                try:
-                    make_current(self.context)
-                except (OSError, CudaDriverError):
-                    kind = "vulkan"
-            self._device = open_device(kind, self.shaders)
+            if self.device_kind == "cuda":
+                make_current(self.context)
+            self._device = open_device(self.device_kind, self.shaders)
         return self._device
 
     @property
@@ -328,27 +305,13 @@ class BuildModule:
             self.name, self.toolchain, self.function_sources(function), self.defines
         )[0]
 
-    @property
-    def kernel_toolchain(self) -> dict[str, Any]:
-        """What keys a kernel of the toolchain: ``toolchain``, and on CUDA NVRTC's version,
-        which decides the code of every cubin."""
-        if self._kernel_toolchain is None:
-            self._kernel_toolchain = dict(self.toolchain)
-            if self.device_kind == "cuda":
-                from ..compile.nvrtc import nvrtc
-
-                self._kernel_toolchain[NVRTC] = ".".join(map(str, nvrtc().version))
-        return self._kernel_toolchain
-
     def preimage(self, function: str, signature: str) -> dict[str, Any]:
         """The cache-key preimage of one specialization of this module."""
         if self._device_identity is None:
-            if self.device_kind == "cuda":
-                self._device_identity = device_identity("cuda", None, self.arch)
-            else:
-                self._device_identity = device_identity("vulkan", self.device, None)
+            vulkan = self.device if self.device_kind == "vulkan" else None
+            self._device_identity = device_identity(self.device_kind, vulkan, self.cuda_ordinal)
         return preimage(
-            toolchain=self.kernel_toolchain,
+            toolchain=self.toolchain,
             device=self._device_identity,
             module=self.name,
             sources=self.function_sources(function),
@@ -406,8 +369,6 @@ class BuildFunction:
         cache holds already is not loaded. Returns "built" when this process built anything,
         else "cached"."""
         builder = self.module.builder
-        if self.module.device_kind == "cuda":
-            return self._warm_cuda(signature, masks)
         found = builder.specialization(self.name, signature)
         outcomes = {found.outcome}
         labels = [] if found.forward is not None else [FORWARD]
@@ -418,19 +379,6 @@ class BuildFunction:
             if not builder.holds(found.entry, label)
         )
         return "built" if "built" in outcomes else "cached"
-
-    def _warm_cuda(self, signature: str, masks: Iterable[str] | None) -> Literal["built", "cached"]:
-        """``warm`` on CUDA: every kernel the cache lacks built in one compile."""
-        builder = self.module.builder
-
-        def wanted(plan: SpecializationPlan) -> list[str]:
-            return list(plan.backward_masks if masks is None else masks)
-
-        found = builder.specialization(self.name, signature, wanted)
-        labels = [FORWARD, *wanted(found.plan)]
-        lacking = [label for label in labels if not builder.holds(found.entry, label)]
-        outcome = builder.cuda_kernels(found, lacking)[0] if lacking else found.outcome
-        return "built" if "built" in (outcome, found.outcome) else "cached"
 
     def leased_elsewhere(self, signature: str, label: str = FORWARD) -> bool:
         """Whether a process holds the remote compile lease of this specialization's kernel
@@ -544,19 +492,17 @@ def load_module(
     path: str | os.PathLike[str],
     *,
     cache: Cache | None = None,
-    arch: str | None = None,
     **options: Unpack[LoadOptions],
 ) -> M:
     """A ``kind`` of module for the Slang module at ``path`` (see ``slangspec.load``), run from
-    ``cache`` when given, else from the one ``options`` name; on CUDA built for ``arch`` when
-    given (``sm_90``), else for the GPU's."""
+    ``cache`` when given, else from the one ``options`` name."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no Slang module at {p}")
     if p.suffix != ".slang" or not _IDENT.fullmatch(p.stem):
         raise ValueError(f"{p}: expected a '<identifier>.slang' file name")
     device, includes, defines, cache = _opened(options, cache)
-    return kind(p.stem, p.resolve().parent, includes, defines, device, cache, arch=arch)
+    return kind(p.stem, p.resolve().parent, includes, defines, device, cache)
 
 
 def load_module_source(
@@ -565,15 +511,13 @@ def load_module_source(
     source: str,
     *,
     cache: Cache | None = None,
-    arch: str | None = None,
     **options: Unpack[LoadOptions],
 ) -> M:
     """A ``kind`` of module for a source string (see ``slangspec.load_source``), run from
-    ``cache`` when given, else from the one ``options`` name; on CUDA built for ``arch`` as
-    ``load_module`` is."""
+    ``cache`` when given, else from the one ``options`` name."""
     if not _IDENT.fullmatch(name):
         raise ValueError(f"module name {name!r} must be an identifier")
     check_source(name, source)
     device, includes, defines, cache = _opened(options, cache)
     path = cache.files.write_module(name, source)
-    return kind(name, path.parent, includes, defines, device, cache, source, arch=arch)
+    return kind(name, path.parent, includes, defines, device, cache, source)
