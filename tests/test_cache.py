@@ -140,7 +140,7 @@ def test_stored_preimage_is_compared_on_every_hit(tmp_path):
     c = slangspec.Cache(tmp_path)
     pre = base_preimage()
     key = key_of(pre)
-    c.insert(key, pre, "{}", {"forward": "k_0"})
+    c.insert(key, pre, "{}", {"forward": "k_" + "0" * 16})
     assert c.lookup(key, pre) is not None
     other = base_preimage(function="twin")
     with warnings.catch_warnings():
@@ -172,7 +172,7 @@ def test_old_format_entry_is_never_served(tmp_path, tdev, field, current):
     # stored under the key the current format computes (as a truncated key or collision would).
     old = json.loads(json.dumps(pre))
     old["toolchain"][field] = current - 1
-    m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_bogus"})
+    m.cache.insert(key, old, '{"bogus": true}', {"forward": "k_" + "0" * 16})
     before = slangspec.compiler.compile_counts["specialize"]
     with pytest.warns(slangspec.CacheWarning, match="stored preimage differs"):
         y = m.poly(a, x)

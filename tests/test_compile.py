@@ -183,9 +183,12 @@ def test_a_bad_struct_raises_its_clear_value_error_while_tracing(cache_dir, tdev
         f(*bad)
     with pytest.raises(RuntimeError) as traced:
         torch.compile(f, fullgraph=True)(*bad)
-    assert isinstance(traced.value.__cause__, ValueError)
-    assert str(traced.value.__cause__) == str(eager.value)
     assert "missing 'dir'" in str(eager.value)
+    cause = traced.value.__cause__
+    if cause is None:  # torch 2.11 raises its own error from None, with the message in its own
+        assert str(eager.value) in str(traced.value)
+    else:
+        assert isinstance(cause, ValueError) and str(cause) == str(eager.value)
 
 
 def test_a_function_that_writes_a_tensor_and_returns_is_ordered_with_its_uses(ops, tdev):

@@ -621,6 +621,7 @@ def test_explain_and_a_dry_run_write_nothing_locally_or_remotely(
         '[[module.function]]\nname = "poly"\nspecializations = [["f32[1] grad", "f32[7]"]]\n'
     )
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
+    monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", SECRET)  # on CUDA the cubins make it present
     runner = CliRunner()
     built = runner.invoke(
         main, ["warm", str(manifest), "--jobs", "1", "--cache-dir", str(tmp_path / "first")]
