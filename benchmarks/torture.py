@@ -23,8 +23,9 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   it; a node SIGKILLed while it builds under the server's lease, then a fresh node (timed); and
   the server's content or the server itself spoiled (entries that do not decode, garbled plans,
   names that are not blob names, damaged and oversized blobs, leases that never lapse, facts
-  without a MAC, a node with another secret, the server paused, flushed or killed mid-run),
-  then a fresh node (timed);
+  without a MAC, kernels swapped between entries on a server trusted without a secret, then
+  the node's own cache with the server emptied, a node with another secret, the server paused,
+  flushed or killed mid-run), then a fresh node (timed);
 - hostile: mangled function names (unbalanced brackets, call expressions, statements, comments,
   other characters) through lookups and ``hasattr`` in a few processes: each an
   UnknownFunctionError or the function it names, no process crashed, no kernel holding the
@@ -402,6 +403,14 @@ def _spoil(client, how: str, rng: random.Random) -> None:
             client.set(k, json.dumps({"value": {"poly": False}}))
         for k in entry_keys:
             client.delete(k)
+    elif how == "kernels swapped":
+        rows = [(k, json.loads(client.get(k))) for k in entry_keys[:2]]
+        if len(rows) == 2:
+            (k1, e1), (k2, e2) = rows
+            f1, f2 = e1["kernels"]["forward"], e2["kernels"]["forward"]
+            e1["kernels"]["forward"], e2["kernels"]["forward"] = f2, f1
+            client.set(k1, json.dumps(e1))
+            client.set(k2, json.dumps(e2))
     elif how == "flushed":
         client.flushall()
 
@@ -421,12 +430,15 @@ def remote(
         "SLANGSPEC_CACHE_LEASE": str(REMOTE_LEASE_S),
     }
     node = iter(range(1 << 30))
+    caches: list[Path] = []
 
     def fresh(
         extra: dict[str, str] | None = None, signatures: int = 2, *flags: str
     ) -> subprocess.Popen:
-        cache = cache_root / f"node-{next(node)}"
-        return worker(cache, "--signatures", str(signatures), *flags, env={**env, **(extra or {})})
+        caches.append(cache_root / f"node-{next(node)}")
+        return worker(
+            caches[-1], "--signatures", str(signatures), *flags, env={**env, **(extra or {})}
+        )
 
     cold: Counter[str] = Counter()
     after_kill: Counter[str] = Counter()
@@ -455,6 +467,7 @@ def remote(
             "an oversized blob",
             "leases that never lapse",
             "facts without a MAC",
+            "kernels swapped",
             "another secret",
             "flushed",
             "paused mid-run",
@@ -484,6 +497,10 @@ def remote(
                 else:
                     server.stop()
             spoiled[outcome(proc, f"server {how}")] += 1
+            if how == "kernels swapped":
+                # The server restored (here: emptied): the node's own cache holds nothing of it.
+                server.client().flushall()
+                spoiled[outcome(worker(caches[-1], "--signatures", "2"), "after swapped")] += 1
             took = time.monotonic() - start
             print(f"  remote, {how}: {took:.1f} s", flush=True)
             worst_spoiled = max(worst_spoiled, took)
