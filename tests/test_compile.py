@@ -148,6 +148,19 @@ def test_dynamic_sizes_reuse_the_graph_within_a_signature_class(cache_dir, tdev,
     assert classes == ({"x"} if mode == "mark_dynamic" else {"x", "3", "1"})
 
 
+@pytest.mark.parametrize("name, want", [("write_rw", 1.0 + 1.5), ("write_w", 3 * 1.5)])
+def test_every_written_tensor_type_compiles(cache_dir, tdev, name, want):
+    """Concrete ``RWTensor``/``WTensor`` parameters, as the interfaces, are written in place."""
+    sf = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
+
+    def f(o, v):
+        sf[name](o, slangspec.grid((o.shape[0],)), v)
+        return o * 1
+
+    compiled = torch.compile(f, fullgraph=True)(torch.ones(5, device=tdev), 1.5)
+    torch.testing.assert_close(compiled, torch.full((5,), want, device=tdev))
+
+
 def test_a_function_that_writes_its_tensor_compiles(ops, tdev):
     def f(o, v):
         ops.fill(o, slangspec.grid((o.shape[0],)), v)

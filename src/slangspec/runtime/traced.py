@@ -34,7 +34,7 @@ import torch._dynamo
 
 from ..signature_text import compose_call_signature
 from ..signatures import call_signature, flagged_tensor_signature, grid, signature
-from ..specializer.plan import RESULT, WRITTEN, output_routes
+from ..specializer.plan import RESULT, WRITTEN, WRITTEN_TENSOR_TYPES, output_routes
 from .shapes import broadcast
 from .specialization import Specialization, leaf_reader
 
@@ -71,9 +71,10 @@ def operator_name(fn: Traceable) -> str:
 
 
 def _written(name: str) -> tuple[int, ...]:
-    """The positions of the function's ``IRWTensor``/``IWTensor`` parameters."""
+    """The positions of the function's written tensor parameters (``IRWTensor``, ``RWTensor``,
+    ``IWTensor``, ``WTensor``)."""
     params = _functions[name].info.params
-    return tuple(k for k, p in enumerate(params) if p.type.interface in ("IRWTensor", "IWTensor"))
+    return tuple(k for k, p in enumerate(params) if p.type.interface in WRITTEN_TENSOR_TYPES)
 
 
 @torch._dynamo.assume_constant_result

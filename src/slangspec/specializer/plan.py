@@ -74,6 +74,8 @@ _BINDINGS: dict[str, Binding] = {
     "IWDiffTensor": "WPrimalTensor",
     "WDiffTensor": "WDiffTensor",
 }
+WRITTEN_TENSOR_TYPES = tuple(t for t, b in _BINDINGS.items() if b in WRITTEN)
+"""The tensor types, interfaces and concrete structs alike, whose tensors the kernel writes."""
 
 
 @dataclass(frozen=True, kw_only=True)
