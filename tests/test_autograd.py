@@ -371,3 +371,23 @@ def test_kernels_run_in_order_on_torchs_current_stream(ops, tdev):
         stream.synchronize()
         torch.testing.assert_close(doubled, torch.full_like(doubled, 18.0))
         torch.testing.assert_close(x.grad, torch.full_like(x, 12.0))
+
+
+def test_a_struct_that_is_not_differentiable_says_its_fields_get_no_gradient(cache_dir, tdev):
+    m = slangspec.load_source(
+        "plainstruct",
+        "struct Plain { float a; float b; };\n"
+        "[Differentiable] float weigh(Plain p, float x) { return p.a * x + p.b; }\n",
+        cache_dir=cache_dir,
+    )
+    a = torch.ones(3, device=tdev, requires_grad=True)
+    x = torch.arange(3.0, device=tdev, requires_grad=True)
+    with pytest.warns(
+        UserWarning,
+        match=r"plainstruct::weigh: a struct that takes no gradient \(not IDifferentiable, or "
+        r"no_diff\) is argument 0 \('p'\) requiring grad gets no gradient from it",
+    ):
+        y = m.weigh({"a": a, "b": torch.zeros(3, device=tdev)}, x)
+    y.sum().backward()
+    assert a.grad is None
+    torch.testing.assert_close(x.grad, torch.ones(3, device=tdev))

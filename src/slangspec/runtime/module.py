@@ -224,22 +224,41 @@ class Function(BuildFunction):
 
         spec = Specialization(found.plan, kernels, self.module.binding)
         self._specs[signature] = spec
-        if not found.plan.differentiable and not self._warned_no_grad:
-            self._warn_no_grad(signature)
+        if not self._warned_no_grad:
+            self._warn_no_grad(found.plan, signature)
         return spec
 
-    def _warn_no_grad(self, signature: str) -> None:
-        """Warn, once per function, where a function that is not differentiable is given a
-        tensor that requires grad: it gets no gradient from this call."""
-        trained = [i for i, form in enumerate(parse_call_signature(signature).args) if _grad(form)]
+    def _warn_no_grad(self, plan: SpecializationPlan, signature: str) -> None:
+        """Warn, once per function, where a tensor that requires grad gets no gradient from
+        this call: any, where the function is not differentiable; a field of a struct that is
+        not ``IDifferentiable``, where it is."""
+        forms = parse_call_signature(signature).args
+        names = [p.name for p in plan.params]
+        if not plan.differentiable:
+            trained = [i for i, form in enumerate(forms) if _grad(form)]
+            what = f"{self.id} is not [Differentiable], so "
+            fix = "mark the function [Differentiable], or pass a detached tensor"
+        else:
+            trained = sorted(
+                {
+                    a.index
+                    for a in plan.args
+                    if a.path
+                    and not a.grad
+                    and not plan.params[a.index].differentiable
+                    and _grad(_leaf_form(forms[a.index], a.path))
+                }
+            )
+            what = (
+                f"{self.id}: a struct that takes no gradient (not IDifferentiable, or no_diff) is "
+            )
+            fix = "make the struct conform to IDifferentiable, or pass detached tensors"
         if not trained:
             return
         self._warned_no_grad = True
-        names = [p.name for p in self.info.params]
         which = ", ".join(f"argument {i} ('{names[i]}')" for i in trained)
         warnings.warn(
-            f"{self.id} is not [Differentiable], so {which} requiring grad gets no gradient "
-            "from it: mark the function [Differentiable], or pass a detached tensor",
+            f"{what}{which} requiring grad gets no gradient from it: {fix}",
             UserWarning,
             stacklevel=4,
         )
@@ -474,6 +493,14 @@ def _grad(form: ArgForm) -> bool:
     if isinstance(form, DictForm):
         return any(_grad(f) for _, f in form.fields)
     return isinstance(form, TensorForm) and form.grad
+
+
+def _leaf_form(form: ArgForm, path: tuple[str, ...]) -> ArgForm:
+    """The form of the field at ``path`` within a dict's form."""
+    for name in path:
+        assert isinstance(form, DictForm), "a field's path follows the dicts of its form"
+        form = dict(form.fields)[name]
+    return form
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
