@@ -478,3 +478,23 @@ def test_defines_are_identifiers_with_one_line_values(cache_dir, tmp_path):
     )
     with pytest.raises(ManifestError, match=r"warm.toml:3:1: define 'K': expected a value of one"):
         parse_manifest(manifest)
+
+
+def test_an_error_numbers_a_struct_field_by_its_parameter(cache_dir, tdev):
+    """Leaves of a struct are not arguments of their own: every error counts the parameters."""
+    m = slangspec.load_source(
+        "numbering",
+        "struct Light { float3 dir; float power; };\n"
+        "float shade(float a, float b, Light light, float c) "
+        "{ return a + b + light.power + light.dir.x + c; }\n",
+        cache_dir=cache_dir,
+    )
+    one = torch.ones(4, device=tdev)
+    light = {"dir": torch.ones(4, 3, device=tdev), "power": torch.ones(5, device=tdev)}
+    with pytest.raises(
+        ValueError, match=r"argument 2 \('light.power'\) \(5,\), argument 3 \('c'\)"
+    ):
+        m.shade(one, one, light, one)
+    light["power"] = torch.ones(4, dtype=torch.float16, device=tdev)
+    with pytest.raises(TypeError, match=r"numbering::shade: argument 2 \('light.power'\): exp"):
+        m.shade(one, one, light, one)

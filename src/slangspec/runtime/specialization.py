@@ -192,7 +192,10 @@ class Specialization:
         return f"{self.name}: {self._argument(i)}"
 
     def _argument(self, i: int) -> str:
-        return f"argument {i} ('{self.plan.args[i].param}')"
+        """Leaf ``i`` as the call's errors name it: by its parameter's position, as Python
+        passed it, with a struct field's path after the parameter's name."""
+        a = self.plan.args[i]
+        return f"argument {a.index} ('{a.param}')"
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
         """Every tensor is on the device's torch device."""
@@ -244,7 +247,7 @@ class Specialization:
         """Each argument's part of the call shape, for messages."""
         parts = [(i, args[i].shape[:dims]) for i, dims in self._shaping]
         parts += [(i, args[i].shape) for i in self._grids]
-        return ", ".join(f"argument {i} ('{self.plan.args[i].param}') {tuple(s)}" for i, s in parts)
+        return ", ".join(f"{self._argument(i)} {tuple(s)}" for i, s in parts)
 
     def check_size(self, args: Sequence[Any], call_shape: tuple[int, ...]) -> None:
         """ValueError when a kernel's 32-bit index cannot reach every point of ``call_shape``.
