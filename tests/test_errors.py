@@ -498,3 +498,17 @@ def test_an_error_numbers_a_struct_field_by_its_parameter(cache_dir, tdev):
     light["power"] = torch.ones(4, dtype=torch.float16, device=tdev)
     with pytest.raises(TypeError, match=r"numbering::shade: argument 2 \('light.power'\): exp"):
         m.shade(one, one, light, one)
+
+
+def test_a_function_named_like_a_slang_builtin_says_so(cache_dir, tdev):
+    m = slangspec.load_source(
+        "builtin_names",
+        "float step(float x) { return x + 1; }\nfloat twice(float x) { return 2 * x; }\n"
+        "float twice(int x) { return 2.0 * x; }\n",
+        cache_dir=cache_dir,
+    )
+    x = torch.ones(2, device=tdev)
+    with pytest.raises(TypeError, match=r"builtin_names::step shares its name with a function "):
+        m.step(x)
+    with pytest.raises(TypeError, match=r"builtin_names::twice is overloaded"):
+        m.twice(x)

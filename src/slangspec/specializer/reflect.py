@@ -118,6 +118,13 @@ def function_info(
     if f is None:
         return None
     if f.is_overloaded:
+        func = spy.DeclReflection.Kind.func
+        own = sum(d.kind == func and d.name == name for d in module.module_decl.children)
+        if own <= 1:
+            raise TypeError(
+                f"{module_name}::{name} shares its name with a function Slang declares itself "
+                f"(its built-in {name}); rename it"
+            )
         raise TypeError(
             f"{module_name}::{name} is overloaded; slangspec calls only functions with one overload"
         )
