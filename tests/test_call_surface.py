@@ -600,3 +600,13 @@ def test_a_function_with_no_parameters_runs(cache_dir, tdev):
     assert m.seven().item() == 7.0 and m.seven().device.type == tdev
     got = m["number<int>"]()
     assert got.dtype == torch.int32 and got.item() == 42
+
+
+def test_a_python_scalar_takes_the_type_a_tensor_gives_its_generic(sf, kind, tdev):
+    x = torch.arange(3.0, dtype=torch.float64, device=tdev)
+    plan = sf.mul_add.plan(x, x, 1.5)
+    assert [p.slang_type for p in plan.params] == ["double"] * 3 and plan.result == "double"
+    with pytest.raises(TypeError, match=r"argument 1 \('b'\): expected double for the generic"):
+        sf.mul_add(x, x.float(), 1.5)
+    if kind == "cuda":
+        torch.testing.assert_close(sf.mul_add(x, x, 1.5), x * x + 1.5)

@@ -576,20 +576,23 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
 
 def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
     """``info`` with each generic type parameter bound to the scalar type of the arguments it
-    types, as slangpy infers them: a tensor's dtype or a Python scalar's kind; Slang infers the
-    same from the generated call. TypeError naming the argument where that is not possible or
-    two arguments disagree."""
+    types, as slangpy infers them: a tensor's dtype, else a Python scalar's kind (a Python scalar
+    takes the type a tensor gave the same generic, where it converts to it: a float for
+    ``double``); Slang infers the same from the generated call. TypeError naming the argument
+    where that is not possible or two arguments disagree."""
     generic = [k for k, p in enumerate(info.params) if p.type.kind == "generic"]
     if not generic and info.returns.kind != "generic":
         return info
     fn = f"{info.module}::{info.name}"
     bound: dict[str, tuple[str, int]] = {}
-    for k in generic:
+    # Tensors first: a Python scalar takes the type a tensor gave its generic, where it can.
+    for k in sorted(generic, key=lambda k: isinstance(call.args[k], ScalarForm)):
         p, form = info.params[k], call.args[k]
         if isinstance(form, TensorForm) and form.dtype in SLANG_OF_DTYPE:
             scalar = SLANG_OF_DTYPE[form.dtype]
         elif isinstance(form, ScalarForm):
-            scalar = SLANG_OF_PYTHON[form.kind]
+            held = bound.get(p.type.name, ("", k))[0]
+            scalar = held if held in _PY_SCALARS_FOR[form.kind] else SLANG_OF_PYTHON[form.kind]
         else:
             raise TypeError(
                 f"{fn}: argument {k} ('{p.name}'): expected a tensor or Python scalar to infer "
