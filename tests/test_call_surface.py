@@ -610,3 +610,18 @@ def test_a_python_scalar_takes_the_type_a_tensor_gives_its_generic(sf, kind, tde
         sf.mul_add(x, x.float(), 1.5)
     if kind == "cuda":
         torch.testing.assert_close(sf.mul_add(x, x, 1.5), x * x + 1.5)
+
+
+def test_int64_tensors_and_python_ints_pass_as_int64_t(cache_dir, tdev):
+    m = slangspec.load_source(
+        "wide",
+        "int64_t add64(int64_t a, int64_t b) { return a + b; }\n"
+        "T gadd<T : IInteger>(T a, T b) { return a + b; }\n",
+        cache_dir=cache_dir,
+    )
+    a = torch.tensor([1, 2, 3], device=tdev)  # torch's default integer dtype, int64
+    b = torch.tensor([10, 20, 2**40], device=tdev)
+    assert m.add64(a, b).dtype == torch.int64
+    assert torch.equal(m.add64(a, b), a + b)
+    assert torch.equal(m.gadd(a, b), a + b)
+    assert torch.equal(m.add64(a, 2**33), a + 2**33)

@@ -19,7 +19,7 @@ from slangspec.scalars import (
 
 
 def test_every_passed_scalar_takes_a_dtype_signatures_can_write():
-    assert set(SLANG) == {"half", "float", "double", "int", "uint", "bool"}
+    assert set(SLANG) == {"half", "float", "double", "int", "uint", "int64_t", "bool"}
     for name, s in SLANG.items():
         assert s.dtype in NUMBER_OF_DTYPE, name
         assert s.storage and s.py_type in (float, int, bool), name

@@ -72,6 +72,7 @@ SLANG_SCALARS = (
     SlangScalar(
         "uint32", "I", "uint", "int32", "int", load="uint({})", store="int({})", py_type=int
     ),
+    SlangScalar("int64", "q", "int64_t", "int64", "int64_t", py_type=int),
     SlangScalar(
         "bool",
         "?",
@@ -82,7 +83,6 @@ SLANG_SCALARS = (
         store="uint8_t({} ? 1 : 0)",
         py_type=bool,
     ),
-    SlangScalar("int64", "q"),
     SlangScalar("uint64", "Q"),
     SlangScalar("int8", "b"),
     SlangScalar("uint8", "B"),

@@ -56,7 +56,8 @@ RESULT = -1
 """The ``source`` of an output that is the function's result."""
 
 _DIFF_WRITTEN_TYPES = ("IWDiffTensor", "WDiffTensor")
-_PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, "int", "uint"), "b": ("bool",)}
+_SLANG_INTEGERS = tuple(name for name, s in SLANG.items() if s.py_type is int)
+_PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, *_SLANG_INTEGERS), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
 SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
 SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
