@@ -13,7 +13,13 @@ import pytest
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
 from slangspec.compile import nvrtc
-from slangspec.compile.cuda_source import Kernel, cuda_source, split_prelude
+from slangspec.compile.cuda_source import (
+    LIBRARY_FILE,
+    Kernel,
+    cuda_source,
+    slangpy_library,
+    split_prelude,
+)
 from slangspec.compile.slang_api import SlangCompileError
 from slangspec.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
@@ -122,6 +128,16 @@ def test_a_diff_tensor_is_a_struct_of_pointers_shapes_and_strides(built):
     primal = {name: (offset, t) for name, offset, t in parts["_primal"]["struct"]}
     assert primal["_data"] == (0, {"pointer": True})
     assert primal["_shape"][1] == {"array": 1, "stride": 4, "element": {"scalar": "I"}}
+
+
+def test_slangpys_library_read_as_ir_compiles_the_same_kernels(built, tmp_path):
+    """The library compiled to IR once, then read by a compile instead of its source: the same
+    entry points, at the same parameter layouts."""
+    kernels, source = built
+    (tmp_path / LIBRARY_FILE).write_bytes(slangpy_library())
+    module = ModuleText("m", kernels[0].path.parent.parent / "user" / "m.slang", MODULE)
+    again = cuda_source(module, kernels, library=tmp_path)
+    assert again.entries == source.entries
 
 
 def test_the_prelude_splits_off_where_its_include_guard_closes(built):
