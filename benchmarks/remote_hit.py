@@ -9,9 +9,8 @@ Slang library) forward and backward. Modes, taking turns so that drift hits them
 - cold: empty local cache, empty server;
 - remote hit: empty local cache at the cache root path the cold node used (a fresh node of the
   same image), the server holding what the cold node published;
-- remote hit at another path: the same, with a cache root at a path of its own (Slang takes
-  compiled modules only at the path they were compiled at, so slangpy's library is compiled
-  again);
+- remote hit at another path: the same, with a cache root at a path of its own (Slang reaches
+  every node's module cache at one path, so slangpy's compiled library serves it too);
 - local warm: the local cache a cold node filled, no server.
 
 Timing starts after ``import torch`` and torch's own first backward, and covers loading the

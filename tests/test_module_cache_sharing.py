@@ -1,7 +1,8 @@
 """slangpy's module cache shared through the remote tier, against a real redis-server: a node
-whose cache root is the path another node compiled in fetches the compiled modules its own
-module cache lacks (slangpy's Slang library above all) instead of compiling them again; a node
-at another path finds nothing; what the server holds is checked before it is written."""
+fetches the compiled modules its own module cache lacks (slangpy's Slang library above all)
+instead of compiling them again, at whatever cache root path, since Slang reaches every node's
+module cache at one path; a fact for another path finds nothing; what the server holds is
+checked before it is written."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import slangspec
 from slangspec.cache_store import CacheWarning, remote_admin
 from slangspec.cache_store.keys import blob_name, module_cache_fact
-from slangspec.cache_store.module_cache import ModuleCacheGuard
+from slangspec.cache_store.module_cache import ModuleCacheGuard, slang_path
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
 from slangspec.cache_store.remote import RemoteSettings, RemoteTier
 from workers import last_line
@@ -60,7 +61,7 @@ def test_a_node_at_the_same_path_fetches_what_another_compiled(tmp_path, redis_s
     assert (root / "slang" / LIBRARY).with_name(LIBRARY.name + SEAL).is_file()
 
 
-def test_a_node_at_another_path_finds_nothing(tmp_path, redis_server):
+def test_a_fact_for_another_path_finds_nothing(tmp_path, redis_server):
     compiled_here(guard(tmp_path / "one", redis_server))
     other = guard(tmp_path / "two", redis_server)
     other.check()
@@ -214,11 +215,31 @@ print("ok")
 """
 
 
-def test_a_fresh_node_at_the_same_path_does_not_compile_slangpys_library(
-    tmp_path, redis_server, kind, monkeypatch
+def test_slang_reaches_every_module_cache_at_one_path(tmp_path):
+    first, second = tmp_path / "one" / "slang", tmp_path / "two" / "slang"
+    path = slang_path(first)
+    assert path == slang_path(first)
+    assert slang_path(second) != path
+    (first / "marker").write_text("one")
+    assert (path / "marker").read_text() == "one"
+    shutil.rmtree(first)  # a cache clear: the path reaches the directory that replaces it
+    assert slang_path(first) == path
+    assert not (path / "marker").exists()
+    (first / "marker").write_text("again")
+    assert (path / "marker").read_text() == "again"
+
+
+SAME_PATH = "the same cache root path"
+ANOTHER_PATH = "another cache root path"
+
+
+@pytest.mark.parametrize("where", [SAME_PATH, ANOTHER_PATH])
+def test_a_fresh_node_does_not_compile_slangpys_library(
+    tmp_path, redis_server, kind, monkeypatch, where
 ):
     """The second node calls a function the first never did, so it needs Slang (on CUDA too);
-    it publishes no compiled module, because Slang compiled none for it."""
+    it publishes no compiled module, because Slang compiled none for it, wherever its cache
+    root is."""
     monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", "a shared secret of this cluster")
     module = tmp_path / "m.slang"
     module.write_text(
@@ -245,6 +266,9 @@ def test_a_fresh_node_at_the_same_path_does_not_compile_slangpys_library(
     assert published() == 1, "the first node did not publish slangpy's library"
     (library,) = root.glob("slang/*/*/slangpy.slang-module")
     shutil.rmtree(root)
+    if where == ANOTHER_PATH:
+        root = tmp_path / "elsewhere" / "node"
+        library = root / library.relative_to(tmp_path / "node")
     node("mix3")
     assert library.is_file()
     assert published() == 1, "the second node compiled a module the first had published"

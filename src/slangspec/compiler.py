@@ -35,9 +35,12 @@ LIBRARY = "slangpy"
 
 class ModuleCacheGuard(Protocol):
     """What keeps slangpy's module cache whole (and shared): ``check`` before a session reads
-    it, ``seal`` after a load succeeded, with what Slang wrote."""
+    it, ``seal`` after a load succeeded, with what Slang wrote; ``slang_path`` is where Slang
+    is told it lies."""
 
     def check(self) -> None: ...
+
+    def slang_path(self) -> Path: ...
 
     def seal(self) -> None: ...
 
@@ -63,7 +66,8 @@ class CompiledKernel:
 class Compiler:
     """Compiles on one device; one Slang session per (include paths, defines, content) set.
 
-    ``module_cache`` is where slangpy keeps compiled IR, kept by ``guard`` when given;
+    ``module_cache`` is where slangpy keeps compiled IR, kept (and placed for Slang) by
+    ``guard`` when given;
     ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie. The
     PTX of a CUDA build is dumped to a directory of its own in the system's temporary
     directory, out of reach of a ``cache clear``.
@@ -103,10 +107,12 @@ class Compiler:
                 options = {"include_paths": [*key[0], spy.SHADER_PATH], "defines": dict(defines)}
                 # The directory may have been removed since (a cache clear in another process).
                 self.module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+                cache_path = self.module_cache
                 if self.guard is not None:
                     self.guard.check()
+                    cache_path = self.guard.slang_path()
                 slang = self.device.create_slang_session(
-                    compiler_options=options, cache_path=self.module_cache
+                    compiler_options=options, cache_path=cache_path
                 )
                 session = self._sessions[key] = _Session(slang)
             return session

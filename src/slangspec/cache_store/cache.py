@@ -30,7 +30,7 @@ from .location import (
     root_problem,
     size_bound,
 )
-from .module_cache import ModuleCacheGuard
+from .module_cache import ModuleCacheGuard, slang_path
 from .policy import (
     EntryFilter,
     Regenerate,
@@ -121,7 +121,7 @@ class Cache:
         builds with ``toolchain``: through a remote tier that proves what it holds, since
         nothing can check a compiled module against what it was compiled from."""
         remote = next((t for t in self._far if isinstance(t, RemoteTier) and t.proven), None)
-        fact = module_cache_fact(str(self.files.module_cache.resolve()), toolchain)
+        fact = module_cache_fact(str(slang_path(self.files.module_cache)), toolchain)
         return ModuleCacheGuard(self.files.module_seals, remote, fact)
 
     # -- entries, through the tiers ------------------------------------------------------------

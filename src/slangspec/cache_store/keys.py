@@ -80,10 +80,9 @@ MODULES = "modules:"
 
 
 def module_cache_fact(module_cache: str, toolchain: dict[str, Any]) -> str:
-    """The name of the fact that lists the compiled Slang modules of the module cache at
-    ``module_cache`` (an absolute path) under ``toolchain``: Slang takes a compiled module
-    only in the module cache it was compiled in, so only nodes whose cache root is one path
-    share them."""
+    """The name of the fact that lists the compiled Slang modules of the module cache Slang
+    reaches at ``module_cache`` (``module_cache.slang_path``, the same on every node) under
+    ``toolchain``: Slang takes a compiled module only under the path it was compiled under."""
     return MODULES + key_of({"module_cache": module_cache, "toolchain": toolchain})
 
 

@@ -1,19 +1,78 @@
-"""slangpy's module cache as a build uses it: sealed (``module_seals``), and shared through the
-remote tier. Slang takes a compiled module only in the module cache it was compiled in, so the
-remote tier lists each cache root path's compiled modules under a fact of their own
-(``keys.module_cache_fact``): a node whose cache root is that path fetches what its module cache
-lacks before Slang reads it, instead of compiling slangpy's Slang library again, and publishes
-what Slang compiled for it. A node at another path finds nothing and compiles as before.
+"""slangpy's module cache as a build uses it: sealed (``module_seals``), reached by Slang at a
+path that is the same on every node (``slang_path``), and shared through the remote tier under a
+fact for that path and the toolchain (``keys.module_cache_fact``): a node fetches what its
+module cache lacks before Slang reads it, instead of compiling slangpy's Slang library again,
+and publishes what Slang compiled for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+import threading
 from pathlib import Path
 
 from .location import write_atomic
 from .module_seals import ModuleSeals
 from .remote import RemoteTier
+
+FIRST_SLOT = 900
+"""The descriptor number ``slang_path`` holds a process's first module cache at."""
+_PROC_FD = Path("/proc/self/fd")
+_slots: dict[Path, int] = {}
+_slots_lock = threading.Lock()
+
+
+def slang_path(module_cache: Path) -> Path:
+    """The path Slang is given for the module cache at ``module_cache`` (created if missing).
+
+    Slang takes a compiled module only under the path it was compiled under, and the cache root
+    differs between nodes. So the directory is held open at a descriptor number fixed by the
+    order a process meets module caches in (``FIRST_SLOT`` for the first), and Slang is given
+    ``/proc/self/fd/<number>``: the same text on every node, this node's directory. A directory
+    replaced since (a ``cache clear``) is opened again at its number. Where the system has no
+    such paths, or the number cannot be held, the directory itself.
+    """
+    module_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _PROC_FD.is_dir():
+        return module_cache
+    real = module_cache.resolve()
+    with _slots_lock:
+        slot = _slots.get(real)
+        if slot is None:
+            slot = FIRST_SLOT + len(_slots)
+            if _in_use(slot):
+                return module_cache
+        elif _holds(slot, real):
+            return _PROC_FD / str(slot)
+        try:
+            opened = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.dup2(opened, slot, inheritable=False)
+            finally:
+                os.close(opened)
+        except OSError:
+            return module_cache
+        _slots[real] = slot
+        return _PROC_FD / str(slot)
+
+
+def _in_use(slot: int) -> bool:
+    try:
+        fcntl.fcntl(slot, fcntl.F_GETFD)
+    except OSError:
+        return False
+    return True
+
+
+def _holds(slot: int, directory: Path) -> bool:
+    """Whether descriptor ``slot`` is (still) the directory now at ``directory``."""
+    try:
+        held, now = os.fstat(slot), os.stat(directory)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
 
 
 class ModuleCacheGuard:
@@ -28,6 +87,10 @@ class ModuleCacheGuard:
     @property
     def root(self) -> Path:
         return self.seals.root
+
+    def slang_path(self) -> Path:
+        """The path Slang is given for this module cache (see ``slang_path``)."""
+        return slang_path(self.root)
 
     def check(self) -> None:
         """Before Slang reads the module cache: remove what is damaged, then fetch what the
