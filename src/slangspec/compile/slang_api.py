@@ -12,11 +12,14 @@ import contextlib
 import ctypes
 import functools
 import importlib.util
+import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
+from typing import Any, TypeVar
 
 P = ctypes.c_void_p
 _STR = ctypes.c_char_p
@@ -31,6 +34,7 @@ _LANGUAGE_SLANG = 1  # SLANG_SOURCE_LANGUAGE_SLANG
 _STAGE_COMPUTE = 6  # SLANG_STAGE_COMPUTE
 _UNIFORM = 8  # SLANG_PARAMETER_CATEGORY_UNIFORM
 _SLANG_MODULE = 1  # SLANG_CONTAINER_FORMAT_SLANG_MODULE
+T = TypeVar("T")
 
 
 class TypeKind(IntEnum):
@@ -102,6 +106,30 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
     "spReflectionType_GetElementCount": (_SIZE, [P]),
     "spReflectionType_GetScalarType": (_UINT, [P]),
     "spReflectionType_GetName": (_STR, [P]),
+    "spCompileRequest_getModule": (ctypes.c_int32, [P, ctypes.c_int64, ctypes.POINTER(P)]),
+    "spReflection_FindFunctionByName": (P, [P, _STR]),
+    "spReflection_FindTypeByName": (P, [P, _STR]),
+    "spReflection_isSubType": (ctypes.c_bool, [P, P, P]),
+    "spReflectionFunction_GetName": (_STR, [P]),
+    "spReflectionFunction_GetParameterCount": (_UINT, [P]),
+    "spReflectionFunction_GetParameter": (P, [P, _UINT]),
+    "spReflectionFunction_GetResultType": (P, [P]),
+    "spReflectionFunction_FindModifier": (P, [P, _INT]),
+    "spReflectionFunction_isOverloaded": (ctypes.c_bool, [P]),
+    "spReflectionFunction_specializeWithArgTypes": (P, [P, ctypes.c_int64, ctypes.POINTER(P)]),
+    "spReflectionVariable_GetType": (P, [P]),
+    "spReflectionVariable_FindModifier": (P, [P, _INT]),
+    "spReflectionType_GetKind": (_UINT, [P]),
+    "spReflectionType_GetFullName": (ctypes.c_int32, [P, ctypes.POINTER(P)]),
+    "spReflectionType_GetRowCount": (_UINT, [P]),
+    "spReflectionType_GetColumnCount": (_UINT, [P]),
+    "spReflectionType_GetElementType": (P, [P]),
+    "spReflectionType_GetFieldCount": (_UINT, [P]),
+    "spReflectionType_GetFieldByIndex": (P, [P, _UINT]),
+    "spReflectionDecl_getChildrenCount": (_UINT, [P]),
+    "spReflectionDecl_getChild": (P, [P, _UINT]),
+    "spReflectionDecl_getName": (_STR, [P]),
+    "spReflectionDecl_getKind": (_UINT, [P]),
 }
 
 
@@ -111,7 +139,8 @@ class SlangLibraryError(RuntimeError):
 
 class SlangCompileError(Exception):
     """Slang refused the sources; ``diagnostics`` is its output, file, line and column
-    included."""
+    included. A module that does not compile raises it on every device (slangpy's own error,
+    on Vulkan, as its cause)."""
 
     def __init__(self, diagnostics: str) -> None:
         super().__init__(f"Slang compilation failed:\n{diagnostics}")
@@ -295,16 +324,55 @@ class Output:
 
 
 class SlangSession:
-    """Slang's global session (its core module loaded once), compiling one request at a time:
-    Slang does not allow one global session to be used from several threads at once."""
+    """Slang's global session (its core module loaded once), every call into it made on one
+    thread of its own (``run``): Slang does not allow one global session to be used from
+    several threads at once, and it keeps state per thread that slangpy's sessions, in the
+    same process, would otherwise meet (seen: a crash in slangpy's ``is_sub_type`` after this
+    session had answered one on the same thread)."""
 
     def __init__(self) -> None:
         self._lib = library()
-        handle = self._lib.spCreateSession(None)
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="slangspec-slang")
+        self._thread: int | None = None
+        handle = self.run(self._lib.spCreateSession, None)
         if not handle:
             raise SlangLibraryError("spCreateSession failed")
         self._handle = handle
-        self._lock = threading.Lock()
+
+    def run(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` on the session's thread, waiting for it (at once when called
+        there)."""
+        if threading.get_ident() == self._thread:
+            return function(*args)
+        return self._worker.submit(self._on_thread, function, args).result()
+
+    def _on_thread(self, function: Callable[..., T], args: tuple[Any, ...]) -> T:
+        self._thread = threading.get_ident()
+        return function(*args)
+
+    @property
+    def lib(self) -> ctypes.CDLL:
+        """Slang's library, to be called on the session's thread (``run``)."""
+        return self._lib
+
+    def checked(
+        self,
+        units: Sequence[Unit],
+        search_paths: Sequence[Path] = (),
+        defines: Mapping[str, str] | None = None,
+        options: Sequence[str] = (),
+    ) -> tuple[P, str]:
+        """A request that ran ``units`` through the front-end, kept for its reflection until
+        ``release``, and Slang's diagnostics; ``SlangCompileError`` when they do not compile.
+        Called on the session's thread."""
+        with self._request(search_paths, defines, options, keep=True) as request:
+            self._lib.spSetCodeGenTarget(request, CUDA_SOURCE)
+            self._add(request, units)
+            return request, self._compiled(request)
+
+    def release(self, request: P) -> None:
+        """Destroy a request ``checked`` made."""
+        self.run(self._lib.spDestroyCompileRequest, request)
 
     @contextlib.contextmanager
     def _request(
@@ -312,23 +380,27 @@ class SlangSession:
         search_paths: Sequence[Path],
         defines: Mapping[str, str] | None,
         options: Sequence[str],
+        keep: bool = False,
     ) -> Iterator[P]:
         """A compile request with ``options`` (as ``slangc`` takes them), search paths and
-        defines set, holding the session until it is destroyed at the end of the ``with``."""
+        defines set, destroyed at the end of the ``with`` (or, with ``keep``, kept when the
+        ``with`` ends without an error)."""
         lib = self._lib
-        with self._lock:
-            request = lib.spCreateCompileRequest(self._handle)
-            try:
-                if options:
-                    args = (_STR * len(options))(*(o.encode() for o in options))
-                    if lib.spProcessCommandLineArguments(request, args, len(options)) < 0:
-                        raise SlangCompileError(_text(lib.spGetDiagnosticOutput(request)))
-                for path in search_paths:
-                    lib.spAddSearchPath(request, str(path).encode())
-                for key, value in (defines or {}).items():
-                    lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
-                yield request
-            finally:
+        request = lib.spCreateCompileRequest(self._handle)
+        kept = False
+        try:
+            if options:
+                args = (_STR * len(options))(*(o.encode() for o in options))
+                if lib.spProcessCommandLineArguments(request, args, len(options)) < 0:
+                    raise SlangCompileError(_text(lib.spGetDiagnosticOutput(request)))
+            for path in search_paths:
+                lib.spAddSearchPath(request, str(path).encode())
+            for key, value in (defines or {}).items():
+                lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
+            yield request
+            kept = keep
+        finally:
+            if not kept:
                 lib.spDestroyCompileRequest(request)
 
     def _compiled(self, request: P) -> str:
@@ -350,6 +422,16 @@ class SlangSession:
         """The Slang module in the file ``path``, imported as ``name``, compiled to Slang's IR
         as a ``.slang-module`` file holds it: a later compile whose search paths find that file
         before the module's source reads the IR instead of compiling the source again."""
+        return self.run(self._compile_module, name, path, search_paths, defines, options)
+
+    def _compile_module(
+        self,
+        name: str,
+        path: Path,
+        search_paths: Sequence[Path],
+        defines: Mapping[str, str] | None,
+        options: Sequence[str],
+    ) -> bytes:
         lib = self._lib
         with self._request(search_paths, defines, options) as request:
             lib.spSetOutputContainerFormat(request, _SLANG_MODULE)
@@ -360,6 +442,20 @@ class SlangSession:
             if lib.spGetContainerCode(request, ctypes.byref(blob)) < 0 or not blob:
                 raise SlangCompileError(f"Slang wrote no module for {path}")
             return _blob_bytes(blob)
+
+    def _add(self, request: P, units: Sequence[Unit]) -> None:
+        lib = self._lib
+        for unit in units:
+            index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
+            for key, value in unit.defines.items():
+                lib.spTranslationUnit_addPreprocessorDefine(
+                    request, index, key.encode(), value.encode()
+                )
+            lib.spAddTranslationUnitSourceString(
+                request, index, str(unit.path).encode(), unit.source.encode()
+            )
+            for entry in unit.entry_points:
+                lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
 
     @contextlib.contextmanager
     def compile(
@@ -373,22 +469,12 @@ class SlangSession:
         """Compile ``units`` together into one whole program for ``target``, with ``options``
         as ``slangc`` would take them; raises ``SlangCompileError`` with Slang's diagnostics
         when it fails. The output's reflection is valid only inside the ``with``, which holds
-        the session."""
+        the session. Called on the session's thread (``run``)."""
         lib = self._lib
         with self._request(search_paths, defines, options) as request:
             lib.spSetCodeGenTarget(request, target)
             lib.spSetTargetFlags(request, 0, _GENERATE_WHOLE_PROGRAM)
-            for unit in units:
-                index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
-                for key, value in unit.defines.items():
-                    lib.spTranslationUnit_addPreprocessorDefine(
-                        request, index, key.encode(), value.encode()
-                    )
-                lib.spAddTranslationUnitSourceString(
-                    request, index, str(unit.path).encode(), unit.source.encode()
-                )
-                for entry in unit.entry_points:
-                    lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
+            self._add(request, units)
             diagnostics = self._compiled(request)
             size = _SIZE()
             code = lib.spGetCompileRequestCode(request, ctypes.byref(size))
@@ -422,5 +508,9 @@ def _blob_bytes(blob: P) -> bytes:
 
 @functools.cache
 def global_session() -> SlangSession:
-    """The process's Slang session, created on first use."""
+    """The process's Slang session, created on first use (again in a forked child, which
+    has not its thread)."""
     return SlangSession()
+
+
+os.register_at_fork(after_in_child=global_session.cache_clear)

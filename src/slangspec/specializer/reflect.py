@@ -1,14 +1,14 @@
 """Slang reflection -> FunctionInfo: the plain-data view of a function that resolution needs.
 
-The only part of resolution that needs slangpy; a process whose functions the cache already
-describes never imports it."""
+The only part of resolution that needs Slang: it reads slangpy's reflection of a module, or
+``compile.reflection``'s (Slang's C API, shaped alike), comparing kinds by name; a process
+whose functions the cache already describes runs none of it."""
 
 from __future__ import annotations
 
 import re
 from itertools import product
-
-import slangpy as spy
+from typing import TYPE_CHECKING, Any
 
 from ..function_ref import FunctionRef
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
@@ -24,9 +24,10 @@ from .info import (
 )
 from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
-_Kind = spy.TypeReflection.Kind
-_Scalar = spy.TypeReflection.ScalarType
-_SLANG_NAMES = {getattr(_Scalar, name): slang for name, slang in SLANG_NAME_OF_REFLECTED.items()}
+if TYPE_CHECKING:
+    import slangpy as spy
+
+_SLANG_NAMES = dict(SLANG_NAME_OF_REFLECTED)
 
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
 
@@ -34,43 +35,43 @@ _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
 def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) -> TypeInfo:
     """Classify one reflected type of ``layout``."""
     full = t.full_name
-    kind = t.kind
-    if kind == _Kind.scalar:
-        if t.scalar_type == _Scalar.void:
+    kind = t.kind.name
+    if kind == "scalar":
+        if t.scalar_type.name == "void":
             return TypeInfo("void", full)
-        scalar = _SLANG_NAMES.get(t.scalar_type)
+        scalar = _SLANG_NAMES.get(t.scalar_type.name)
         return TypeInfo("scalar", full, scalar) if scalar else TypeInfo("other", full)
-    if kind == _Kind.vector:
-        scalar = _SLANG_NAMES.get(t.scalar_type)
+    if kind == "vector":
+        scalar = _SLANG_NAMES.get(t.scalar_type.name)
         cols = _count(t, "col_count")
         if scalar and 1 <= cols <= 4:
             return TypeInfo("vector", full, scalar, (cols,))
         return TypeInfo("other", full)
-    if kind == _Kind.matrix:
-        scalar = _SLANG_NAMES.get(t.scalar_type)
+    if kind == "matrix":
+        scalar = _SLANG_NAMES.get(t.scalar_type.name)
         rows, cols = _count(t, "row_count"), _count(t, "col_count")
         if scalar and 1 <= rows <= 4 and 1 <= cols <= 4:
             return TypeInfo("matrix", full, scalar, (rows, cols))
         return TypeInfo("other", full)
-    if kind == _Kind.array:
+    if kind == "array":
         element = type_info(t.element_type, layout, depth + 1)
         count = _count(t, "element_count")
         if element.kind in VALUE_KINDS and count > 0:
             return TypeInfo("array", full, element.scalar, (count, *element.shape))
         return TypeInfo("other", full)
     m = _GENERIC_RE.fullmatch(full)
-    if m and m.group(1) in TENSOR_TYPES and kind in (_Kind.interface, _Kind.struct):
+    if m and m.group(1) in TENSOR_TYPES and kind in ("interface", "struct"):
         element = m.group(2)
         if element in SLANG:
             return TypeInfo("tensor", full, element, (), m.group(1), int(m.group(3)))
         return TypeInfo("other", full)
-    if kind == _Kind.struct and depth < 8:
+    if kind == "struct" and depth < 8:
         fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)
         differentiable = _differentiable(layout, t)
         return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
-    if kind == _Kind.none and full == "void":
+    if kind == "none" and full == "void":
         return TypeInfo("void", full)
-    if kind == _Kind.none and full.isidentifier():
+    if kind == "none" and full.isidentifier():
         return TypeInfo("generic", full)
     return TypeInfo("other", full)
 
@@ -89,10 +90,21 @@ def _differentiable(layout: spy.ProgramLayout, t: spy.TypeReflection) -> bool:
     return interface is not None and bool(layout.is_sub_type(t, interface))
 
 
+def _has(item: Any, modifier: str) -> bool:
+    """Whether a reflected variable or function has ``modifier`` (named as slangpy's
+    ``ModifierID`` names it)."""
+    named = getattr(item, "has_modifier_named", None)
+    if named is not None:
+        return named(modifier)
+    import slangpy as spy
+
+    return bool(item.has_modifier(getattr(spy.ModifierID, modifier)))
+
+
 def _direction(p: spy.VariableReflection) -> Direction:
-    if p.has_modifier(spy.ModifierID.inout):
+    if _has(p, "inout"):
         return "inout"
-    if p.has_modifier(spy.ModifierID.out):
+    if _has(p, "out"):
         return "out"
     return "in"
 
@@ -100,8 +112,7 @@ def _direction(p: spy.VariableReflection) -> Direction:
 def function_names(module: spy.SlangModule) -> list[str]:
     """The functions ``module`` itself declares, generic ones aside (Slang's declaration
     reflection does not name those), sorted."""
-    func = spy.DeclReflection.Kind.func
-    return sorted({d.name for d in module.module_decl.children if d.kind == func})
+    return sorted({d.name for d in module.module_decl.children if d.kind.name == "func"})
 
 
 def has_function(module: spy.SlangModule, name: str) -> bool:
@@ -118,8 +129,7 @@ def function_info(
     if f is None:
         return None
     if f.is_overloaded:
-        func = spy.DeclReflection.Kind.func
-        own = sum(d.kind == func and d.name == name for d in module.module_decl.children)
+        own = sum(d.kind.name == "func" and d.name == name for d in module.module_decl.children)
         if own <= 1:
             raise TypeError(
                 f"{module_name}::{name} shares its name with a function Slang declares itself "
@@ -132,7 +142,7 @@ def function_info(
         ParamInfo(
             p.name,
             type_info(p.type, module.layout),
-            p.has_modifier(spy.ModifierID.nodiff),
+            _has(p, "nodiff"),
             _direction(p),
         )
         for p in f.parameters
@@ -140,7 +150,7 @@ def function_info(
     return FunctionInfo(
         module_name,
         name,
-        f.has_modifier(spy.ModifierID.differentiable),
+        _has(f, "differentiable"),
         params,
         type_info(f.return_type, module.layout),
         _generics(module.layout, f, params, declared_generics(text, name)),

@@ -1,0 +1,324 @@
+"""A Slang module's reflection through Slang's C API, without slangpy: what
+``specializer.reflect`` reads of a module (its functions, their parameters and types, the
+module's declarations), shaped as slangpy's reflection is (kinds named as slangpy names them),
+so one reflection pass serves both.
+
+A ``FrontEnd`` holds the compile request that checked the module for as long as its
+reflection is read; it is made on the session's thread (``SlangSession.run``), and every call
+its reflection makes into Slang runs there too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+from .slang_api import _STR, P, SlangSession, Unit, _blob_bytes, _text
+
+
+class Kind(IntEnum):
+    """``SlangTypeKind``, named as slangpy names its members; ``other`` for a kind this
+    slangspec does not know."""
+
+    other = -1
+    none = 0
+    struct = 1
+    array = 2
+    matrix = 3
+    vector = 4
+    scalar = 5
+    constant_buffer = 6
+    resource = 7
+    sampler_state = 8
+    texture_buffer = 9
+    shader_storage_buffer = 10
+    parameter_block = 11
+    generic_type_parameter = 12
+    interface = 13
+    output_stream = 14
+    mesh_output = 15
+    specialized = 16
+    feedback = 17
+    pointer = 18
+    dynamic_resource = 19
+    enum = 20
+
+
+class ScalarType(IntEnum):
+    """``SlangScalarType``, named as slangpy names its members."""
+
+    none = 0
+    void = 1
+    bool = 2
+    int32 = 3
+    uint32 = 4
+    int64 = 5
+    uint64 = 6
+    float16 = 7
+    float32 = 8
+    float64 = 9
+    int8 = 10
+    uint8 = 11
+    int16 = 12
+    uint16 = 13
+
+
+class DeclKind(IntEnum):
+    """``SlangDeclKind``, named as slangpy names its members."""
+
+    unsupported = 0
+    struct = 1
+    func = 2
+    module = 3
+    generic = 4
+    variable = 5
+    namespace = 6
+
+
+class Modifier(IntEnum):
+    """``SlangModifierID``, named as slangpy names its members."""
+
+    shared = 0
+    nodiff = 1
+    static = 2
+    const = 3
+    export = 4
+    extern = 5
+    differentiable = 6
+    mutating = 7
+    inn = 8
+    out = 9
+    inout = 10
+
+
+def _member(enum: type[IntEnum], value: int, default: IntEnum) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        return default
+
+
+_GET_MODULE_REFLECTION = 28
+"""``IModule::getModuleReflection``'s place in the module's virtual table: ``ISlangUnknown``'s
+3 methods, ``IComponentType``'s 14, then ``IModule``'s, of which it is the 12th."""
+_GET_NAME = 22
+"""``IModule::getName``'s place, read to check the table is laid out as above."""
+
+
+class _Api:
+    """Slang's library, each call made on the session's thread."""
+
+    def __init__(self, session: SlangSession) -> None:
+        self._lib = session.lib
+        self._run = session.run
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self._lib, name)
+        return lambda *args: self._run(function, *args)
+
+
+class TypeReflection:
+    """A reflected type, read as slangpy's ``TypeReflection`` is."""
+
+    def __init__(self, api: _Api, handle: int) -> None:
+        self._api = api
+        self._handle = handle
+
+    @property
+    def kind(self) -> Kind:
+        return _member(Kind, self._api.spReflectionType_GetKind(self._handle), Kind.other)
+
+    @property
+    def name(self) -> str:
+        return _text(self._api.spReflectionType_GetName(self._handle))
+
+    @property
+    def full_name(self) -> str:
+        blob = P()
+        if self._api.spReflectionType_GetFullName(self._handle, ctypes.byref(blob)) < 0:
+            return self.name
+        return _blob_bytes(blob).rstrip(b"\0").decode() if blob else self.name
+
+    @property
+    def scalar_type(self) -> ScalarType:
+        scalar = self._api.spReflectionType_GetScalarType(self._handle)
+        return _member(ScalarType, scalar, ScalarType.none)
+
+    @property
+    def row_count(self) -> int:
+        self._check_extents()
+        return self._api.spReflectionType_GetRowCount(self._handle)
+
+    @property
+    def col_count(self) -> int:
+        self._check_extents()
+        return self._api.spReflectionType_GetColumnCount(self._handle)
+
+    @property
+    def element_count(self) -> int:
+        self._check_extents()
+        return self._api.spReflectionType_GetElementCount(self._handle)
+
+    def _check_extents(self) -> None:
+        """Raise, as slangpy does, for an extent a generic parameter leaves open
+        (``vector<float,N>``, ``float[N]``): Slang aborts the process when asked for one."""
+        full, kind = self.full_name, self.kind
+        extents: list[str] = []
+        if kind in (Kind.vector, Kind.matrix):
+            found = re.fullmatch(r"\w+<(.*)>", full)
+            extents = [a.strip() for a in found.group(1).split(",")[1:]] if found else ["?"]
+        elif kind == Kind.array:
+            found = re.search(r"\[([^\]]*)\]\Z", full)
+            extents = [found.group(1).strip()] if found else ["?"]
+        if not all(e == "" or e.isdigit() for e in extents):
+            raise RuntimeError(f"{full}: an extent depends on a generic parameter")
+
+    @property
+    def element_type(self) -> TypeReflection:
+        return TypeReflection(self._api, self._api.spReflectionType_GetElementType(self._handle))
+
+    @property
+    def fields(self) -> list[VariableReflection]:
+        api, handle = self._api, self._handle
+        return [
+            VariableReflection(api, api.spReflectionType_GetFieldByIndex(handle, i))
+            for i in range(api.spReflectionType_GetFieldCount(handle))
+        ]
+
+
+class VariableReflection:
+    """A parameter or field: its name, type and modifiers."""
+
+    def __init__(self, api: _Api, handle: int) -> None:
+        self._api = api
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return _text(self._api.spReflectionVariable_GetName(self._handle))
+
+    @property
+    def type(self) -> TypeReflection:
+        return TypeReflection(self._api, self._api.spReflectionVariable_GetType(self._handle))
+
+    def has_modifier_named(self, modifier: str) -> bool:
+        found = self._api.spReflectionVariable_FindModifier(self._handle, Modifier[modifier])
+        return bool(found)
+
+
+class FunctionReflection:
+    """A reflected function (or a set of overloads under one name)."""
+
+    def __init__(self, api: _Api, handle: int) -> None:
+        self._api = api
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return _text(self._api.spReflectionFunction_GetName(self._handle))
+
+    @property
+    def parameters(self) -> list[VariableReflection]:
+        api, handle = self._api, self._handle
+        return [
+            VariableReflection(api, api.spReflectionFunction_GetParameter(handle, i))
+            for i in range(api.spReflectionFunction_GetParameterCount(handle))
+        ]
+
+    @property
+    def return_type(self) -> TypeReflection:
+        return TypeReflection(self._api, self._api.spReflectionFunction_GetResultType(self._handle))
+
+    @property
+    def is_overloaded(self) -> bool:
+        return bool(self._api.spReflectionFunction_isOverloaded(self._handle))
+
+    def has_modifier_named(self, modifier: str) -> bool:
+        found = self._api.spReflectionFunction_FindModifier(self._handle, Modifier[modifier])
+        return bool(found)
+
+    def specialize_with_arg_types(
+        self, types: Sequence[TypeReflection | None]
+    ) -> FunctionReflection | None:
+        """This generic function specialized for arguments of ``types``; None when it does
+        not specialize so."""
+        handles = (P * max(len(types), 1))(*(t._handle if t else None for t in types))
+        found = self._api.spReflectionFunction_specializeWithArgTypes(
+            self._handle, len(types), handles
+        )
+        return FunctionReflection(self._api, found) if found else None
+
+
+class ProgramLayout:
+    """What slangpy's ``ProgramLayout`` offers for finding functions and types by name."""
+
+    def __init__(self, api: _Api, handle: int) -> None:
+        self._api = api
+        self._handle = handle
+
+    def find_function_by_name(self, name: str) -> FunctionReflection | None:
+        found = self._api.spReflection_FindFunctionByName(self._handle, name.encode())
+        return FunctionReflection(self._api, found) if found else None
+
+    def find_type_by_name(self, name: str) -> TypeReflection | None:
+        found = self._api.spReflection_FindTypeByName(self._handle, name.encode())
+        return TypeReflection(self._api, found) if found else None
+
+    def is_sub_type(self, sub: TypeReflection, sup: TypeReflection) -> bool:
+        return bool(self._api.spReflection_isSubType(self._handle, sub._handle, sup._handle))
+
+
+class DeclReflection:
+    """A declaration: its kind, name and children."""
+
+    def __init__(self, api: _Api, handle: int) -> None:
+        self._api = api
+        self._handle = handle
+
+    @property
+    def kind(self) -> DeclKind:
+        kind = self._api.spReflectionDecl_getKind(self._handle)
+        return _member(DeclKind, kind, DeclKind.unsupported)
+
+    @property
+    def name(self) -> str:
+        return _text(self._api.spReflectionDecl_getName(self._handle))
+
+    @property
+    def children(self) -> Iterator[DeclReflection]:
+        api, handle = self._api, self._handle
+        for i in range(api.spReflectionDecl_getChildrenCount(handle)):
+            yield DeclReflection(api, api.spReflectionDecl_getChild(handle, i))
+
+
+class FrontEnd:
+    """A Slang module through the front-end alone, held for its reflection: ``layout`` and
+    ``module_decl`` as slangpy's ``SlangModule`` has them. Made on the session's thread."""
+
+    def __init__(
+        self,
+        session: SlangSession,
+        unit: Unit,
+        search_paths: Sequence[Path],
+        defines: Mapping[str, str],
+        options: Sequence[str],
+    ) -> None:
+        request, self.diagnostics = session.checked([unit], search_paths, defines, options)
+        # At exit the process ends with the requests; the session's thread is gone by then.
+        weakref.finalize(self, session.release, request).atexit = False
+        self._api = api = _Api(session)
+        self.layout = ProgramLayout(api, api.spGetReflection(request))
+        module = P()
+        if api.spCompileRequest_getModule(request, 0, ctypes.byref(module)) < 0 or not module:
+            raise RuntimeError(f"Slang gave no module for {unit.name}")
+        table = ctypes.cast(module, ctypes.POINTER(ctypes.POINTER(P))).contents
+        name = ctypes.CFUNCTYPE(_STR, P)(table[_GET_NAME])
+        if _text(name(module)) != unit.name:
+            raise RuntimeError("Slang's IModule is not laid out as this slangspec expects")
+        decl = ctypes.CFUNCTYPE(P, P)(table[_GET_MODULE_REFLECTION])(module)
+        self.module_decl = DeclReflection(api, decl)
