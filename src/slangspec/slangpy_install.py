@@ -2,8 +2,9 @@
 importing it.
 
 Cache keys cover slangpy's version and its Slang build tag. Importing slangpy to read them takes
-time a process whose kernels are all cached has no other reason to spend. A process that
-imported slangpy notes both against a stamp of its install: the package's path and the size and
+time a process whose kernels are all cached has no other reason to spend, and a CUDA process
+never imports it: one that must read them takes slangpy's from its metadata and Slang's from the
+library. Either notes both against a stamp of its install: the package's path and the size and
 modification time of each native library in it. A later process finds the package on
 ``sys.path`` as ``import slangpy`` would, stamps it the same way, and reads the versions back.
 
@@ -108,22 +109,47 @@ def _imported() -> tuple[Versions, Path]:
     return versions, Path(spy.__file__).parent.resolve()
 
 
+def _read(directory: Path) -> Versions | None:
+    """The versions of the install at ``directory`` without importing it: slangpy's from its
+    metadata, Slang's build tag from the Slang library it bundles (what ``import slangpy``
+    reports, the same strings); None when either cannot be read."""
+    from .compile.slang_api import SlangLibraryError, build_tag
+
+    for info in sorted(directory.parent.glob(f"{directory.name}-*.dist-info")):
+        try:
+            metadata = (info / "METADATA").read_text(errors="replace")
+        except OSError:
+            continue
+        version = next(
+            (line[9:].strip() for line in metadata.splitlines() if line.startswith("Version: ")),
+            None,
+        )
+        if version is None:
+            continue
+        try:
+            return {"slangpy": version, "slang": build_tag()}
+        except (OSError, SlangLibraryError):
+            return None
+    return None
+
+
 def slangpy_versions(memo: VersionMemo | None) -> Versions:
     """slangpy's version and Slang build tag: from ``memo`` when it knows this install, else
-    from slangpy itself (and then noted in ``memo``)."""
-    if memo is not None and sys.modules.get("slangpy") is None:
-        directory = find_install()
-        if directory is not None:
-            known = _noted(memo, install_stamp(directory)) or _noted(memo, wheel_stamp(directory))
-            if known is not None:
-                return known
-    try:
-        versions, directory = _imported()
-    except ImportError as exc:
-        raise ImportError(
-            f"slangspec needs slangpy's version for its cache keys, and slangpy cannot be "
-            f"imported ({exc}); a process that can import it notes the version in the cache"
-        ) from exc
+    read from the install (``_read``), else from slangpy itself; then noted in ``memo``."""
+    directory = find_install() if sys.modules.get("slangpy") is None else None
+    if memo is not None and directory is not None:
+        known = _noted(memo, install_stamp(directory)) or _noted(memo, wheel_stamp(directory))
+        if known is not None:
+            return known
+    versions = None if directory is None else _read(directory)
+    if versions is None or directory is None:
+        try:
+            versions, directory = _imported()
+        except ImportError as exc:
+            raise ImportError(
+                f"slangspec needs slangpy's version for its cache keys, and slangpy cannot be "
+                f"imported ({exc}); a process that can import it notes the version in the cache"
+            ) from exc
     if memo is not None:
         for stamp in (install_stamp(directory), wheel_stamp(directory)):
             if stamp is not None and _noted(memo, stamp) != versions:
