@@ -9,17 +9,11 @@ plans built by hand (no reflection). Without a GPU it prints the time of creatin
 session, of Slang writing one CUDA source for each forward and backward pair, of NVRTC
 compiling a pair in one run against one run per kernel, and of NVRTC with Slang's prelude
 split out as a precompiled header (``-pch``) in this process against the whole source.
-
-Where torch sees a CUDA GPU it also builds each kernel through slangpy as slangspec does today
-(``compiler.Compiler`` on slangpy's CUDA device, its PTX linked by the driver, its layout from
-``block_layout``), compares the two layouts, and launches both cubins through
-``DriverKernel`` on the same inputs, comparing what they write.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import tempfile
 import time
@@ -151,124 +145,6 @@ def precompiled_prelude(
     return rows
 
 
-def with_device(module: ModuleText, work: Path) -> None:
-    """slangpy's build against this one, kernel by kernel, on the GPU torch sees."""
-    import slangpy as spy
-    import torch
-
-    from slangspec.compiler import Compiler
-    from slangspec.cuda_api import (
-        P,
-        check,
-        compute_capability,
-        driver,
-        make_current,
-        primary_context,
-    )
-    from slangspec.runtime.cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
-    from slangspec.uniforms import UniformBlock
-
-    torch.cuda.init()
-    context = primary_context(torch.cuda.current_device())
-    major, minor = compute_capability(torch.cuda.current_device())
-    arch = f"sm_{major}{minor}"
-    rows: list[tuple[str, float]] = []
-    start = time.perf_counter()
-    device = spy.Device(type=spy.DeviceType.cuda)
-    rows.append(("slangpy: open its CUDA device", time.perf_counter() - start))
-    compiler = Compiler(device, work / "ir", work / "kernels")
-    for function in PLANS:
-        kernels = pair(function, work / "ours")
-        theirs = {}
-        for k in kernels:
-            start = time.perf_counter()
-            built = compiler.kernel(k.name, k.source, module, [], {}, "bench")
-            rows.append((f"slangpy: {k.name}, Slang and NVRTC to PTX", time.perf_counter() - start))
-            make_current(context)
-            start = time.perf_counter()
-            cubin = cubin_from_ptx(built.ptx)
-            rows.append(
-                (f"slangpy: {k.name}, the driver links PTX to a cubin", time.perf_counter() - start)
-            )
-            theirs[k.name] = (built, cubin)
-        start = time.perf_counter()
-        source = cuda_source(module, kernels)
-        rows.append((f"ours: {function}, Slang, one source", time.perf_counter() - start))
-        start = time.perf_counter()
-        cubin = nvrtc.cubins(source.text, [arch], source.half)[arch]
-        rows.append((f"ours: {function}, NVRTC, one cubin", time.perf_counter() - start))
-        make_current(context)
-        start = time.perf_counter()
-        loaded = P()
-        check(driver().cuModuleLoadData(ctypes.byref(loaded), cubin), "cuModuleLoadData")
-        rows.append((f"ours: {function}, cuModuleLoadData", time.perf_counter() - start))
-        for k in kernels:
-            built, their_cubin = theirs[k.name]
-            entry = source.entries[k.name]
-            same = entry.layout == (built.block.layout if built.block else None)
-            print(f"{k.name}: layouts {'agree' if same else 'DIFFER'}")
-            if not same:
-                print(f"  slangpy: {built.block.layout if built.block else None}")
-                print(f"  ours:    {entry.layout}")
-                continue
-            function_handle = P()
-            check(
-                driver().cuModuleGetFunction(
-                    ctypes.byref(function_handle), loaded, k.name.encode()
-                ),
-                "cuModuleGetFunction",
-            )
-            mine = DriverKernel(function_handle, UniformBlock(entry.layout), entry.group, loaded)
-            slangpys = DriverKernel.from_binary(
-                CachedBinary(their_cubin, built.block.layout, built.group)
-            )
-            outputs = [run(kernel, k.name, torch) for kernel in (slangpys, mine)]
-            agree = all(torch.equal(a, b) for a, b in zip(*outputs, strict=True))
-            print(f"{k.name}: outputs through DriverKernel {'agree' if agree else 'DIFFER'}")
-    print("\n| phase | ms |\n| --- | ---: |")
-    for what, seconds in rows:
-        print(f"| {what} | {seconds * 1000:.0f} |")
-
-
-N = 1000
-
-
-def tensor_parts(t: Any) -> dict[str, Any]:
-    return {
-        "_data": t.data_ptr(),
-        "_shape": list(t.shape),
-        "_strides": list(t.stride()),
-        "_offset": 0,
-    }
-
-
-def run(kernel: Any, name: str, torch: Any) -> list[Any]:
-    """Launch ``kernel`` (one of ``pair``'s, by ``name``) on fixed inputs; what it wrote."""
-    torch.manual_seed(0)
-    cuda = torch.device("cuda")
-    a, x, cot = (torch.randn(N, device=cuda) for _ in range(3))
-    out = torch.zeros(N, device=cuda)
-    grads = [torch.zeros(N, device=cuda) for _ in range(2)]
-    kw: dict[str, Any] = {"_n": N, "_shape": [N], "_out0": out.data_ptr(), "_dout0": cot.data_ptr()}
-    kw["_dout0_st"] = [1]
-    if name.startswith("poly"):
-        kw |= {"a0": a.data_ptr(), "a0_st": [0], "a1": x.data_ptr(), "a1_st": [1]}
-        kw |= {"g0": grads[0].data_ptr()}
-    elif name.endswith("fwd"):
-        kw |= {"a0": tensor_parts(a), "a1": tensor_parts(x)}
-    else:
-        kw |= {
-            f"a{j}": {"_primal": tensor_parts(t), "_grad_out": tensor_parts(g)}
-            for j, (t, g) in enumerate(zip((a, x), grads, strict=True))
-        }
-    needed = {path[0] for path in kernel.block.paths}
-    kernel.launch(
-        N, {k: v for k, v in kw.items() if k in needed}, torch.cuda.current_stream().cuda_stream
-    )
-    torch.cuda.synchronize()
-    return [out, *grads]
-
-
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -280,13 +156,6 @@ def main() -> None:
     bench = HERE / "bench.slang"
     module = ModuleText("bench", bench, bench.read_text())
     device_free(module, work, args.arch, args.repeat)
-    try:
-        import torch
-    except ImportError:
-        return
-    if torch.cuda.is_available():
-        print()
-        with_device(module, work)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ Modes, each a fresh process, taking turns so that a noisy host's drift hits them
   function's body edited; the edited function's first forward+backward, then the nine others'
   (with what they compiled).
 
-Timing starts after ``import torch``, CUDA start-up, torch's own first backward and the opening
-of slangpy's device (as in ``startup.py``), and covers loading the module and the first forward
-and backward (synchronized). The phases are summed
+Timing starts after ``import torch``, CUDA start-up and torch's own first backward (and on
+Vulkan the opening of slangpy's device, as in ``startup.py``), and covers loading the module and
+the first forward and backward (synchronized): on CUDA everything slangspec opens (its Slang
+session, or a baseline tree's slangpy device) is inside it. The phases are summed
 over the process by ``phase_timer`` (inclusive: a Slang compile holds the front-end it
 starts). ``--baseline`` runs every mode a second time with another tree's ``src`` first on
 the path (phases its code lacks are not timed), interleaved with this one.
@@ -80,15 +81,15 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     warmup = torch.ones(2, device=tdev, requires_grad=True)
     (warmup * 2).backward(torch.ones_like(warmup))
     import slangspec
-    from slangspec import cuda_api, devices
+    from slangspec import devices
     from slangspec.counts import compile_counts
 
-    # As benchmarks/startup.py: slangpy's device is opened before the timing starts.
-    if kind == "cuda":
-        cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
-    opened = slangspec.Cache(cache)
-    # A baseline tree's cache may hand out its shader cache itself.
-    devices.open_device(kind, getattr(opened, "files", opened).shader_cache())
+    # On Vulkan, as benchmarks/startup.py, slangpy's device is opened before the timing starts;
+    # on CUDA whatever slangspec opens (its Slang session, a baseline's slangpy device) is timed.
+    if kind == "vulkan":
+        opened = slangspec.Cache(cache)
+        # A baseline tree's cache may hand out its shader cache itself.
+        devices.open_device(kind, getattr(opened, "files", opened).shader_cache())
     sync()
     t0 = time.perf_counter()
     m = slangspec.load(path, device=kind, cache_dir=cache)

@@ -57,8 +57,10 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     "type resolution": [("slangspec.runtime.miss_path", "plan_from_signature")],
     "code generation": [("slangspec.runtime.miss_path", "kernel_source")],
     "Slang compile": [("slangspec.runtime.miss_path", "Builder._compiled")],
-    "Slang to target code": [("slangspec.compiler", "Compiler.kernel")],
-    "cubin from PTX": [("slangspec.runtime.miss_path", "cubin_from_ptx")],
+    "Slang to target code (Vulkan)": [("slangspec.compiler", "Compiler.kernel")],
+    "slangpy's library to IR (CUDA)": [("slangspec.compile.cuda_build", "slangpy_library")],
+    "Slang to CUDA source": [("slangspec.compile.cuda_build", "cuda_source")],
+    "NVRTC": [("slangspec.compile.nvrtc", "Nvrtc.compile")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")
         for name in ("insert", "amend", "write_blob", "record")

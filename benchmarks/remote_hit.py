@@ -51,6 +51,7 @@ warm = torch.ones(2, device=tdev, requires_grad=True)
 (warm * 2).backward(torch.ones_like(warm))
 import slangpy, slangspec
 from slangspec import compiler, devices
+from slangspec.compile import cuda_build, nvrtc
 from slangspec.cache_store import module_cache, remote
 from slangspec.runtime import miss_path
 spent = defaultdict(float)
@@ -70,7 +71,10 @@ timed(remote.RemoteTier, "get", "fetch entries from the server")
 timed(module_cache.ModuleCacheGuard, "check", "module cache: check, fetch compiled modules")
 timed(compiler.Compiler, "_library", "slangpy's library (IR, or front-end)")
 timed(compiler.Compiler, "_loaded", "module front-end (with the library)")
-timed(compiler.Compiler, "kernel", "Slang to target code")
+timed(compiler.Compiler, "kernel", "Slang to target code (Vulkan)")
+timed(cuda_build, "cuda_source", "Slang to CUDA source")
+timed(cuda_build, "slangpy_library", "slangpy's library to IR (CUDA)")
+timed(nvrtc.Nvrtc, "compile", "NVRTC")
 timed(miss_path, "kernel_source", "code generation")
 start = time.perf_counter()
 m = slangspec.load(sys.argv[3], include_paths=[sys.argv[4]], cache_dir=cache)

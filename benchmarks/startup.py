@@ -12,9 +12,9 @@ start-up and torch's own first backward, which every mode pays alike and which c
 shared host's noise) to the result; then the median of each phase (milliseconds from the
 previous mark; the first from exec). The modes take turns, so that drift hits them alike.
 
-Without ``--whole``, every measurement is a new process; timing starts after imports, the
-creation of slangpy's device (which a warm slangspec process on CUDA never needs) and torch's own
-first backward (which imports sympy), and covers
+Without ``--whole``, every measurement is a new process; timing starts after imports, torch's
+own first backward (which imports sympy) and the creation of slangpy's device for slangpy's modes
+and for slangspec on Vulkan (slangspec on CUDA opens none: its Slang session is timed), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
 "poly" lives in a module that does not import slangpy; "mix2" takes IDiffTensor parameters, so
 its module imports slangpy's Slang library. slangpy takes torch tensors only on CUDA (it crashes
@@ -57,13 +57,10 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     (warmup * 2).backward(torch.ones_like(warmup))
     if mode == "slangspec":
         import slangspec
-        from slangspec import cuda_api, devices
+        from slangspec import devices
 
-        shaders = slangspec.Cache(cache).files.shader_cache()
-        if kind == "cuda":
-            context = cuda_api.primary_context(devices.torch_device(kind).index)
-            cuda_api.make_current(context)
-        devices.open_device(kind, shaders)
+        if kind == "vulkan":
+            devices.open_device(kind, slangspec.Cache(cache).files.shader_cache())
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()

@@ -193,7 +193,8 @@ def test_warm_process_does_no_resolution_codegen_or_library_front_end(tmp_path, 
     cold = run(cache, "--signatures", "3")
     assert cold["counts"]["specialize"] == 3
     compiled = slang_module_files(cache)
-    assert compiled, "slangpy's module cache lives under the cache root"
+    # On CUDA a module that imports nothing (as this one) leaves nothing in the module cache.
+    assert compiled or kind == "cuda", "slangpy's module cache lives under the cache root"
     warm = run(cache, "--signatures", "3", "--forbid-compile")
     assert warm["ok"]
     assert warm["counts"].get("specialize", 0) == 0
@@ -299,8 +300,8 @@ def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
 
     def clear_then_fail(self, name, source, apart=None):
         if apart is not None:
-            compiler, include_paths, text = apart
-            inside = [compiler.module_cache, compiler.kernel_dir, text.path, *include_paths]
+            private, include_paths, text = apart
+            inside = [private, text.path, *include_paths]
             assert not any(p.resolve().is_relative_to(cache.resolve()) for p in inside)
             return real(self, name, source, apart)
         if disturbed:

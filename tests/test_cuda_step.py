@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from slangspec.cache_store import CacheWarning
+from slangspec.cache_store.module_cache import ModuleCacheGuard
+from slangspec.cache_store.module_seals import ModuleSeals
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
 from slangspec.compile import nvrtc
+from slangspec.compile.cuda_build import build, library_dir
 from slangspec.compile.cuda_source import (
     LIBRARY_FILE,
     Kernel,
@@ -21,6 +25,7 @@ from slangspec.compile.cuda_source import (
     split_prelude,
 )
 from slangspec.compile.slang_api import SlangCompileError
+from slangspec.counts import compile_counts
 from slangspec.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
 from slangspec.uniforms import UniformBlock
@@ -285,3 +290,35 @@ def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
     for path in compile_dir.glob("*.py"):
         text = path.read_text()
         assert not re.search(r"^\s*(import|from) (torch|slangpy)\b", text, re.M), path.name
+
+
+@needs_nvrtc
+def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_library(tmp_path):
+    """``cuda_build``: slangpy's library compiled into the module cache once, sealed; read
+    back by a build; damaged, removed and compiled again."""
+    guard = ModuleCacheGuard(ModuleSeals(tmp_path / "slang"), None, "")
+    toolchain = {"slang": "test"}
+    before = compile_counts["library"]
+    library = library_dir(guard, toolchain, {})
+    assert library_dir(guard, toolchain, {}) == library
+    assert compile_counts["library"] == before + 1
+    assert library.is_relative_to(guard.root) and (library / LIBRARY_FILE).is_file()
+    assert ModuleSeals(guard.root).damaged() == []
+    assert library_dir(guard, {"slang": "another"}, {}) != library  # keyed by the toolchain
+
+    module = ModuleText("m", tmp_path / "user" / "m.slang", MODULE)
+    kernel = kernels_of(MIX, SIGNATURES[MIX], tmp_path)[1]
+    made = build(module, kernel, [], {}, "sm_90", library)
+    assert made.entry == kernel.name and made.group == THREADS_PER_GROUP
+    assert elf_arch(made.cubin) == 90
+    assert made.layout == cuda_source(module, [kernel], library=library).entries[kernel.name].layout
+    compiled = kernel_parameters(elf_sections(made.cubin)[f".nv.info.{kernel.name}"])
+    assert [offset for offset, _ in compiled] == [p[1] for p in made.layout["params"]]
+
+    with open(library / LIBRARY_FILE, "r+b") as f:
+        f.seek(1000)
+        f.write(b"damaged")
+    with pytest.warns(CacheWarning, match="no longer matches"):
+        assert library_dir(guard, toolchain, {}) == library
+    assert compile_counts["library"] == before + 3
+    assert ModuleSeals(guard.root).damaged() == []

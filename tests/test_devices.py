@@ -111,8 +111,8 @@ m.poly(a, torch.rand(8, device=dev)).sum().backward()
 
 
 def test_a_process_closes_its_device_before_the_interpreter_tears_down(kind, tmp_path):
-    # A CUDA device shares torch's context; left to the teardown, it could be destroyed after
-    # that context and crash the process after its work was done.
+    # A device left to the teardown could be destroyed after what it uses and crash the
+    # process after its work was done. On CUDA no slangpy device is opened at all.
     shader = Path(__file__).parent / "shaders" / "ops.slang"
     done = subprocess.run(
         [sys.executable, "-c", CLOSED_AT_EXIT, str(shader), kind, str(tmp_path)],
@@ -121,7 +121,8 @@ def test_a_process_closes_its_device_before_the_interpreter_tears_down(kind, tmp
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "devices closed before teardown: 1" in done.stdout, done.stdout
+    opened = 1 if kind == "vulkan" else 0
+    assert f"devices closed before teardown: {opened}" in done.stdout, done.stdout
 
 
 SMOKE = """

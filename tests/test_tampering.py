@@ -421,20 +421,24 @@ def test_an_eviction_elsewhere_tells_a_failed_build_to_try_again(tmp_path, tdev)
     assert c.files.layout_id() != before
 
 
-def test_a_clear_during_the_front_end_load_is_retried(tmp_path, tdev, monkeypatch):
+def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monkeypatch):
+    from slangspec.compile import cuda_source
+
     cache = tmp_path / "cache"
     m = load(cache)
-    load_module = m.compiler.load_module
+    # The front-end: Slang's C API on CUDA, slangpy's session on Vulkan.
+    owner, name = (cuda_source, "front_end") if kind == "cuda" else (m.compiler, "load_module")
+    load_module = getattr(owner, name)
     calls = []
 
-    def cleared_meanwhile(*args):
+    def cleared_meanwhile(*args, **kwargs):
         calls.append(args)
         if len(calls) == 1:
             slangspec.Cache(cache).clear()
             raise RuntimeError("filesystem error: cannot create directories")
-        return load_module(*args)
+        return load_module(*args, **kwargs)
 
-    monkeypatch.setattr(m.compiler, "load_module", cleared_meanwhile)
+    monkeypatch.setattr(owner, name, cleared_meanwhile)
     y = m.poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
     torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
     assert len(calls) == 2

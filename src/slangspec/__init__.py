@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .cache import Cache as Cache
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
+    from .compile.slang_api import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .runtime.miss_path import SlangUnavailableError as SlangUnavailableError
     from .runtime.module import Function as Function
@@ -39,6 +40,7 @@ _HOME = {
     "EntryFilter": ".cache_store",
     "Function": ".runtime.module",
     "Module": ".runtime.module",
+    "SlangCompileError": ".compile.slang_api",
     "SlangUnavailableError": ".runtime.miss_path",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",

@@ -5,14 +5,13 @@ at a path that places it for its imports (the module's own directory, the cache'
 directory), and never through the include paths. A session's include paths are then only the
 user's own and slangpy's library, the same for every module, and so is where slangpy keeps the
 compiled IR of that library: compiled once per cache and toolchain, it is loaded as IR by every
-later process, for any module in any directory. On CUDA each kernel is also captured as the PTX
-Slang generated for it, for the cache to keep as a binary.
+later process, for any module in any directory. On CUDA only modules are loaded here, for their
+reflection: kernels are built through ``compile.cuda_build``.
 """
 
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ import slangpy as spy
 
 from .block_layout import uniform_block
 from .codegen import ENTRY_POINT
+from .compile.slang_api import SlangCompileError
 from .counts import compile_counts
 from .module_text import ModuleText
 from .preimage import imported_names
@@ -52,15 +52,13 @@ class _Session:
 
 
 class CompiledKernel:
-    """A compute kernel, its uniforms' block packer where they are plain bytes, and on CUDA the
-    PTX it was built from."""
+    """A compute kernel and its uniforms' block packer where they are plain bytes."""
 
-    def __init__(self, kernel: spy.ComputeKernel, ptx: bytes | None = None) -> None:
+    def __init__(self, kernel: spy.ComputeKernel) -> None:
         self.kernel = kernel
         self.pipeline = kernel.pipeline
         self.group = self.pipeline.thread_group_size.x
         self.block: UniformBlock | None = uniform_block(kernel)
-        self.ptx = ptx
 
 
 class Compiler:
@@ -68,9 +66,7 @@ class Compiler:
 
     ``module_cache`` is where slangpy keeps compiled IR, kept (and placed for Slang) by
     ``guard`` when given;
-    ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie. The
-    PTX of a CUDA build is dumped to a directory of its own in the system's temporary
-    directory, out of reach of a ``cache clear``.
+    ``kernel_dir`` is where generated kernels are stored, and where Slang is told they lie.
     """
 
     def __init__(
@@ -84,7 +80,6 @@ class Compiler:
         self.module_cache = module_cache
         self.kernel_dir = kernel_dir
         self.guard = guard
-        self._capture = device.info.type == spy.DeviceType.cuda
         self._sessions: dict[tuple, _Session] = {}
         self._lock = threading.Lock()
 
@@ -148,7 +143,10 @@ class Compiler:
         # slangpy sets a line of its own before a module given as source: without the
         # directive, every line a diagnostic names would be one too far.
         text = "#line 1\n" + module.text
-        loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
+        try:
+            loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
+        except spy.SlangCompileError as exc:
+            raise SlangCompileError(str(exc)) from exc
         _log.info("Slang front-end of module %s: %.3f s", module.name, time.perf_counter() - start)
         session.modules[module.name] = loaded
         self._sealed()
@@ -191,15 +189,5 @@ class Compiler:
         # slangpy may write a loaded module's IR after its load returned (seen: while the next
         # load runs), so what the module's load could not seal yet is sealed here.
         self._sealed()
-        if not self._capture:
-            program = slang.link_program([generated], entry)
-            return CompiledKernel(self.device.create_compute_kernel(program))
-        dumps = tempfile.TemporaryDirectory(prefix="slangspec-ptx-", ignore_cleanup_errors=True)
-        with dumps as dump:
-            options = {"dump_intermediates": True, "dump_intermediates_prefix": f"{dump}/{name}-"}
-            program = slang.link_program([generated], entry, link_options=options)
-            # Building the pipeline generates the target code, and with it the dump.
-            kernel = self.device.create_compute_kernel(program)
-            kernel.pipeline  # noqa: B018
-            ptx = [p.read_bytes() for p in sorted(Path(dump).glob("*.ptx"))]
-        return CompiledKernel(kernel, ptx[-1] if ptx else None)
+        program = slang.link_program([generated], entry)
+        return CompiledKernel(self.device.create_compute_kernel(program))

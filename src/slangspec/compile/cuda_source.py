@@ -26,6 +26,7 @@ from ..codegen import ENTRY_POINT
 from ..module_text import ModuleText
 from ..uniforms import Layout, Unpackable
 from .parameter_layout import entry_layout
+from .reflection import FrontEnd
 from .slang_api import SlangSession, Unit, global_session, shader_path, slangpy_directory
 
 
@@ -106,6 +107,21 @@ def slangpy_library(
     return compiler.compile_module(LIBRARY, path, _search(()), _defines(defines), SLANGPY_OPTIONS)
 
 
+def front_end(
+    module: ModuleText,
+    include_paths: Sequence[Path] = (),
+    defines: Mapping[str, str] | None = None,
+    session: SlangSession | None = None,
+    library: Path | None = None,
+) -> FrontEnd:
+    """``module`` through Slang's front-end, for its reflection, searched and defined as
+    ``cuda_source`` compiles it."""
+    search = _search([*([library] if library is not None else []), *include_paths])
+    unit = Unit(module.name, module.path, module.text)
+    session = session or global_session()
+    return session.run(FrontEnd, session, unit, search, _defines(defines), SLANGPY_OPTIONS)
+
+
 def cuda_source(
     module: ModuleText,
     kernels: Sequence[Kernel],
@@ -123,12 +139,22 @@ def cuda_source(
     Slang's diagnostics when the sources do not compile.
     """
     _check_names(module, kernels)
+    session = session or global_session()
+    return session.run(_cuda_source, module, kernels, include_paths, defines, session, library)
+
+
+def _cuda_source(
+    module: ModuleText,
+    kernels: Sequence[Kernel],
+    include_paths: Sequence[Path],
+    defines: Mapping[str, str] | None,
+    session: SlangSession,
+    library: Path | None,
+) -> CudaSource:
     units = [Unit(module.name, module.path, module.text)]
     units += [Unit(k.name, k.path, k.source, (k.name,), {ENTRY_POINT: k.name}) for k in kernels]
     search = _search([*([library] if library is not None else []), *include_paths])
-    compiling = (session or global_session()).compile(
-        units, search, _defines(defines), SLANGPY_OPTIONS
-    )
+    compiling = session.compile(units, search, _defines(defines), SLANGPY_OPTIONS)
     with compiling as output:
         entries = {}
         for entry in output.entry_points:

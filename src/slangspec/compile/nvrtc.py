@@ -10,10 +10,12 @@ driver's JIT.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.util
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -169,6 +171,24 @@ class Nvrtc:
 def nvrtc() -> Nvrtc:
     """The process's NVRTC, loaded on first use."""
     return Nvrtc()
+
+
+_WARM_UP = 'extern "C" __global__ void slangspec_warm_up() {}\n'
+
+
+@functools.cache
+def warm_up(arch: str) -> threading.Thread:
+    """Start NVRTC (its first compile in a process costs about 0.2 s more than later ones) on
+    a thread of its own, once per process, so that it starts while Slang does; the thread
+    ends once it has, and a failure is left to the compile that needs NVRTC to report."""
+
+    def run() -> None:
+        with contextlib.suppress(NvrtcError, NvrtcUnavailableError, ValueError):
+            nvrtc().compile(_WARM_UP, arch, name="slangspec_warm_up.cu")
+
+    thread = threading.Thread(target=run, name="slangspec-nvrtc-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def cubins(

@@ -6,10 +6,9 @@ thread, more when forward and backward alternate with torch's autograd thread, a
 first one pays a one-time set-up. Launching the kernel's own ``CUfunction`` with its entry-point
 parameters packed at their reflected offsets needs no set-up.
 
-A kernel slangpy compiled is kept as a cubin with its parameter layout; a later process loads
-that with ``cuModuleLoadData`` into torch's own (primary) context and never imports slangpy nor
-starts Slang, which for a module importing slangpy's own library is slow even when every Slang
-cache is warm, and never opens slangpy's CUDA device.
+A kernel is built as a cubin with its parameter layout (``compile.cuda_build``) and kept so; a
+process loads it with ``cuModuleLoadData`` into torch's own (primary) context, and a later one
+that finds it in the cache never imports slangpy nor starts Slang.
 
 The driver is declared through ctypes (``cuda_api``) rather than NVIDIA's ``cuda-bindings``: the
 bindings launch a little faster but take long to import, which a warm process pays before its
@@ -22,17 +21,13 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ..codegen import ENTRY_POINT
 from ..cuda_api import SIZE, CudaDriverError, P, check, driver
 from ..uniforms import Layout, UniformBlock
 
-if TYPE_CHECKING:
-    from ..compiler import CompiledKernel
-
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0  # CU_LAUNCH_PARAM_* markers of ``extra``
-_INPUT_PTX = 1  # CU_JIT_INPUT_PTX
 
 
 def _param_bytes(function: P) -> int:
@@ -46,31 +41,15 @@ def _param_bytes(function: P) -> int:
     return end
 
 
-def cubin_from_ptx(ptx: bytes) -> bytes:
-    """PTX compiled for the current context's GPU, so that loading it needs no JIT."""
-    lib = driver()
-    state = P()
-    check(lib.cuLinkCreate_v2(0, None, None, ctypes.byref(state)), "cuLinkCreate")
-    try:
-        text = ptx if ptx.endswith(b"\0") else ptx + b"\0"
-        check(
-            lib.cuLinkAddData_v2(state, _INPUT_PTX, text, len(text), b"kernel.ptx", 0, None, None),
-            "cuLinkAddData",
-        )
-        image, size = P(), SIZE()
-        check(lib.cuLinkComplete(state, ctypes.byref(image), ctypes.byref(size)), "cuLinkComplete")
-        return ctypes.string_at(image, size.value)
-    finally:
-        lib.cuLinkDestroy(state)
-
-
 @dataclass(frozen=True)
 class CachedBinary:
-    """A kernel as the cache keeps it for CUDA: cubin, parameter layout, threads per group."""
+    """A kernel as the cache keeps it for CUDA: cubin, parameter layout, threads per group,
+    and the name of its ``__global__`` function in the cubin."""
 
     cubin: bytes
     layout: Layout
     group: int
+    entry: str = ENTRY_POINT
 
 
 class LaunchParts(NamedTuple):
@@ -85,10 +64,10 @@ class LaunchParts(NamedTuple):
     launch: Any
 
 
-def _function(module: Any) -> P:
+def _function(module: Any, name: str) -> P:
     function = P()
     check(
-        driver().cuModuleGetFunction(ctypes.byref(function), module, ENTRY_POINT.encode()),
+        driver().cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
         "cuModuleGetFunction",
     )
     return function
@@ -99,23 +78,18 @@ class DriverKernel:
     packs and launches."""
 
     @classmethod
-    def from_compiled(cls, kernel: CompiledKernel) -> DriverKernel:
-        """The function in the CUDA module slangpy loaded for ``kernel``."""
-        if kernel.block is None:
-            raise CudaDriverError("kernel parameters are not plain data; cannot launch directly")
-        function = _function(kernel.pipeline.native_handle.value)
-        # ``kernel`` holds slangpy's pipeline, which owns the CUDA module.
-        return cls(function, kernel.block, kernel.group, owner=kernel)
-
-    @classmethod
     def from_binary(cls, binary: CachedBinary) -> DriverKernel:
         """Load a cached cubin; the module stays loaded for the life of the process."""
         module = P()
         check(driver().cuModuleLoadData(ctypes.byref(module), binary.cubin), "cuModuleLoadData")
-        return cls(_function(module), UniformBlock(binary.layout), binary.group, owner=module)
+        function = _function(module, binary.entry)
+        return cls(function, UniformBlock(binary.layout), binary.group, module, binary)
 
-    def __init__(self, function: P, block: UniformBlock, group: int, owner: Any) -> None:
+    def __init__(
+        self, function: P, block: UniformBlock, group: int, owner: Any, binary: CachedBinary
+    ) -> None:
         self._owner = owner
+        self.binary = binary
         self.block = block
         self._function = function
         size = _param_bytes(function)

@@ -104,11 +104,9 @@ class CudaBinding:
         return self
 
     def prepare(self, kernel: CompiledKernel | DriverKernel) -> DriverKernel:
-        """What ``dispatch`` launches: the kernel's CUDA function (a kernel loaded from the
-        cache's binaries already is one)."""
-        if isinstance(kernel, DriverKernel):
-            return kernel
-        return DriverKernel.from_compiled(kernel)
+        """What ``dispatch`` launches: the kernel's CUDA function, as every CUDA kernel is."""
+        assert isinstance(kernel, DriverKernel), "CUDA kernels are built as driver kernels"
+        return kernel
 
     def forward_call(
         self,

@@ -21,18 +21,21 @@ from ..cache import Cache
 from ..cache_store import FORWARD, CacheWarning, Entry, ShaderSnapshots, kernel_lease, key_of
 from ..cache_store.entry import binary_added, binary_dropped, kernel_added
 from ..cache_store.keys import source_name
-from ..codegen import kernel_source
+from ..codegen import ENTRY_POINT, kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
 from ..module_text import ModuleText
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from ..uniforms import Unpackable
-from .cuda_driver import CachedBinary, DriverKernel, cubin_from_ptx
+from .cuda_driver import CachedBinary, DriverKernel
 
 if TYPE_CHECKING:
     import slangpy as spy
 
+    from ..cache_store.module_cache import ModuleCacheGuard
+    from ..compile.cuda_build import BuiltKernel
+    from ..compile.reflection import FrontEnd
     from ..compiler import CompiledKernel, Compiler
 
 _log = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel"
-Apart: TypeAlias = "tuple[Compiler, list[Path], ModuleText]"
+Apart: TypeAlias = "tuple[Path, list[Path], ModuleText]"
 
 
 class SlangUnavailableError(DeviceUnavailableError):
@@ -98,6 +101,14 @@ class Buildable(Protocol):
 
     @property
     def compiler(self) -> Compiler: ...
+
+    @property
+    def module_guard(self) -> ModuleCacheGuard: ...
+
+    @property
+    def arch(self) -> str: ...
+
+    toolchain: dict[str, Any]
 
     def function_info(self, name: str) -> FunctionInfo: ...
 
@@ -239,16 +250,16 @@ class Builder:
             return name is not None
         return name is not None and self.cache.read_blob(name) is not None
 
-    def _compile(self, source: str) -> tuple[str, CompiledKernel]:
+    def _compile(self, source: str) -> tuple[str, Kernel]:
         """Store a generated source and compile it (see ``_retried``)."""
         compile_counts["codegen"] += 1
 
-        def attempt() -> tuple[str, CompiledKernel]:
+        def attempt() -> tuple[str, Kernel]:
             name = self.cache.write_blob("source", source)
             self._module_written()
             return name, self._compiled(name, source)
 
-        def apart() -> tuple[str, CompiledKernel]:
+        def apart() -> tuple[str, Kernel]:
             name = source_name(source)
             with self._apart() as apart:
                 kernel = self._compiled(name, source, apart)
@@ -261,21 +272,67 @@ class Builder:
             attempt, lambda: self.cache.read_blob(source_name(source)) is None, apart
         )
 
-    def front_end(self) -> spy.SlangModule:
-        """The user's module through the Slang front-end, for reflection (see ``_retried``)."""
+    def front_end(self) -> spy.SlangModule | FrontEnd:
+        """The user's module through the Slang front-end, for reflection (see ``_retried``):
+        on CUDA through Slang's C API (no slangpy device), else through slangpy's session."""
         m = self.module
 
-        def apart() -> spy.SlangModule:
-            with self._apart() as (compiler, include_paths, text):
+        def apart() -> spy.SlangModule | FrontEnd:
+            from ..compiler import Compiler
+
+            with self._apart() as (private, include_paths, text):
+                if m.device_kind == "cuda":
+                    return self._cuda_front_end((private, include_paths, text))
+                compiler = Compiler(m.device, private / "slang", private)
                 return compiler.load_module(text, include_paths, m.defines, m.content)
 
-        def attempt() -> spy.SlangModule:
+        def attempt() -> spy.SlangModule | FrontEnd:
             self._module_written()
+            if m.device_kind == "cuda":
+                return self._cuda_front_end(None)
             return m.compiler.load_module(m.text, m.include_paths, m.defines, m.content)
 
         module = self._retried(attempt, lambda: False, apart)
         self.cache.files.note_compiled(m.module_names)
         return module
+
+    def _cuda_front_end(self, apart: Apart | None) -> FrontEnd:
+        from ..compile.cuda_source import front_end
+        from ..compile.nvrtc import warm_up
+
+        warm_up(self.module.arch)  # NVRTC starts while Slang does: a build follows
+        guard, paths, text, _ = self._cuda_places(apart)
+        library = self._cuda_library(guard, text)
+        compile_counts["front_end"] += 1
+        start = time.perf_counter()
+        module = front_end(text, paths, self.module.defines, library=library)
+        _log.info("Slang front-end of module %s: %.3f s", text.name, time.perf_counter() - start)
+        return module
+
+    def _cuda_places(
+        self, apart: Apart | None
+    ) -> tuple[ModuleCacheGuard, list[Path], ModuleText, Path]:
+        """The module cache, include paths, module text and kernel directory of a CUDA build:
+        the cache's, or ``apart`` from it (a private module cache, kept by nothing)."""
+        from ..cache_store.module_cache import ModuleCacheGuard
+        from ..cache_store.module_seals import ModuleSeals
+
+        m = self.module
+        if apart is None:
+            return m.module_guard, m.include_paths, m.text, self.cache.files.kernel_dir
+        private, paths, text = apart
+        return ModuleCacheGuard(ModuleSeals(private / "slang"), None, ""), paths, text, private
+
+    def _cuda_library(self, guard: ModuleCacheGuard, text: ModuleText) -> Path | None:
+        """slangpy's Slang library as IR in ``guard``'s module cache, for a module that imports
+        it; None for one that does not."""
+        from ..compile.cuda_build import library_dir
+        from ..compile.cuda_source import LIBRARY
+        from ..preimage import imported_names
+
+        if LIBRARY not in imported_names(text.text):
+            return None
+        return library_dir(guard, self.module.toolchain, self.module.defines)
 
     def _module_written(self) -> None:
         """A module given as a source string, written where Slang finds it, again when a
@@ -305,11 +362,9 @@ class Builder:
 
     @contextlib.contextmanager
     def _apart(self) -> Iterator[Apart]:
-        """A compiler, include paths and module text that read and write nothing under the
-        cache root: the Slang module cache, the kernel directory and the place of a module
-        given as a source string are a private directory."""
-        from ..compiler import Compiler
-
+        """A private directory, include paths and module text that read and write nothing under
+        the cache root: the Slang module cache (``slang`` in it), the kernel directory and the
+        place of a module given as a source string are the private directory."""
         m = self.module
         root = self.cache.root.resolve()
         with tempfile.TemporaryDirectory(prefix="slangspec-apart-") as directory:
@@ -318,33 +373,57 @@ class Builder:
             text = m.text
             if m.source is not None:
                 text = ModuleText(m.name, private / f"{m.name}.slang", m.source)
-            yield Compiler(m.device, private / "slang", private), outside, text
+            yield private, outside, text
 
     def _forget_session(self) -> None:
-        """Drop the module's Slang session after a failed build: it keeps what it loaded."""
+        """Drop the module's Slang session after a failed build: it keeps what it loaded (on
+        CUDA every compile is a request of its own, which keeps nothing)."""
         m = self.module
-        m.compiler.forget_session(m.include_paths, m.defines, m.content)
+        if m.device_kind != "cuda":
+            m.compiler.forget_session(m.include_paths, m.defines, m.content)
 
-    def _compiled(
-        self,
-        name: str,
-        source: str,
-        apart: Apart | None = None,
-    ) -> CompiledKernel:
-        """Compile the kernel ``name`` of ``source`` with the module's compiler, or ``apart``
-        from the cache (which then notes nothing of it)."""
+    def _compiled(self, name: str, source: str, apart: Apart | None = None) -> Kernel:
+        """Compile the kernel ``name`` of ``source`` for the module's device, or ``apart`` from
+        the cache (which then notes nothing of it)."""
         m = self.module
-        compiler, paths, text = apart or (m.compiler, m.include_paths, m.text)
         if m.device_kind == "cuda":
-            kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
+            return self._cuda_built(name, source, apart)
+        from ..compiler import Compiler
+
+        if apart is None:
+            compiler, paths, text = m.compiler, m.include_paths, m.text
         else:
-            with m.shaders.lock:
-                kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
-                m.shaders.publish(m.device.shader_cache_stats.miss_count)
+            private, paths, text = apart
+            compiler = Compiler(m.device, private / "slang", private)
+        with m.shaders.lock:
+            kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
+            m.shaders.publish(m.device.shader_cache_stats.miss_count)
         if not apart:
             # slangpy may write a module's compiled IR after loading it returns: count it again.
             self.cache.files.note_compiled(m.module_names)
         return kernel
+
+    def _cuda_built(self, name: str, source: str, apart: Apart | None) -> DriverKernel:
+        """Build the kernel ``name`` of ``source`` for the GPU's architecture (Slang's C API,
+        then NVRTC: no slangpy device) and load it into torch's context."""
+        from ..compile.cuda_build import build
+        from ..compile.cuda_source import Kernel as KernelSource
+        from ..compile.nvrtc import warm_up
+
+        m = self.module
+        warm_up(m.arch)
+        guard, paths, text, kernel_dir = self._cuda_places(apart)
+        library = self._cuda_library(guard, text)
+        kernel = KernelSource(name, source, kernel_dir / f"{name}.slang")
+        built = build(text, kernel, paths, m.defines, m.arch, library)
+        if not apart:
+            self.cache.files.note_compiled(m.module_names)
+        return self._launchable(built)
+
+    def _launchable(self, built: BuiltKernel) -> DriverKernel:
+        make_current(self.module.context)
+        binary = CachedBinary(built.cubin, built.layout, built.group, built.entry)
+        return DriverKernel.from_binary(binary)
 
     def _from_cache(
         self, key: str, label: str, entry: Entry | None, quiet: bool = False
@@ -377,18 +456,18 @@ class Builder:
             )
         return None
 
-    def _keep_binary(self, key: str, label: str, kernel: CompiledKernel) -> None:
+    def _keep_binary(self, key: str, label: str, kernel: Kernel) -> None:
         """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
-        if kernel.ptx is None or kernel.block is None:
+        if not isinstance(kernel, DriverKernel):
             return
-        make_current(self.module.context)
-        try:
-            cubin = cubin_from_ptx(kernel.ptx)
-        except CudaDriverError as exc:
-            warnings.warn(f"slangspec could not keep a cubin: {exc}", CacheWarning, stacklevel=3)
-            return
-        binary = {"file": self.cache.write_blob("binary", cubin), "layout": kernel.block.layout}
-        self.cache.amend(key, binary_added(label, {**binary, "group": kernel.group}))
+        built = kernel.binary
+        binary = {
+            "file": self.cache.write_blob("binary", built.cubin),
+            "layout": built.layout,
+            "group": built.group,
+            "entry": built.entry,
+        }
+        self.cache.amend(key, binary_added(label, binary))
 
     def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
         """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
@@ -401,8 +480,9 @@ class Builder:
             # Backward runs on torch's autograd thread, which may have no current context.
             make_current(self.module.context)
             try:
+                entry = binary.get("entry", ENTRY_POINT)
                 return DriverKernel.from_binary(
-                    CachedBinary(data, binary["layout"], binary["group"])
+                    CachedBinary(data, binary["layout"], binary["group"], entry)
                 )
             except (CudaDriverError, Unpackable, KeyError, TypeError, ValueError) as exc:
                 why = f"unusable ({exc})"

@@ -2,9 +2,10 @@
 the specialization's kernels; the cache and the miss path sit behind ``Builder``, what the
 builder sees of a module in ``build.py``.
 
-slangpy is imported only where something must be compiled or reflected (``Module.device``,
-``Module.compiler``, ``Module._reflect``), and on Vulkan, where it also dispatches: a CUDA process
-whose kernels and function descriptions are all cached never imports it.
+slangpy is imported only on Vulkan, where it compiles, reflects and dispatches (``Module.device``,
+``Module.compiler``): a CUDA process reflects and builds through Slang's C API
+(``compile``) and launches through the driver, and one whose kernels and function
+descriptions are all cached starts no Slang at all.
 """
 
 from __future__ import annotations

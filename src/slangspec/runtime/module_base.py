@@ -24,7 +24,7 @@ from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of
 from ..cache_store.keys import module_facts
 from ..cache_store.settings import check_all
-from ..cuda_api import make_current, primary_context
+from ..cuda_api import primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
@@ -38,6 +38,8 @@ from .miss_path import Builder, needing_slang
 if TYPE_CHECKING:
     import slangpy as spy
 
+    from ..cache_store.module_cache import ModuleCacheGuard
+    from ..compile.reflection import FrontEnd
     from ..compiler import Compiler
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -90,6 +92,7 @@ class BuildModule:
         """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
         self._compiler: Compiler | None = None
+        self._module_guard: ModuleCacheGuard | None = None
         self._slang_module = None
         self._device_identity: dict[str, str] | None = None
         self.toolchain = toolchain(cache)
@@ -121,13 +124,33 @@ class BuildModule:
 
     @property
     def device(self) -> spy.Device:
-        """slangpy's device, opened on first use: on CUDA only when something must be compiled,
-        sharing torch's context."""
+        """slangpy's Vulkan device, opened on first use. A CUDA module opens none: it
+        reflects and builds through Slang's C API and NVRTC, and launches through the driver."""
+        assert self.device_kind == "vulkan", "a CUDA module opens no slangpy device"
         if self._device is None:
-            if self.device_kind == "cuda":
-                make_current(self.context)
             self._device = open_device(self.device_kind, self.shaders)
         return self._device
+
+    @property
+    def device_identity(self) -> dict[str, str]:
+        """The device as a cache key covers it (``devices.device_identity``)."""
+        if self._device_identity is None:
+            vulkan = self.device if self.device_kind == "vulkan" else None
+            self._device_identity = device_identity(self.device_kind, vulkan, self.cuda_ordinal)
+        return self._device_identity
+
+    @property
+    def arch(self) -> str:
+        """The GPU architecture CUDA kernels are built for (``sm_90``), as the driver reports
+        the device's."""
+        return self.device_identity["arch"]
+
+    @property
+    def module_guard(self) -> ModuleCacheGuard:
+        """slangpy's module cache, sealed and shared (``Cache.module_cache_guard``)."""
+        if self._module_guard is None:
+            self._module_guard = self.cache.module_cache_guard(self.toolchain)
+        return self._module_guard
 
     @property
     def compiler(self) -> Compiler:
@@ -139,9 +162,8 @@ class BuildModule:
             compiler = _compilers.get(key)
             if compiler is None:
                 files = self.cache.files
-                guard = self.cache.module_cache_guard(self.toolchain)
                 compiler = _compilers[key] = Compiler(
-                    self.device, files.module_cache, files.kernel_dir, guard
+                    self.device, files.module_cache, files.kernel_dir, self.module_guard
                 )
             self._compiler = compiler
         return self._compiler
@@ -266,7 +288,7 @@ class BuildModule:
         except TypeError:
             return True  # an overload set: function_info explains it where it is called
 
-    def _front_end(self) -> spy.SlangModule:
+    def _front_end(self) -> spy.SlangModule | FrontEnd:
         if self._slang_module is None:
             self._slang_module = self.builder.front_end()
         return self._slang_module
@@ -307,12 +329,9 @@ class BuildModule:
 
     def preimage(self, function: str, signature: str) -> dict[str, Any]:
         """The cache-key preimage of one specialization of this module."""
-        if self._device_identity is None:
-            vulkan = self.device if self.device_kind == "vulkan" else None
-            self._device_identity = device_identity(self.device_kind, vulkan, self.cuda_ordinal)
         return preimage(
             toolchain=self.toolchain,
-            device=self._device_identity,
+            device=self.device_identity,
             module=self.name,
             sources=self.function_sources(function),
             defines=self.defines,

@@ -1,0 +1,104 @@
+"""A generated kernel -> a cubin for one GPU architecture, with the name of its ``__global__``
+function, its parameter layout and its threads per group: Slang's C API (``cuda_source``), then
+NVRTC (``nvrtc``), with no slangpy device and no GPU.
+
+slangpy's Slang library is read as IR that ``library_dir`` compiles once per module cache,
+toolchain and defines, and keeps in the module cache beside slangpy's own compiled modules, so
+that the module cache's seals, size, sharing and eviction cover it: a damaged copy is removed
+before a compile reads it, and compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..cache_store.keys import canonical
+from ..cache_store.location import write_atomic
+from ..counts import compile_counts
+from ..module_text import ModuleText
+from ..uniforms import Layout
+from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library
+from .nvrtc import nvrtc
+
+_log = logging.getLogger(__name__)
+
+
+class KernelNotLaunchable(RuntimeError):
+    """A kernel whose parameters are not plain bytes, which the driver cannot be handed."""
+
+
+class Guard(Protocol):
+    """What keeps a module cache whole (``cache_store.module_cache.ModuleCacheGuard``)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def check(self) -> None: ...
+
+    def seal(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """A kernel compiled for one architecture: the cubin, its entry point's function name, its
+    parameter block's layout and its threads per group."""
+
+    cubin: bytes
+    entry: str
+    layout: Layout
+    group: int
+
+
+def library_dir(guard: Guard, toolchain: Mapping[str, Any], defines: Mapping[str, str]) -> Path:
+    """The directory in ``guard``'s module cache holding slangpy's Slang library compiled for
+    ``cuda_source`` with ``defines`` under ``toolchain``, compiled and sealed here when missing
+    or damaged. It is laid out as slangpy lays out a session's compiled modules (a 40-digit
+    directory, then ``0``)."""
+    what = {"cuda_source": LIBRARY_FILE, "toolchain": dict(toolchain), "defines": dict(defines)}
+    directory = guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0"
+    guard.check()
+    if not (directory / LIBRARY_FILE).is_file():
+        start = time.perf_counter()
+        compile_counts["library"] += 1
+        data = slangpy_library(defines)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(directory / LIBRARY_FILE, data)
+        guard.seal()
+        _log.info("slangpy's Slang library as IR for CUDA: %.3f s", time.perf_counter() - start)
+    return directory
+
+
+def build(
+    module: ModuleText,
+    kernel: Kernel,
+    include_paths: Sequence[Path],
+    defines: Mapping[str, str],
+    arch: str,
+    library: Path | None,
+) -> BuiltKernel:
+    """``kernel`` (which imports ``module``) compiled for ``arch`` (``sm_90``); ``library`` as
+    ``library_dir`` gives it, or None for a module that does not import slangpy."""
+    compile_counts["kernel"] += 1
+    start = time.perf_counter()
+    source = cuda_source(module, [kernel], include_paths, defines, library=library)
+    written = time.perf_counter()
+    cubin = nvrtc().compile(source.text, arch, source.half, name=f"{kernel.name}.cu")
+    _log.info(
+        "CUDA build of %s for %s: Slang %.3f s, NVRTC %.3f s",
+        kernel.name,
+        arch,
+        written - start,
+        time.perf_counter() - written,
+    )
+    entry = source.entries[kernel.name]
+    if entry.layout is None:
+        raise KernelNotLaunchable(
+            f"kernel {kernel.name}: its parameters are not plain data; cannot launch directly"
+        )
+    return BuiltKernel(cubin, entry.name, entry.layout, entry.group)
