@@ -307,13 +307,17 @@ def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_lib
     assert library_dir(guard, {"slang": "another"}, {}) != library  # keyed by the toolchain
 
     module = ModuleText("m", tmp_path / "user" / "m.slang", MODULE)
-    kernel = kernels_of(MIX, SIGNATURES[MIX], tmp_path)[1]
-    made = build(module, kernel, [], {}, "sm_90", library)
-    assert made.entry == kernel.name and made.group == THREADS_PER_GROUP
-    assert elf_arch(made.cubin) == 90
-    assert made.layout == cuda_source(module, [kernel], library=library).entries[kernel.name].layout
-    compiled = kernel_parameters(elf_sections(made.cubin)[f".nv.info.{kernel.name}"])
-    assert [offset for offset, _ in compiled] == [p[1] for p in made.layout["params"]]
+    kernels = kernels_of(MIX, SIGNATURES[MIX], tmp_path)
+    made = build(module, kernels, [], {}, "sm_90", library)
+    alone = cuda_source(module, kernels, library=library)
+    assert len({b.cubin for b in made.values()}) == 1  # one NVRTC run for both
+    for kernel in kernels:
+        built = made[kernel.name]
+        assert built.entry == kernel.name and built.group == THREADS_PER_GROUP
+        assert elf_arch(built.cubin) == 90
+        assert built.layout == alone.entries[kernel.name].layout
+        compiled = kernel_parameters(elf_sections(built.cubin)[f".nv.info.{kernel.name}"])
+        assert [offset for offset, _ in compiled] == [p[1] for p in built.layout["params"]]
 
     with open(library / LIBRARY_FILE, "r+b") as f:
         f.seek(1000)

@@ -76,29 +76,36 @@ def library_dir(guard: Guard, toolchain: Mapping[str, Any], defines: Mapping[str
 
 def build(
     module: ModuleText,
-    kernel: Kernel,
+    kernels: Sequence[Kernel],
     include_paths: Sequence[Path],
     defines: Mapping[str, str],
     arch: str,
     library: Path | None,
-) -> BuiltKernel:
-    """``kernel`` (which imports ``module``) compiled for ``arch`` (``sm_90``); ``library`` as
-    ``library_dir`` gives it, or None for a module that does not import slangpy."""
-    compile_counts["kernel"] += 1
+    content: str = "",
+) -> dict[str, BuiltKernel]:
+    """``kernels`` (which import ``module``) compiled together for ``arch`` (``sm_90``): one
+    CUDA source, one NVRTC run, one cubin holding each kernel as an entry point named after
+    it; by kernel name. ``library`` is as ``library_dir`` gives it, or None for a module that
+    does not import slangpy; ``content`` identifies the files the module imports
+    (``cuda_source``)."""
+    compile_counts["kernel"] += len(kernels)
     start = time.perf_counter()
-    source = cuda_source(module, [kernel], include_paths, defines, library=library)
+    source = cuda_source(module, kernels, include_paths, defines, None, library, content)
     written = time.perf_counter()
-    cubin = nvrtc().compile(source.text, arch, source.half, name=f"{kernel.name}.cu")
+    cubin = nvrtc().compile(source.text, arch, source.half, name=f"{kernels[0].name}.cu")
     _log.info(
         "CUDA build of %s for %s: Slang %.3f s, NVRTC %.3f s",
-        kernel.name,
+        ", ".join(k.name for k in kernels),
         arch,
         written - start,
         time.perf_counter() - written,
     )
-    entry = source.entries[kernel.name]
-    if entry.layout is None:
-        raise KernelNotLaunchable(
-            f"kernel {kernel.name}: its parameters are not plain data; cannot launch directly"
-        )
-    return BuiltKernel(cubin, entry.name, entry.layout, entry.group)
+    built = {}
+    for kernel in kernels:
+        entry = source.entries[kernel.name]
+        if entry.layout is None:
+            raise KernelNotLaunchable(
+                f"kernel {kernel.name}: its parameters are not plain data; cannot launch directly"
+            )
+        built[kernel.name] = BuiltKernel(cubin, entry.name, entry.layout, entry.group)
+    return built

@@ -18,16 +18,20 @@ the head of the source, inside an include guard; ``split_prelude`` cuts it off.
 from __future__ import annotations
 
 import re
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..codegen import ENTRY_POINT
 from ..module_text import ModuleText
 from ..uniforms import Layout, Unpackable
+from .com_session import Session
 from .parameter_layout import entry_layout
 from .reflection import FrontEnd
-from .slang_api import SlangSession, Unit, global_session, shader_path, slangpy_directory
+from .slang_api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,12 @@ class CudaEntry:
 
 @dataclass(frozen=True)
 class CudaSource:
-    """One CUDA source for several kernels, their entry points by kernel name, Slang's
-    warnings, and whether the code (past the prelude) uses ``half``, which NVRTC then compiles
-    with NVIDIA's half header."""
+    """One CUDA source for several kernels, their entry points by kernel name, and whether the
+    code (past the prelude) uses ``half``, which NVRTC then compiles with NVIDIA's half
+    header."""
 
     text: str
     entries: dict[str, CudaEntry]
-    diagnostics: str
     half: bool
 
 
@@ -107,19 +110,71 @@ def slangpy_library(
     return compiler.compile_module(LIBRARY, path, _search(()), _defines(defines), SLANGPY_OPTIONS)
 
 
+_SESSIONS_KEPT = 2
+"""Sessions kept for later compiles of the same module text (one with slangpy's library loaded
+holds about 70 MB); an older one lives on only while a ``FrontEnd`` of it does."""
+_sessions: OrderedDict[tuple[Any, ...], _Loaded] = OrderedDict()
+
+
+class _Loaded:
+    """A ``com_session.Session`` with the user's module loaded in it, released when the last
+    holder lets go of it."""
+
+    def __init__(
+        self,
+        owner: SlangSession,
+        module: ModuleText,
+        search: list[Path],
+        defines: Mapping[str, str],
+    ) -> None:
+        self.owner = owner
+        self.session = Session(owner, search, defines)
+        weakref.finalize(self, owner.run, self.session.release).atexit = False
+        self.module = self.session.load(module.name, module.path, module.text)
+
+
+def _loaded(
+    module: ModuleText,
+    include_paths: Sequence[Path],
+    defines: Mapping[str, str] | None,
+    session: SlangSession,
+    library: Path | None,
+    content: str,
+) -> _Loaded:
+    """The session holding ``module`` searched and defined as given (on the session's
+    thread): made and the module loaded on first use, then kept for the same text and
+    ``content`` (what identifies the files it imports: a session keeps what it loaded)."""
+    search = _search([*([library] if library is not None else []), *include_paths])
+    defined = _defines(defines)
+    key = (id(session), tuple(map(str, search)), tuple(sorted(defined.items())), module, content)
+    loaded = _sessions.get(key)
+    if loaded is None:
+        loaded = _sessions[key] = _Loaded(session, module, search, defined)
+        while len(_sessions) > _SESSIONS_KEPT:
+            _sessions.popitem(last=False)
+    _sessions.move_to_end(key)
+    return loaded
+
+
 def front_end(
     module: ModuleText,
     include_paths: Sequence[Path] = (),
     defines: Mapping[str, str] | None = None,
     session: SlangSession | None = None,
     library: Path | None = None,
+    content: str = "",
 ) -> FrontEnd:
     """``module`` through Slang's front-end, for its reflection, searched and defined as
-    ``cuda_source`` compiles it."""
-    search = _search([*([library] if library is not None else []), *include_paths])
-    unit = Unit(module.name, module.path, module.text)
-    session = session or global_session()
-    return session.run(FrontEnd, session, unit, search, _defines(defines), SLANGPY_OPTIONS)
+    ``cuda_source`` compiles it (and in the same session, which later compiles with the same
+    ``content`` reuse)."""
+    owner = session or global_session()
+
+    def made() -> FrontEnd:
+        loaded = _loaded(module, include_paths, defines, owner, library, content)
+        layout = loaded.session.layout(loaded.module)
+        return FrontEnd(owner, layout, loaded.session.module_decl(loaded.module), loaded)
+
+    return owner.run(made)
 
 
 def cuda_source(
@@ -129,47 +184,43 @@ def cuda_source(
     defines: Mapping[str, str] | None = None,
     session: SlangSession | None = None,
     library: Path | None = None,
+    content: str = "",
 ) -> CudaSource:
     """Compile ``kernels``, which import ``module``, into one CUDA source.
 
     ``include_paths`` are searched for the module's own imports, then slangpy's Slang library
     and its shaders, as slangpy's sessions search them; ``defines`` hold for every module, as
     do the ones slangpy sets. ``library``, a directory holding ``slangpy_library(defines)`` as
-    ``LIBRARY_FILE``, is searched first. Raises ``slang_api.SlangCompileError`` carrying
-    Slang's diagnostics when the sources do not compile.
+    ``LIBRARY_FILE``, is searched first. The module goes through the front-end once per
+    session, which later compiles of its kernels share while ``content`` (an identity of the
+    files the module imports) stays the same. Raises ``slang_api.SlangCompileError``
+    carrying Slang's diagnostics when the sources do not compile.
     """
     _check_names(module, kernels)
-    session = session or global_session()
-    return session.run(_cuda_source, module, kernels, include_paths, defines, session, library)
+    owner = session or global_session()
 
+    def compiled() -> tuple[bytes, list[tuple[Layout | None, int]]]:
+        loaded = _loaded(module, include_paths, defines, owner, library, content)
+        parts = [(k.name, k.path, k.source, k.name) for k in kernels]
+        return loaded.session.compile(parts, _entry)
 
-def _cuda_source(
-    module: ModuleText,
-    kernels: Sequence[Kernel],
-    include_paths: Sequence[Path],
-    defines: Mapping[str, str] | None,
-    session: SlangSession,
-    library: Path | None,
-) -> CudaSource:
-    units = [Unit(module.name, module.path, module.text)]
-    units += [Unit(k.name, k.path, k.source, (k.name,), {ENTRY_POINT: k.name}) for k in kernels]
-    search = _search([*([library] if library is not None else []), *include_paths])
-    compiling = session.compile(units, search, _defines(defines), SLANGPY_OPTIONS)
-    with compiling as output:
-        entries = {}
-        for entry in output.entry_points:
-            try:
-                layout: Layout | None = entry_layout(entry)
-            except Unpackable:
-                layout = None
-            entries[entry.name] = CudaEntry(entry.name, layout, entry.thread_group_size[0])
-        text = output.code.decode()
-        diagnostics = output.diagnostics
-    missing = [k.name for k in kernels if k.name not in entries]
+    code, entries = owner.run(compiled)
+    text = code.decode()
+    missing = [k.name for k in kernels if f"__global__ void {k.name}(" not in text]
     if missing:
         raise RuntimeError(f"Slang's output lacks the entry points of {missing}")
     half = "__half" in split_prelude(text)[1]
-    return CudaSource(text, {k.name: entries[k.name] for k in kernels}, diagnostics, half)
+    found = {k.name: CudaEntry(k.name, *entry) for k, entry in zip(kernels, entries, strict=True)}
+    return CudaSource(text, found, half)
+
+
+def _entry(entry: EntryPoint) -> tuple[Layout | None, int]:
+    """An entry point's parameter block (None where it is not plain bytes) and group size."""
+    try:
+        layout: Layout | None = entry_layout(entry)
+    except Unpackable:
+        layout = None
+    return layout, entry.thread_group_size[0]
 
 
 _OPENS = ("#if", "#ifdef", "#ifndef")

@@ -3,22 +3,20 @@
 module's declarations), shaped as slangpy's reflection is (kinds named as slangpy names them),
 so one reflection pass serves both.
 
-A ``FrontEnd`` holds the compile request that checked the module for as long as its
-reflection is read; it is made on the session's thread (``SlangSession.run``), and every call
-its reflection makes into Slang runs there too.
+A ``FrontEnd`` holds the session that loaded the module for as long as its reflection is read;
+every call its reflection makes into Slang runs on the global session's thread
+(``SlangSession.run``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import re
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from enum import IntEnum
-from pathlib import Path
 from typing import Any
 
-from .slang_api import _STR, P, SlangSession, Unit, _blob_bytes, _text
+from .slang_api import P, SlangSession, _blob_bytes, _text
 
 
 class Kind(IntEnum):
@@ -101,13 +99,6 @@ def _member(enum: type[IntEnum], value: int, default: IntEnum) -> Any:
         return enum(value)
     except ValueError:
         return default
-
-
-_GET_MODULE_REFLECTION = 28
-"""``IModule::getModuleReflection``'s place in the module's virtual table: ``ISlangUnknown``'s
-3 methods, ``IComponentType``'s 14, then ``IModule``'s, of which it is the 12th."""
-_GET_NAME = 22
-"""``IModule::getName``'s place, read to check the table is laid out as above."""
 
 
 class _Api:
@@ -297,28 +288,12 @@ class DeclReflection:
 
 
 class FrontEnd:
-    """A Slang module through the front-end alone, held for its reflection: ``layout`` and
-    ``module_decl`` as slangpy's ``SlangModule`` has them. Made on the session's thread."""
+    """A Slang module through the front-end, held for its reflection: ``layout`` and
+    ``module_decl`` as slangpy's ``SlangModule`` has them. ``keep`` is what must live as long
+    as the reflection does (the session that loaded the module)."""
 
-    def __init__(
-        self,
-        session: SlangSession,
-        unit: Unit,
-        search_paths: Sequence[Path],
-        defines: Mapping[str, str],
-        options: Sequence[str],
-    ) -> None:
-        request, self.diagnostics = session.checked([unit], search_paths, defines, options)
-        # At exit the process ends with the requests; the session's thread is gone by then.
-        weakref.finalize(self, session.release, request).atexit = False
-        self._api = api = _Api(session)
-        self.layout = ProgramLayout(api, api.spGetReflection(request))
-        module = P()
-        if api.spCompileRequest_getModule(request, 0, ctypes.byref(module)) < 0 or not module:
-            raise RuntimeError(f"Slang gave no module for {unit.name}")
-        table = ctypes.cast(module, ctypes.POINTER(ctypes.POINTER(P))).contents
-        name = ctypes.CFUNCTYPE(_STR, P)(table[_GET_NAME])
-        if _text(name(module)) != unit.name:
-            raise RuntimeError("Slang's IModule is not laid out as this slangspec expects")
-        decl = ctypes.CFUNCTYPE(P, P)(table[_GET_MODULE_REFLECTION])(module)
+    def __init__(self, owner: SlangSession, layout: int, decl: int, keep: object) -> None:
+        self._keep = keep
+        api = _Api(owner)
+        self.layout = ProgramLayout(api, layout)
         self.module_decl = DeclReflection(api, decl)

@@ -1,9 +1,9 @@
-"""Slang's compiler through its C API (ctypes): a global session, compile requests and the
-reflection of what they compiled.
+"""Slang's compiler through its C API (ctypes): the global session (on a thread of its own),
+a compile request for slangpy's library as IR, and the reflection of entry points' layouts.
 
 The library is the one slangpy's wheel bundles, found without importing slangpy, so nothing
 here opens a device or needs a GPU. Every handle the reflection classes hold belongs to the
-compile request it came from and is valid only inside ``SlangSession.compile``'s ``with``.
+session that compiled it (``com_session``) and is valid while that lives.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,9 +28,7 @@ _SIZE = ctypes.c_size_t
 _UINT64 = ctypes.c_uint64
 
 CUDA_SOURCE = 17  # SLANG_CUDA_SOURCE
-_GENERATE_WHOLE_PROGRAM = 1 << 8  # SLANG_TARGET_FLAG_GENERATE_WHOLE_PROGRAM
 _LANGUAGE_SLANG = 1  # SLANG_SOURCE_LANGUAGE_SLANG
-_STAGE_COMPUTE = 6  # SLANG_STAGE_COMPUTE
 _UNIFORM = 8  # SLANG_PARAMETER_CATEGORY_UNIFORM
 _SLANG_MODULE = 1  # SLANG_CONTAINER_FORMAT_SLANG_MODULE
 T = TypeVar("T")
@@ -299,30 +296,6 @@ class EntryPoint:
         return (sizes[0], sizes[1], sizes[2])
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One Slang module of a compile: its name (what ``import`` finds it by), the path Slang is
-    told it lies at (its own imports resolve beside it; the file need not exist), its text,
-    the compute entry points it declares, and defines for this module alone."""
-
-    name: str
-    path: Path
-    source: str
-    entry_points: tuple[str, ...] = ()
-    defines: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Output:
-    """What a compile produced: the target code, Slang's diagnostics (warnings), and the
-    reflection of its entry points and global parameters."""
-
-    code: bytes
-    diagnostics: str
-    entry_points: list[EntryPoint]
-    global_parameter_count: int
-
-
 class SlangSession:
     """Slang's global session (its core module loaded once), every call into it made on one
     thread of its own (``run``): Slang does not allow one global session to be used from
@@ -351,28 +324,14 @@ class SlangSession:
         return function(*args)
 
     @property
+    def handle(self) -> int:
+        """The global session (``slang::IGlobalSession``)."""
+        return self._handle
+
+    @property
     def lib(self) -> ctypes.CDLL:
         """Slang's library, to be called on the session's thread (``run``)."""
         return self._lib
-
-    def checked(
-        self,
-        units: Sequence[Unit],
-        search_paths: Sequence[Path] = (),
-        defines: Mapping[str, str] | None = None,
-        options: Sequence[str] = (),
-    ) -> tuple[P, str]:
-        """A request that ran ``units`` through the front-end, kept for its reflection until
-        ``release``, and Slang's diagnostics; ``SlangCompileError`` when they do not compile.
-        Called on the session's thread."""
-        with self._request(search_paths, defines, options, keep=True) as request:
-            self._lib.spSetCodeGenTarget(request, CUDA_SOURCE)
-            self._add(request, units)
-            return request, self._compiled(request)
-
-    def release(self, request: P) -> None:
-        """Destroy a request ``checked`` made."""
-        self.run(self._lib.spDestroyCompileRequest, request)
 
     @contextlib.contextmanager
     def _request(
@@ -380,14 +339,11 @@ class SlangSession:
         search_paths: Sequence[Path],
         defines: Mapping[str, str] | None,
         options: Sequence[str],
-        keep: bool = False,
     ) -> Iterator[P]:
         """A compile request with ``options`` (as ``slangc`` takes them), search paths and
-        defines set, destroyed at the end of the ``with`` (or, with ``keep``, kept when the
-        ``with`` ends without an error)."""
+        defines set, destroyed at the end of the ``with``."""
         lib = self._lib
         request = lib.spCreateCompileRequest(self._handle)
-        kept = False
         try:
             if options:
                 args = (_STR * len(options))(*(o.encode() for o in options))
@@ -398,10 +354,8 @@ class SlangSession:
             for key, value in (defines or {}).items():
                 lib.spAddPreprocessorDefine(request, key.encode(), value.encode())
             yield request
-            kept = keep
         finally:
-            if not kept:
-                lib.spDestroyCompileRequest(request)
+            lib.spDestroyCompileRequest(request)
 
     def _compiled(self, request: P) -> str:
         """Compile ``request``; Slang's diagnostics, or ``SlangCompileError`` with them."""
@@ -442,54 +396,6 @@ class SlangSession:
             if lib.spGetContainerCode(request, ctypes.byref(blob)) < 0 or not blob:
                 raise SlangCompileError(f"Slang wrote no module for {path}")
             return _blob_bytes(blob)
-
-    def _add(self, request: P, units: Sequence[Unit]) -> None:
-        lib = self._lib
-        for unit in units:
-            index = lib.spAddTranslationUnit(request, _LANGUAGE_SLANG, unit.name.encode())
-            for key, value in unit.defines.items():
-                lib.spTranslationUnit_addPreprocessorDefine(
-                    request, index, key.encode(), value.encode()
-                )
-            lib.spAddTranslationUnitSourceString(
-                request, index, str(unit.path).encode(), unit.source.encode()
-            )
-            for entry in unit.entry_points:
-                lib.spAddEntryPoint(request, index, entry.encode(), _STAGE_COMPUTE)
-
-    @contextlib.contextmanager
-    def compile(
-        self,
-        units: Sequence[Unit],
-        search_paths: Sequence[Path] = (),
-        defines: Mapping[str, str] | None = None,
-        options: Sequence[str] = (),
-        target: int = CUDA_SOURCE,
-    ) -> Iterator[Output]:
-        """Compile ``units`` together into one whole program for ``target``, with ``options``
-        as ``slangc`` would take them; raises ``SlangCompileError`` with Slang's diagnostics
-        when it fails. The output's reflection is valid only inside the ``with``, which holds
-        the session. Called on the session's thread (``run``)."""
-        lib = self._lib
-        with self._request(search_paths, defines, options) as request:
-            lib.spSetCodeGenTarget(request, target)
-            lib.spSetTargetFlags(request, 0, _GENERATE_WHOLE_PROGRAM)
-            self._add(request, units)
-            diagnostics = self._compiled(request)
-            size = _SIZE()
-            code = lib.spGetCompileRequestCode(request, ctypes.byref(size))
-            reflection = lib.spGetReflection(request)
-            count = lib.spReflection_getEntryPointCount(reflection)
-            entries = [
-                EntryPoint(lib, lib.spReflection_getEntryPointByIndex(reflection, i))
-                for i in range(count)
-            ]
-            yield Output(
-                ctypes.string_at(code, size.value) if code else b"",
-                diagnostics,
-                entries,
-                lib.spReflection_GetParameterCount(reflection),
-            )
 
 
 def _blob_bytes(blob: P) -> bytes:
