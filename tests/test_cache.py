@@ -298,15 +298,15 @@ def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
     real = Builder._compiled
     broken = []
 
-    def clear_then_fail(self, name, source, apart=None):
+    def clear_then_fail(self, sources, apart=None):
         if apart is not None:
             private, include_paths, text = apart
             inside = [private, text.path, *include_paths]
             assert not any(p.resolve().is_relative_to(cache.resolve()) for p in inside)
-            return real(self, name, source, apart)
+            return real(self, sources, apart)
         if disturbed:
             slangspec.Cache(cache).clear()
-        broken.append(name)
+        broken.extend(sources)
         raise RuntimeError("SLANG_FAIL, as when a build reads a module a clear removed")
 
     monkeypatch.setattr(Builder, "_compiled", clear_then_fail)

@@ -287,9 +287,9 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
                 continue
             for blob in data.values():
                 cache.write_blob("binary", blob)
+            binaries += len(data)  # blobs, as an export counts them (kernels may share one)
             for label, b in e["binaries"].items():
                 cache.amend(key, binary_added(label, b))
-                binaries += 1
     return {
         "records": records,
         "entries": entries,

@@ -56,7 +56,7 @@ def export_for_package(
     entries: dict[str, Any] = index["entries"]
     facts: dict[str, Any] = index["facts"]
     wanted = set(select(cache.disk, where)) if where else None
-    added = binaries = 0
+    added = 0
     blobs: dict[str, bytes] = {}
     for key, row in cache.rows():
         if row is None or (wanted is not None and key not in wanted):
@@ -68,7 +68,6 @@ def export_for_package(
                 del entry["binaries"][label]
                 continue
             blobs[b["file"]] = data
-            binaries += 1
         entries[key] = entry
         added += 1
         for name in entry_facts(entry["preimage"]):
@@ -99,4 +98,5 @@ def export_for_package(
     write_atomic(
         directory / INDEX, json.dumps(index, indent=1, sort_keys=True).encode(), PACKAGE_DATA
     )
-    return {"entries": added, "binaries": binaries, "shipped": len(entries)}
+    # Blobs, as a bundle counts them: kernels built together share one.
+    return {"entries": added, "binaries": len(blobs), "shipped": len(entries)}

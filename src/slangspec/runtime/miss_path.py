@@ -42,8 +42,16 @@ _log = logging.getLogger(__name__)
 Outcome = Literal["cached", "built", "taken"]
 RETRIES = 2
 T = TypeVar("T")
-Kernel: TypeAlias = "CompiledKernel | DriverKernel"
+Kernel: TypeAlias = "CompiledKernel | DriverKernel | Unloaded"
 Apart: TypeAlias = "tuple[Path, list[Path], ModuleText]"
+
+
+@dataclass(frozen=True)
+class Unloaded:
+    """A CUDA kernel built and kept, not loaded: what a process that builds for an
+    architecture (``SLANGSPEC_CUDA_ARCH``) holds of it."""
+
+    binary: CachedBinary
 
 
 class SlangUnavailableError(DeviceUnavailableError):
@@ -108,6 +116,8 @@ class Buildable(Protocol):
     @property
     def arch(self) -> str: ...
 
+    builds_only: bool
+
     toolchain: dict[str, Any]
 
     def function_info(self, name: str) -> FunctionInfo: ...
@@ -123,6 +133,8 @@ class Builder:
     def __init__(self, module: Buildable) -> None:
         self.module = module
         self.cache = module.cache
+        self._fresh: dict[tuple[str, str], Kernel] = {}
+        """Kernels built with a forward kernel, by (key, label), until the call asks for them."""
 
     def specialization(self, function: str, signature: str) -> Found:
         """The entry and plan of ``function`` for ``signature``, built here on a miss."""
@@ -170,33 +182,47 @@ class Builder:
         if refused is not None:
             raise TypeError(refused)
         resolved = time.perf_counter()
-        source = kernel_source(plan, FORWARD)
+        labels = [FORWARD]
+        if m.device_kind == "cuda" and plan.backward_masks:
+            # The call's tensors require grad: its backward (all of them, the last mask) is
+            # built with its forward, one Slang link and one NVRTC run for both.
+            labels.append(plan.backward_masks[-1])
+        sources = {label: kernel_source(plan, label) for label in labels}
         generated = time.perf_counter()
-        name, kernel = self._compile(source)
+        built = self._compile(sources)
         done = time.perf_counter()
+        also = "" if len(labels) == 1 else f", with its backward kernel for grads {labels[1]}"
         _log.info(
-            "built %s: forward kernel in %.3f s (function description %.3f s, resolution "
+            "built %s: forward kernel in %.3f s%s (function description %.3f s, resolution "
             "%.4f s, code generation %.4f s, Slang compile and load %.3f s)",
             signature,
             done - start,
+            also,
             described - start,
             resolved - described,
             generated - resolved,
             done - generated,
         )
         meta = {"compile_s": done - start}
-        entry = self.cache.insert(key, pre, plan.to_json(), {FORWARD: name}, meta)
-        self._keep_binary(key, FORWARD, kernel)
+        names = {label: name for label, (name, _) in built.items()}
+        entry = self.cache.insert(key, pre, plan.to_json(), names, meta)
+        for label, (_, kernel) in built.items():
+            self._keep_binary(key, label, kernel)
+            if label != FORWARD:
+                self._fresh[key, label] = kernel
         self.cache.publish(key)
         self.cache.record(m.record(function, signature))
         self.cache.enforce_bound()
-        return Found(key, pre, entry, plan, kernel, "built")
+        return Found(key, pre, entry, plan, built[FORWARD][1], "built")
 
     def kernel(self, found: Found, label: str) -> tuple[Kernel, Outcome]:
         """The kernel ``label`` names ("forward" or a grad mask): from the entry's cubin on
         CUDA, else compiled from the entry's source, else generated, compiled and added to the
         entry."""
         key, pre = found.key, found.preimage
+        fresh = self._fresh.pop((key, label), None)
+        if fresh is not None:
+            return fresh, "built"
         entry: Entry | None = found.entry
         if label not in found.entry.kernels:
             entry = self.cache.serve(key, pre, label)
@@ -220,7 +246,7 @@ class Builder:
             with needing_slang(what):
                 source = kernel_source(found.plan, label)
                 generated = time.perf_counter()
-                name, kernel = self._compile(source)
+                name, kernel = self._compile({label: source})[label]
             done = time.perf_counter()
             _log.info(
                 "built %s: %s in %.3f s (code generation %.4f s, Slang compile and load %.3f s)",
@@ -250,27 +276,37 @@ class Builder:
             return name is not None
         return name is not None and self.cache.read_blob(name) is not None
 
-    def _compile(self, source: str) -> tuple[str, Kernel]:
-        """Store a generated source and compile it (see ``_retried``)."""
-        compile_counts["codegen"] += 1
+    def _compile(self, sources: dict[str, str]) -> dict[str, tuple[str, Kernel]]:
+        """Store generated sources (by label) and compile them together (see ``_retried``):
+        each label's source name and kernel."""
+        compile_counts["codegen"] += len(sources)
+        named = {source_name(source): source for source in sources.values()}
 
-        def attempt() -> tuple[str, Kernel]:
-            name = self.cache.write_blob("source", source)
-            self._module_written()
-            return name, self._compiled(name, source)
+        def by_label(kernels: dict[str, Kernel]) -> dict[str, tuple[str, Kernel]]:
+            return {
+                label: (source_name(source), kernels[source_name(source)])
+                for label, source in sources.items()
+            }
 
-        def apart() -> tuple[str, Kernel]:
-            name = source_name(source)
-            with self._apart() as apart:
-                kernel = self._compiled(name, source, apart)
-            # Kept if it can be; a later process regenerates it from the plan if not.
-            with contextlib.suppress(OSError):
+        def attempt() -> dict[str, tuple[str, Kernel]]:
+            for source in sources.values():
                 self.cache.write_blob("source", source)
-            return name, kernel
+            self._module_written()
+            return by_label(self._compiled(named))
 
-        return self._retried(
-            attempt, lambda: self.cache.read_blob(source_name(source)) is None, apart
-        )
+        def apart() -> dict[str, tuple[str, Kernel]]:
+            with self._apart() as apart:
+                kernels = self._compiled(named, apart)
+            # Kept if they can be; a later process regenerates them from the plan if not.
+            with contextlib.suppress(OSError):
+                for source in sources.values():
+                    self.cache.write_blob("source", source)
+            return by_label(kernels)
+
+        def lost() -> bool:
+            return any(self.cache.read_blob(name) is None for name in named)
+
+        return self._retried(attempt, lost, apart)
 
     def front_end(self) -> spy.SlangModule | FrontEnd:
         """The user's module through the Slang front-end, for reflection (see ``_retried``):
@@ -305,7 +341,7 @@ class Builder:
         library = self._cuda_library(guard, text)
         compile_counts["front_end"] += 1
         start = time.perf_counter()
-        module = front_end(text, paths, self.module.defines, library=library)
+        module = front_end(text, paths, self.module.defines, None, library, self.module.content)
         _log.info("Slang front-end of module %s: %.3f s", text.name, time.perf_counter() - start)
         return module
 
@@ -382,12 +418,12 @@ class Builder:
         if m.device_kind != "cuda":
             m.compiler.forget_session(m.include_paths, m.defines, m.content)
 
-    def _compiled(self, name: str, source: str, apart: Apart | None = None) -> Kernel:
-        """Compile the kernel ``name`` of ``source`` for the module's device, or ``apart`` from
-        the cache (which then notes nothing of it)."""
+    def _compiled(self, sources: dict[str, str], apart: Apart | None = None) -> dict[str, Kernel]:
+        """Compile the kernels ``sources`` holds (by name) for the module's device, or ``apart``
+        from the cache (which then notes nothing of them): by name."""
         m = self.module
         if m.device_kind == "cuda":
-            return self._cuda_built(name, source, apart)
+            return self._cuda_built(sources, apart)
         from ..compiler import Compiler
 
         if apart is None:
@@ -395,17 +431,19 @@ class Builder:
         else:
             private, paths, text = apart
             compiler = Compiler(m.device, private / "slang", private)
+        kernels: dict[str, Kernel] = {}
         with m.shaders.lock:
-            kernel = compiler.kernel(name, source, text, paths, m.defines, m.content)
+            for name, source in sources.items():
+                kernels[name] = compiler.kernel(name, source, text, paths, m.defines, m.content)
             m.shaders.publish(m.device.shader_cache_stats.miss_count)
         if not apart:
             # slangpy may write a module's compiled IR after loading it returns: count it again.
             self.cache.files.note_compiled(m.module_names)
-        return kernel
+        return kernels
 
-    def _cuda_built(self, name: str, source: str, apart: Apart | None) -> DriverKernel:
-        """Build the kernel ``name`` of ``source`` for the GPU's architecture (Slang's C API,
-        then NVRTC: no slangpy device) and load it into torch's context."""
+    def _cuda_built(self, sources: dict[str, str], apart: Apart | None) -> dict[str, Kernel]:
+        """Build the kernels ``sources`` holds (by name) for the GPU's architecture in one
+        compile (Slang's C API, then NVRTC: no slangpy device), loaded into torch's context."""
         from ..compile.cuda_build import build
         from ..compile.cuda_source import Kernel as KernelSource
         from ..compile.nvrtc import warm_up
@@ -414,15 +452,19 @@ class Builder:
         warm_up(m.arch)
         guard, paths, text, kernel_dir = self._cuda_places(apart)
         library = self._cuda_library(guard, text)
-        kernel = KernelSource(name, source, kernel_dir / f"{name}.slang")
-        built = build(text, kernel, paths, m.defines, m.arch, library)
+        kernels = [KernelSource(n, src, kernel_dir / f"{n}.slang") for n, src in sources.items()]
+        built = build(text, kernels, paths, m.defines, m.arch, library, m.content)
         if not apart:
             self.cache.files.note_compiled(m.module_names)
-        return self._launchable(built)
+        return {name: self._launchable(b) for name, b in built.items()}
 
-    def _launchable(self, built: BuiltKernel) -> DriverKernel:
-        make_current(self.module.context)
+    def _launchable(self, built: BuiltKernel) -> DriverKernel | Unloaded:
+        """The kernel loaded into torch's context; only kept where this process builds for
+        an architecture and runs nothing (``SLANGSPEC_CUDA_ARCH``)."""
         binary = CachedBinary(built.cubin, built.layout, built.group, built.entry)
+        if self.module.builds_only:
+            return Unloaded(binary)
+        make_current(self.module.context)
         return DriverKernel.from_binary(binary)
 
     def _from_cache(
@@ -442,7 +484,7 @@ class Builder:
         stored = self.cache.read_blob(name)
         if stored is not None:
             try:
-                kernel = self._compiled(name, stored.decode())
+                kernel = self._compiled({name: stored.decode()})[name]
             except Exception:
                 self._forget_session()
                 return None  # built again from the plan, where a failure that stays is raised
@@ -458,7 +500,7 @@ class Builder:
 
     def _keep_binary(self, key: str, label: str, kernel: Kernel) -> None:
         """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
-        if not isinstance(kernel, DriverKernel):
+        if not isinstance(kernel, (DriverKernel, Unloaded)):
             return
         built = kernel.binary
         binary = {
