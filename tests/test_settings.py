@@ -16,6 +16,7 @@ README = Path(__file__).parent.parent / "README.md"
 BAD = {
     # Any text is a path: a cache directory is refused only when it cannot be one (below).
     "SLANGSPEC_DEVICE": "metal",
+    "SLANGSPEC_CUDA_ARCH": "compute_90",
     "SLANGSPEC_CACHE_SIZE": "0",
     "SLANGSPEC_CACHE_LEASE": "soon",
     "SLANGSPEC_REMOTE": "http://cache-host",
@@ -29,6 +30,7 @@ KEY = secrets.token_hex(32)
 """What the secrets' example describes."""
 EXAMPLE_READS = {
     "SLANGSPEC_DEVICE": "cuda",
+    "SLANGSPEC_CUDA_ARCH": "sm_90",
     "SLANGSPEC_CACHE_DIR": "/var/cache/slangspec",
     "SLANGSPEC_CACHE_SIZE": 2 << 30,
     "SLANGSPEC_CACHE_LEASE": 90.0,

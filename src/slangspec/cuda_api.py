@@ -69,13 +69,6 @@ def primary_context(ordinal: int) -> int:
     return context.value or 0
 
 
-def device_name(ordinal: int) -> str:
-    """CUDA device ``ordinal``'s name, as torch's ``get_device_name`` gives it."""
-    name = ctypes.create_string_buffer(256)
-    check(driver().cuDeviceGetName(name, len(name), _device(ordinal)), "cuDeviceGetName")
-    return name.value.decode()
-
-
 def compute_capability(ordinal: int) -> tuple[int, int]:
     """CUDA device ``ordinal``'s compute capability, as torch's ``get_device_capability``."""
     device = _device(ordinal)

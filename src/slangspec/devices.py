@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .cache_store.settings import setting
-from .cuda_api import compute_capability, device_name
+from .cuda_api import compute_capability
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -130,13 +130,23 @@ def cuda_ordinal() -> int:
     return torch_device("cuda").index if sys.modules.get("torch") is not None else 0
 
 
+def cuda_arch(ordinal: int) -> str:
+    """The architecture CUDA kernels are built for: ``SLANGSPEC_CUDA_ARCH`` where set, else
+    that of CUDA device ``ordinal`` as the driver reports it (``sm_90``)."""
+    given = setting("SLANGSPEC_CUDA_ARCH")
+    if given is not None:
+        return given
+    major, minor = compute_capability(ordinal)
+    return f"sm_{major}{minor}"
+
+
 def device_identity(kind: str, device: spy.Device | None, ordinal: int) -> dict[str, str]:
-    """The device type and the target it compiles for, as a cache key covers them: on CUDA as
-    the driver reports CUDA device ``ordinal`` (no slangpy device needed), on Vulkan the adapter
-    of ``device``."""
+    """The device type and the target it compiles for, as a cache key covers them: on CUDA the
+    architecture (``cuda_arch``), which is all a cubin depends on of the GPU, so kernels built
+    for ``sm_90`` on a machine without a GPU key as an H200 process's do; on Vulkan the
+    adapter of ``device``."""
     if kind == "cuda":
-        major, minor = compute_capability(ordinal)
-        return {"kind": kind, "adapter": device_name(ordinal), "arch": f"sm_{major}{minor}"}
+        return {"kind": kind, "arch": cuda_arch(ordinal)}
     assert device is not None, "a Vulkan identity names the opened device's adapter"
     return {"kind": kind, "adapter": device.info.adapter_name}
 

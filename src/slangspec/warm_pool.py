@@ -2,9 +2,10 @@
 
 Workers build from signatures alone (``runtime/module_base.py``), so none imports torch: slangpy
 would (seconds a worker, with many contending), and nothing a worker does needs it. A CUDA worker
-spends about as long creating its context; it does that on a thread of its own as soon as it
-starts, while it imports slangpy and slangspec's builder, since
-the driver call releases the GIL. This module imports neither torch nor slangpy into the parent.
+opens no context and imports no slangpy: it builds for an architecture
+(``SLANGSPEC_CUDA_ARCH``: the one ``warm --arch`` names, else the GPU's, asked of the driver)
+through Slang's C API and NVRTC, and keeps what it built without loading it. This module
+imports neither torch nor slangpy into the parent.
 
 Forked workers write their output (both streams) to a pipe this process copies to its standard
 error: a worker's messages stay out of the command's standard output (``--json``), and a
@@ -27,13 +28,13 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 from .cache_store.location import process_stat
-from .cuda_api import CudaDriverError, primary_context
-from .devices import gpu_driver_present, opened, requested_kind
+from .cuda_api import CudaDriverError
+from .devices import cuda_arch, gpu_driver_present, opened, requested_kind
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
-_BUILDER = ("slangpy", "slangspec.warm", "slangspec.runtime.module_base")
-"""What a worker imports before its first task: slangpy and slangspec's builder."""
+_BUILDER = ("slangspec.warm", "slangspec.runtime.module_base")
+"""What a worker imports before its first task: slangspec's builder (and on Vulkan slangpy)."""
 
 
 class _Relay:
@@ -172,7 +173,8 @@ def _cpu_ticks(pid: int) -> int | None:
 
 def start(jobs: int, device: str | None) -> futures.ProcessPoolExecutor:
     """``jobs`` worker processes, all started before this returns. Each imports slangspec's
-    builder first, and for CUDA (``wants_cuda``) creates its context meanwhile.
+    builder first, and for CUDA (``wants_cuda``) builds for an architecture (see the
+    module's text).
     Forked workers write their output through this process (see the module's text)."""
     fork = fork_safe()
     relay = _Relay() if fork else None
@@ -228,14 +230,10 @@ def _prepare(cuda: bool, output: int | None) -> None:
         os.dup2(output, 1)
         os.dup2(output, 2)
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
-    if cuda:
-        threading.Thread(target=_create_context, name="slangspec-context", daemon=True).start()
-    for name in _BUILDER:
+    if cuda and os.environ.get("SLANGSPEC_CUDA_ARCH") is None:
+        # Device 0 is torch's current device in a new process. Without a driver or a GPU this
+        # leaves the worker as it was; its first build reports why.
+        with contextlib.suppress(OSError, CudaDriverError):
+            os.environ["SLANGSPEC_CUDA_ARCH"] = cuda_arch(0)
+    for name in (*_BUILDER, *(() if cuda else ("slangpy",))):
         importlib.import_module(name)
-
-
-def _create_context() -> None:
-    # Device 0 is torch's current device in a new process. Without a driver or a GPU this
-    # leaves the worker as it was; choosing the device kind, later, reports why.
-    with contextlib.suppress(OSError, CudaDriverError):
-        primary_context(0)

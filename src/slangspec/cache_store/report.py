@@ -41,7 +41,7 @@ def entries(tier: DiskTier, where: EntryFilter | None = None) -> list[dict[str, 
         out.append(
             {
                 **described(key, pre),
-                "adapter": pre["device"]["adapter"],
+                "target": pre["device"].get("arch") or pre["device"].get("adapter", ""),
                 "kernels": sorted(row["kernels"]),
                 "size": size + len(row["plan"]),
                 "hits": meta["hits"],

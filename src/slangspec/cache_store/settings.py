@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,12 @@ def _choice(*choices: str, any_case: bool = False) -> Callable[[str], str]:
         return chosen
 
     return parse
+
+
+def _arch(text: str) -> str:
+    if not re.fullmatch(r"sm_\d{2,3}[af]?", text):
+        raise ValueError(text)
+    return text
 
 
 def _positive_size(text: str) -> int:
@@ -112,6 +119,16 @@ SETTINGS: dict[str, Setting] = {
             f"one of {', '.join(DEVICE_KINDS)}",
             "the device kind, where `device=` is not given; else CUDA when torch sees a GPU, "
             "else Vulkan",
+        ),
+        Setting(
+            "SLANGSPEC_CUDA_ARCH",
+            _arch,
+            None,
+            "sm_90",
+            "a GPU architecture such as sm_80, sm_90 or sm_90a",
+            "build CUDA kernels for this architecture, not the GPU's: a process with it set "
+            "needs no GPU nor CUDA driver, builds and keeps kernels, and runs none "
+            "(`specialize warm --arch` sets it); unset by default",
         ),
         Setting(
             "SLANGSPEC_CACHE_DIR",

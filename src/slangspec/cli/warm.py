@@ -71,33 +71,57 @@ def default_jobs() -> int:
     help="Worker processes compiling in parallel.",
 )
 @click.option("--dry-run", is_flag=True, help="Only report what is missing; exit 1 if anything is.")
+@click.option(
+    "--arch",
+    "archs",
+    multiple=True,
+    metavar="SM",
+    help="CUDA: build for this GPU architecture (sm_90), not the GPU's; needs no GPU nor "
+    "CUDA driver. Repeat for several.",
+)
 @device_option
 @cache_dir_option
 @json_option
-def warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, as_json):
+def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as_json):
     """Build the specializations a MANIFEST (TOML) lists, or those recorded, into the cache.
 
     Each line reports one specialization (a function at one call signature: its forward kernel
     and the backward kernels its masks ask for), and the summary counts specializations, not
     kernels. Statuses: built (compiled now), cached (all there before this run, nothing
     compiled), present / missing (--dry-run: all there / what is not), failed (the detail says
-    why; exit 1). See the README for the manifest format and the argument-spec grammar.
+    why; exit 1). See the README for the manifest format and the argument-spec grammar. With
+    --arch, CUDA kernels are built for each architecture named, on any machine.
     """
     if recorded == (manifest is not None):
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
+    from ..cache_store.settings import setting
     from ..warm_pool import fork_safe, released, start
 
-    # Workers start first, so that they set up (CUDA contexts included) while this process reads
-    # the manifest. One job is a worker too where this process can fork one: slangpy would
-    # import torch here, and a worker keeps it out.
-    with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
-        results = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
-    if results is None:
-        click.echo("nothing to warm", err=True)
-        return
-    _report(results, as_json)
+    if archs:
+        if device not in (None, "cuda"):
+            raise click.UsageError("--arch builds CUDA kernels: give --device cuda or no --device")
+        device = "cuda"
+        for arch in archs:
+            try:
+                setting("SLANGSPEC_CUDA_ARCH", arch, "--arch")
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--arch") from None
+    results: list[WarmResult] = []
+    for arch in archs or (None,):
+        if arch is not None:
+            os.environ["SLANGSPEC_CUDA_ARCH"] = arch  # read by this process and its workers
+        # Workers start first, so that they set up while this process reads the manifest. One
+        # job is a worker too where this process can fork one: slangpy would import torch
+        # here, and a worker keeps it out.
+        with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
+            done = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
+        if done is None:
+            click.echo("nothing to warm", err=True)
+            return
+        results += done
+    _report(results, as_json, archs)
     bad = {"failed", "missing"}
     sys.exit(1 if any(r.status in bad for r in results) else 0)
 
@@ -133,7 +157,10 @@ def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool):
         )
 
 
-def _report(results: list[WarmResult], as_json: bool) -> None:
+def _report(results: list[WarmResult], as_json: bool, archs: tuple[str, ...]) -> None:
+    # With --arch, each architecture's results in turn, each item once per architecture.
+    per_arch = len(results) // max(len(archs), 1)
+    arch_of = [archs[i // per_arch] if archs else None for i in range(len(results))]
     if as_json:
         print_json(
             [
@@ -144,14 +171,18 @@ def _report(results: list[WarmResult], as_json: bool) -> None:
                     "status": r.status,
                     "detail": r.detail,
                     "source": r.item.where,
+                    **({"arch": arch} if arch else {}),
                 }
-                for r in results
+                for r, arch in zip(results, arch_of, strict=True)
             ]
         )
         return
     print_table(
         ["status", "specialization", "detail"],
-        [(r.status, r.item.label, r.detail) for r in results],
+        [
+            (r.status, f"{r.item.label} [{arch}]" if arch else r.item.label, r.detail)
+            for r, arch in zip(results, arch_of, strict=True)
+        ],
     )
     counts: dict[str, int] = {}
     for r in results:

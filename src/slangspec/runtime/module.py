@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..cache_store import FORWARD
-from ..devices import torch_device
+from ..devices import DeviceUnavailableError, torch_device
 from ..signature_text import ArgForm, DictForm, TensorForm, has_numpy, parse_call_signature
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
@@ -67,6 +67,12 @@ class Module(BuildModule):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """As ``BuildModule``, and then the binding of torch tensors on its device."""
         super().__init__(*args, **kwargs)
+        if self.builds_only:
+            raise DeviceUnavailableError(
+                f"SLANGSPEC_CUDA_ARCH={self.arch}: this process builds CUDA kernels for that "
+                "architecture and runs none (specialize warm --arch sets it); unset it to "
+                "call kernels"
+            )
         self.torch_device = torch_device(self.device_kind)
         self.binding: Binding
         if self.device_kind == "cuda":

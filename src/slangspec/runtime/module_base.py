@@ -23,7 +23,7 @@ import xxhash
 from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of
 from ..cache_store.keys import module_facts
-from ..cache_store.settings import check_all
+from ..cache_store.settings import check_all, setting
 from ..cuda_api import primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
@@ -84,8 +84,10 @@ class BuildModule:
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
         self.context = 0
-        """torch's CUDA context, which cached kernels are loaded into and launched in."""
-        if self.device_kind == "cuda":
+        """torch's CUDA context, which kernels are loaded into and launched in; none (0) where
+        ``SLANGSPEC_CUDA_ARCH`` asks for kernels built for an architecture, not run."""
+        self.builds_only = self.device_kind == "cuda" and setting("SLANGSPEC_CUDA_ARCH") is not None
+        if self.device_kind == "cuda" and not self.builds_only:
             self.cuda_ordinal = cuda_ordinal()
             self.context = primary_context(self.cuda_ordinal)
         self.include_paths = list(include_paths)
@@ -141,8 +143,8 @@ class BuildModule:
 
     @property
     def arch(self) -> str:
-        """The GPU architecture CUDA kernels are built for (``sm_90``), as the driver reports
-        the device's."""
+        """The GPU architecture CUDA kernels are built for (``sm_90``): ``SLANGSPEC_CUDA_ARCH``
+        where set, else the device's, as the driver reports it."""
         return self.device_identity["arch"]
 
     @property
