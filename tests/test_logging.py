@@ -39,7 +39,10 @@ def test_quiet_by_default_then_compiles_misses_and_hits_when_asked(tmp_path):
     assert "miss logged::sq call [D1,S6,G1,V3]" in cold
     assert "built logged::sq call [D1,S6,G1,V3]: forward kernel in" in cold
     assert "Slang compile and load" in cold and "code generation" in cold
-    assert "backward kernel for grads 1 in" in cold
+    # Built when autograd asks for it, or (CUDA) with the forward kernel.
+    assert (
+        "backward kernel for grads 1 in" in cold or "with its backward kernel for grads 1" in cold
+    )
     assert "Slang front-end of module logged" in cold
     warm = run(tmp_path / "c", SLANGSPEC_LOG="DEBUG")
     assert "hit logged::sq call [D1,S6,G1,V3]" in warm and "built" not in warm

@@ -136,8 +136,10 @@ class Builder:
         self._fresh: dict[tuple[str, str], Kernel] = {}
         """Kernels built with a forward kernel, by (key, label), until the call asks for them."""
 
-    def specialization(self, function: str, signature: str) -> Found:
-        """The entry and plan of ``function`` for ``signature``, built here on a miss."""
+    def specialization(self, function: str, signature: str, backward: bool = True) -> Found:
+        """The entry and plan of ``function`` for ``signature``, built here on a miss (on
+        CUDA with the backward of every tensor that requires grad, unless ``backward`` is
+        False: a call made without grad, whose backward may never be asked for)."""
         pre = self.module.preimage(function, signature)
         key = key_of(pre)
         entry = self.cache.serve(key, pre)
@@ -148,7 +150,7 @@ class Builder:
                 if entry is None:
                     what = f"{signature}: its forward kernel"
                     with needing_slang(what):
-                        return self._build(function, signature, key, pre)
+                        return self._build(function, signature, key, pre, backward)
                 outcome = "taken"
                 _log.info("%s: built by another process while this one waited", signature)
         try:
@@ -162,13 +164,15 @@ class Builder:
                 stacklevel=3,
             )
             with self.cache.leases.hold(key, lambda: False), needing_slang(signature):
-                return self._build(function, signature, key, pre)
+                return self._build(function, signature, key, pre, backward)
         self.cache.touch(key)
         if outcome == "cached":
             _log.debug("hit %s (key %s)", signature, key[:12])
         return Found(key, pre, entry, plan, None, outcome)
 
-    def _build(self, function: str, signature: str, key: str, pre: dict[str, Any]) -> Found:
+    def _build(
+        self, function: str, signature: str, key: str, pre: dict[str, Any], backward: bool
+    ) -> Found:
         """Resolve, generate and compile the forward kernel of a missed specialization."""
         m = self.module
         self.cache.count_miss()
@@ -183,7 +187,7 @@ class Builder:
             raise TypeError(refused)
         resolved = time.perf_counter()
         labels = [FORWARD]
-        if m.device_kind == "cuda" and plan.backward_masks:
+        if m.device_kind == "cuda" and backward and plan.backward_masks:
             # The call's tensors require grad: its backward (all of them, the last mask) is
             # built with its forward, one Slang link and one NVRTC run for both.
             labels.append(plan.backward_masks[-1])

@@ -390,7 +390,9 @@ class BuildFunction:
         cache holds already is not loaded. Returns "built" when this process built anything,
         else "cached"."""
         builder = self.module.builder
-        found = builder.specialization(self.name, signature)
+        masks = None if masks is None else list(masks)
+        # A task for the forward kernel alone (``[]``) leaves the backward to tasks of its own.
+        found = builder.specialization(self.name, signature, masks != [])
         outcomes = {found.outcome}
         labels = [] if found.forward is not None else [FORWARD]
         labels += found.plan.backward_masks if masks is None else masks
