@@ -139,7 +139,8 @@ class Builder:
     def specialization(self, function: str, signature: str, backward: bool = True) -> Found:
         """The entry and plan of ``function`` for ``signature``, built here on a miss (on
         CUDA with the backward of every tensor that requires grad, unless ``backward`` is
-        False: a call made without grad, whose backward may never be asked for)."""
+        False: a warm task for the forward kernel alone, whose backward kernels are tasks of
+        their own)."""
         pre = self.module.preimage(function, signature)
         key = key_of(pre)
         entry = self.cache.serve(key, pre)

@@ -222,7 +222,7 @@ class Function(BuildFunction):
 
     def _specialize(self, signature: str) -> Specialization:
         builder = self.module.builder
-        found = builder.specialization(self.name, signature, torch.is_grad_enabled())
+        found = builder.specialization(self.name, signature)
 
         def kernels(mask: str | None) -> Kernel:
             if mask is None and found.forward is not None:
