@@ -41,3 +41,26 @@ def redis_server(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
     yield server
     server.stop()
+
+
+def release_devices() -> None:
+    """Release the slangpy devices (one per cache root a process uses), compilers and Slang
+    sessions this process holds: the suite runs in one process, which otherwise holds every
+    one of them to the end."""
+    import gc
+
+    from slangspec import devices, warm
+    from slangspec.compile import cuda_source
+    from slangspec.runtime import module_base
+
+    warm._modules.clear()
+    module_base._compilers.clear()
+    cuda_source._sessions.clear()
+    gc.collect()
+    devices.close_devices()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _devices_released_after_each_file():
+    yield
+    release_devices()

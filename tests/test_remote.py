@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import release_devices
 
 import slangspec
 from slangspec.cache_store import CacheWarning
@@ -29,6 +30,13 @@ def _trust_all(monkeypatch):
     """Most tests here use a server without a secret, which a node uses only when told to
     trust every writer of it (worker processes inherit it)."""
     monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "1")
+
+
+@pytest.fixture(autouse=True)
+def _devices_released():
+    """Every test here opens caches of its own: their devices go with it."""
+    yield
+    release_devices()
 
 
 def remote_env(server, **more: str) -> dict[str, str]:
