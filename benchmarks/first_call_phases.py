@@ -26,7 +26,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
     import torch
 
     import slangspec
-    from slangspec import cuda_api, devices
+    from slangspec import devices
     from slangspec.compiler import CompiledKernel
 
     tdev = "cuda" if kind == "cuda" else "cpu"
@@ -45,10 +45,8 @@ def child(kind: str, cache: str) -> dict[str, float]:
         phases[name] = now - t
         t = now
 
-    shaders = slangspec.Cache(cache).files.shader_cache()
-    if kind == "cuda":
-        cuda_api.make_current(cuda_api.primary_context(devices.torch_device(kind).index))
-    devices.open_device(kind, shaders)
+    if kind == "vulkan":  # a CUDA process opens no slangpy device
+        devices.open_device(kind, slangspec.Cache(cache).files.shader_cache())
     mark("open device")
     m = slangspec.load(HERE / "startup.slang", device=kind, cache_dir=cache)
     mark("load module")

@@ -47,27 +47,22 @@ _lock = threading.Lock()
 def _open(kind: str, shaders: ShaderCache) -> spy.Device:
     import slangpy as spy
 
+    if kind != "vulkan":
+        raise ValueError("slangspec opens slangpy devices for Vulkan only")
     # Sources are content-addressed and keyed by us; slangpy's file watcher would rebuild every
     # session whenever a generated kernel lands on an include path.
-    options: dict[str, object] = {"enable_hot_reload": False}
-    if kind == "cuda":
-        # No shader cache: the cache keeps each kernel's cubin itself, and a shader-cache hit
-        # would skip the code generation that cubin is captured from. The caller made torch's
-        # context current, so that torch CUDA memory is addressable by our kernels in place.
-        handles = spy.get_cuda_current_context_native_handles()
-        return spy.Device(type=spy.DeviceType.cuda, existing_device_handles=handles, **options)
     return spy.Device(
         type=spy.DeviceType.vulkan,
         shader_cache_path=shaders.checkout(),
         shader_cache_size=shaders.size,
-        **options,
+        enable_hot_reload=False,
     )
 
 
 def open_device(kind: str, shaders: ShaderCache) -> spy.Device:
-    """The process-wide slangpy device of ``kind`` that keeps target code in ``shaders``
-    (Vulkan; CUDA keeps none), opened on first use. On CUDA, torch's context must be current
-    on the calling thread."""
+    """The process-wide slangpy device of ``kind`` (Vulkan: CUDA builds through ``compile``
+    and launches through the driver, with no slangpy device) that keeps target code in
+    ``shaders``, opened on first use."""
     with _lock:
         device = _devices.get((kind, str(shaders.directory)))
         if device is None:
