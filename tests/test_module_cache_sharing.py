@@ -7,6 +7,7 @@ checked before it is written."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -272,3 +273,18 @@ def test_a_fresh_node_does_not_compile_slangpys_library(
     node("mix3")
     assert library.is_file()
     assert published() == 1, "the second node compiled a module the first had published"
+
+
+def test_a_slot_in_use_leaves_slang_the_directory_itself(tmp_path):
+    from slangspec.cache_store import module_cache
+
+    taken = module_cache.FIRST_SLOT + len(module_cache._slots)
+    held = os.open(tmp_path, os.O_RDONLY)
+    try:
+        os.dup2(held, taken)  # a descriptor the process uses for something else
+        directory = tmp_path / "root" / "slang"
+        assert slang_path(directory) == directory
+        assert os.path.samestat(os.fstat(taken), os.stat(tmp_path))  # left as it was
+    finally:
+        os.close(taken)
+        os.close(held)
