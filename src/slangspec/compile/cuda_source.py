@@ -127,7 +127,6 @@ class _Loaded:
         search: list[Path],
         defines: Mapping[str, str],
     ) -> None:
-        self.owner = owner
         self.session = Session(owner, search, defines)
         weakref.finalize(self, owner.run, self.session.release).atexit = False
         self.module = self.session.load(module.name, module.path, module.text)
