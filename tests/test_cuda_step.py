@@ -326,3 +326,18 @@ def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_lib
         assert library_dir(guard, toolchain, {}) == library
     assert compile_counts["library"] == before + 3
     assert ModuleSeals(guard.root).damaged() == []
+
+
+def test_a_forgotten_module_is_loaded_afresh(tmp_path):
+    from slangspec.compile import cuda_source as cs
+    from slangspec.compile.slang_api import global_session
+
+    module = ModuleText("m", tmp_path / "m.slang", "float f(float x) { return x; }\n")
+    cs.front_end(module, content="one")
+    cs.front_end(module, content="one")  # the same session, kept
+    held = [k for k in cs._sessions if k[-2:] == (module, "one")]
+    assert len(held) == 1
+    global_session().run(cs.forget, module, "one")
+    assert not [k for k in cs._sessions if k[-2:] == (module, "one")]
+    again = cs.front_end(module, content="one")
+    assert again.layout.find_function_by_name("f") is not None

@@ -5,8 +5,8 @@ at a path that places it for its imports (the module's own directory, the cache'
 directory), and never through the include paths. A session's include paths are then only the
 user's own and slangpy's library, the same for every module, and so is where slangpy keeps the
 compiled IR of that library: compiled once per cache and toolchain, it is loaded as IR by every
-later process, for any module in any directory. On CUDA only modules are loaded here, for their
-reflection: kernels are built through ``compile.cuda_build``.
+later process, for any module in any directory. Vulkan only: CUDA reflects and builds through
+``compile``.
 """
 
 from __future__ import annotations

@@ -155,6 +155,13 @@ def _loaded(
     return loaded
 
 
+def forget(module: ModuleText, content: str) -> None:
+    """Drop the kept sessions of ``module`` with ``content`` (on the session's thread, or
+    before any is made): after a failed build, the next loads everything afresh."""
+    for key in [k for k in _sessions if k[-2:] == (module, content)]:
+        del _sessions[key]
+
+
 def front_end(
     module: ModuleText,
     include_paths: Sequence[Path] = (),

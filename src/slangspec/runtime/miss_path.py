@@ -285,13 +285,11 @@ class Builder:
         """Store generated sources (by label) and compile them together (see ``_retried``):
         each label's source name and kernel."""
         compile_counts["codegen"] += len(sources)
-        named = {source_name(source): source for source in sources.values()}
+        names = {label: source_name(source) for label, source in sources.items()}
+        named = {names[label]: source for label, source in sources.items()}
 
         def by_label(kernels: dict[str, Kernel]) -> dict[str, tuple[str, Kernel]]:
-            return {
-                label: (source_name(source), kernels[source_name(source)])
-                for label, source in sources.items()
-            }
+            return {label: (name, kernels[name]) for label, name in names.items()}
 
         def attempt() -> dict[str, tuple[str, Kernel]]:
             for source in sources.values():
@@ -417,10 +415,14 @@ class Builder:
             yield private, outside, text
 
     def _forget_session(self) -> None:
-        """Drop the module's Slang session after a failed build: it keeps what it loaded (on
-        CUDA every compile is a request of its own, which keeps nothing)."""
+        """Drop the module's Slang session after a failed build: it keeps what it loaded."""
         m = self.module
-        if m.device_kind != "cuda":
+        if m.device_kind == "cuda":
+            from ..compile.cuda_source import forget
+            from ..compile.slang_api import global_session
+
+            global_session().run(forget, m.text, m.content)
+        else:
             m.compiler.forget_session(m.include_paths, m.defines, m.content)
 
     def _compiled(self, sources: dict[str, str], apart: Apart | None = None) -> dict[str, Kernel]:
