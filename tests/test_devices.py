@@ -13,29 +13,38 @@ import torch
 import slangspec
 from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
+from slangspec.cache_store.settings import setting
 from slangspec.compiler import Compiler
 from slangspec.module_text import ModuleText
+
+OPS = Path(__file__).parent / "shaders" / "ops.slang"
 
 
 def shaders(path):
     return ShaderSnapshots(path, 1 << 20)
 
 
-def test_bad_device_names_are_value_errors(monkeypatch):
+def asked(device):
+    """The kind ``device=`` else ``SLANGSPEC_DEVICE`` asks for, read as the runtime reads it:
+    devices reads no setting itself."""
+    return setting("SLANGSPEC_DEVICE", device, "device")
+
+
+def test_bad_device_names_are_value_errors(monkeypatch, tmp_path):
     with pytest.raises(
         ValueError, match=r"^device='metal': expected one of cuda, vulkan, like cuda$"
     ):
-        devices.device_kind("metal")
+        slangspec.load(OPS, device="metal", cache_dir=tmp_path)
     monkeypatch.setenv("SLANGSPEC_DEVICE", "tpu")
     with pytest.raises(ValueError, match=r"^SLANGSPEC_DEVICE='tpu': expected one of cuda, vulkan"):
-        devices.device_kind(None)
+        slangspec.load(OPS, cache_dir=tmp_path)
 
 
 def test_argument_wins_over_environment(monkeypatch, kind):
     monkeypatch.setenv("SLANGSPEC_DEVICE", "nonsense")
-    assert devices.device_kind(kind) == kind
+    assert devices.device_kind(asked(kind)) == kind
     monkeypatch.setenv("SLANGSPEC_DEVICE", kind.upper())
-    assert devices.device_kind(None) == kind
+    assert devices.device_kind(asked(None)) == kind
 
 
 @pytest.mark.parametrize("gpu", [True, False])
@@ -78,7 +87,7 @@ def test_a_cuda_identity_is_what_torch_reports_of_the_device(kind):
     index = devices.cuda_ordinal()
     major, minor = torch.cuda.get_device_capability(index)
     assert index == torch.cuda.current_device()
-    assert devices.device_identity("cuda", None, index) == {
+    assert devices.device_identity("cuda", None, index, None) == {
         "kind": "cuda",
         "arch": f"sm_{major}{minor}",
     }

@@ -2,6 +2,9 @@
 when torch sees a GPU, else Vulkan; what identifies that device in a cache key; and slangpy's
 device of a kind, opened when something must be compiled (on Vulkan also to dispatch).
 
+Settings reach it as values its callers read (``cache_store.setting``): it reads none itself,
+and knows nothing of the cache.
+
 Nothing here imports slangpy until a device is opened: a CUDA process whose kernels are all
 cached launches them through the driver and never needs one. Nor torch until a default device
 kind or torch's device is asked for: a warming worker, told its kind, never imports it.
@@ -16,7 +19,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .cache_store.settings import setting
 from .cuda_api import compute_capability
 
 if TYPE_CHECKING:
@@ -125,35 +127,30 @@ def cuda_ordinal() -> int:
     return torch_device("cuda").index if sys.modules.get("torch") is not None else 0
 
 
-def cuda_arch(ordinal: int) -> str:
-    """The architecture CUDA kernels are built for: ``SLANGSPEC_CUDA_ARCH`` where set, else
-    that of CUDA device ``ordinal`` as the driver reports it (``sm_90``)."""
-    given = setting("SLANGSPEC_CUDA_ARCH")
+def cuda_arch(ordinal: int, given: str | None) -> str:
+    """The architecture CUDA kernels are built for: ``given`` (``SLANGSPEC_CUDA_ARCH`` as read)
+    where set, else that of CUDA device ``ordinal`` as the driver reports it (``sm_90``)."""
     if given is not None:
         return given
     major, minor = compute_capability(ordinal)
     return f"sm_{major}{minor}"
 
 
-def device_identity(kind: str, device: spy.Device | None, ordinal: int) -> dict[str, str]:
+def device_identity(
+    kind: str, device: spy.Device | None, ordinal: int, arch: str | None
+) -> dict[str, str]:
     """The device type and the target it compiles for, as a cache key covers them: on CUDA the
-    architecture (``cuda_arch``), which is all a cubin depends on of the GPU, so kernels built
-    for ``sm_90`` on a machine without a GPU key as an H200 process's do; on Vulkan the
-    adapter of ``device``."""
+    architecture (``cuda_arch`` of ``ordinal`` and ``arch``, ``SLANGSPEC_CUDA_ARCH`` as read),
+    which is all a cubin depends on of the GPU, so kernels built for ``sm_90`` on a machine
+    without a GPU key as an H200 process's do; on Vulkan the adapter of ``device``."""
     if kind == "cuda":
-        return {"kind": kind, "arch": cuda_arch(ordinal)}
+        return {"kind": kind, "arch": cuda_arch(ordinal, arch)}
     assert device is not None, "a Vulkan identity names the opened device's adapter"
     return {"kind": kind, "adapter": device.info.adapter_name}
 
 
 GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 """Device nodes of the drivers through which torch can see a GPU (NVIDIA's, WSL's, ROCm's)."""
-
-
-def requested_kind(requested: str | None) -> str | None:
-    """The device kind asked for by ``device=`` (``requested``), else by ``SLANGSPEC_DEVICE``;
-    None when neither asks."""
-    return setting("SLANGSPEC_DEVICE", requested, "device")
 
 
 def gpu_driver_present() -> bool:
@@ -163,12 +160,14 @@ def gpu_driver_present() -> bool:
 
 
 def device_kind(requested: str | None) -> str:
-    """The device kind by the documented order; opens nothing."""
-    name = requested_kind(requested)
-    if name is None:
+    """The device kind by the documented order: ``requested``, the kind ``device=`` else
+    ``SLANGSPEC_DEVICE`` asks for as read (``cache_store.setting("SLANGSPEC_DEVICE", device,
+    "device")``), when either does; else CUDA when torch sees a GPU, else Vulkan. Opens
+    nothing."""
+    if requested is None:
         if not gpu_driver_present():
             return "vulkan"
         import torch
 
         return "cuda" if torch.cuda.is_available() else "vulkan"
-    return name
+    return requested

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .cache import Cache
 from .cache_store import FORWARD
 from .cache_store.location import lease_seconds
+from .cache_store.settings import setting
 from .devices import device_kind
 from .function_ref import FunctionNameError, canonical_name
 from .module_text import checked_defines
@@ -455,7 +456,7 @@ def warm(
     """
     with released(pool if pool is not None else _executor(jobs, device)) as pool:
         # Chosen once, here: workers told their device kind never import torch to choose it.
-        device = device_kind(device)
+        device = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
         if dry_run:
             checks = [pool.submit(check_one, item, device, cache_dir) for item in items]
             results = [f.result() for f in checks]

@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 from .cache_store.location import process_stat
+from .cache_store.settings import setting
 from .cuda_api import CudaDriverError
-from .devices import cuda_arch, gpu_driver_present, opened, requested_kind
+from .devices import cuda_arch, gpu_driver_present, opened
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
@@ -219,7 +220,7 @@ def wants_cuda(device: str | None) -> bool:
     """Whether workers for ``device`` will likely run CUDA, so that each creates its context as
     it starts: it is asked for, or nothing is and a GPU driver is present (this process must
     not ask torch, which would start CUDA before it forks)."""
-    name = requested_kind(device)
+    name = setting("SLANGSPEC_DEVICE", device, "device")
     return name == "cuda" if name is not None else gpu_driver_present()
 
 
@@ -234,6 +235,6 @@ def _prepare(cuda: bool, output: int | None) -> None:
         # Device 0 is torch's current device in a new process. Without a driver or a GPU this
         # leaves the worker as it was; its first build reports why.
         with contextlib.suppress(OSError, CudaDriverError):
-            os.environ["SLANGSPEC_CUDA_ARCH"] = cuda_arch(0)
+            os.environ["SLANGSPEC_CUDA_ARCH"] = cuda_arch(0, None)
     for name in (*_BUILDER, *(() if cuda else ("slangpy",))):
         importlib.import_module(name)

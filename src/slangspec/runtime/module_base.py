@@ -80,7 +80,7 @@ class BuildModule:
         self.source = source
         self.cache = cache
         self.shaders = cache.files.shader_cache()
-        self.device_kind = device_kind(device)
+        self.device_kind = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
         self.context = 0
@@ -138,7 +138,10 @@ class BuildModule:
         """The device as a cache key covers it (``devices.device_identity``)."""
         if self._device_identity is None:
             vulkan = self.device if self.device_kind == "vulkan" else None
-            self._device_identity = device_identity(self.device_kind, vulkan, self.cuda_ordinal)
+            arch = setting("SLANGSPEC_CUDA_ARCH")
+            self._device_identity = device_identity(
+                self.device_kind, vulkan, self.cuda_ordinal, arch
+            )
         return self._device_identity
 
     @property
