@@ -51,7 +51,7 @@ fi
 stamp=.venv/.slangspec-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
-  || ! "$py" -c 'import slangspec, pytest, ruff, redis, hypothesis' >/dev/null 2>&1; then
+  || ! "$py" -c 'import slangspec, pytest, ruff, redis, hypothesis, mkdocs' >/dev/null 2>&1; then
   "$py" -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
