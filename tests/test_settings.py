@@ -1,5 +1,5 @@
 """The one table of settings: every setting reads its example, refuses a bad value in one
-wording that names it, yields to an explicit argument, and is the README's list."""
+wording that names it, yields to an explicit argument, and is the list on docs/settings.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from slangspec.cache_store.location import cache_root
 from slangspec.cache_store.settings import SETTINGS, setting
 
-README = Path(__file__).parent.parent / "README.md"
+SETTINGS_PAGE = Path(__file__).parent.parent / "docs" / "settings.md"
 BAD = {
     # Any text is a path: a cache directory is refused only when it cannot be one (below).
     "SLANGSPEC_DEVICE": "metal",
@@ -119,11 +119,8 @@ def test_an_argument_wins_over_the_environment_and_is_named_in_errors(
             setting(name, bad, source)
 
 
-def test_the_readme_lists_exactly_the_settings():
-    text = README.read_text()
-    section = text[text.index("### Settings") :]
-    section = section[: section.index("\n## ")]
-    listed = re.findall(r"^\| `(SLANGSPEC_[A-Z_]+)` \|", section, flags=re.M)
+def test_the_settings_page_lists_exactly_the_settings():
+    listed = re.findall(r"^\| `(SLANGSPEC_[A-Z_]+)` \|", SETTINGS_PAGE.read_text(), flags=re.M)
     assert listed == list(SETTINGS)
 
 
