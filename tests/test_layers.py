@@ -1,16 +1,19 @@
 """The layers hold: the cache store imports only itself, the standard library and its storage
-libraries; the compiler and device code are handed paths, never the cache; and no module of
-slangspec imports one that imports it back, however late or only for type checking."""
+libraries, and the rest of slangspec uses only what its ``__init__`` exports; the compiler and
+device code are handed paths, never the cache; and no module of slangspec imports one that
+imports it back, however late or only for type checking."""
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).parent.parent / "src" / "slangspec"
+STORE = "slangspec.cache_store"
 STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs", "redis"}
 
 
@@ -22,23 +25,71 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
 
 
-def imported(path: Path) -> set[str]:
-    """Every module ``path`` imports anywhere in it (in functions too, and for type checking),
-    relative imports resolved against its package; ``from package import name`` imports the
-    module ``package.name`` when there is one."""
-    name = module_name(path)
+def imports(path: Path, name: str | None = None) -> Iterator[tuple[str, list[str]]]:
+    """Every import statement in ``path``, anywhere in it (in functions too, and for type
+    checking), as the module it names, relative imports resolved against the package of the
+    module ``name`` (by default the one ``path`` is), and the names it takes from that module
+    (none for a plain ``import``)."""
+    name = name or module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            for a in node.names:
+                yield a.name, []
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             module = ".".join([*(base if node.level else []), *filter(None, [node.module])])
-            for a in node.names:
-                inner = f"{module}.{a.name}"
-                found.add(inner if inner in MODULES else module)
+            yield module, [a.name for a in node.names]
+
+
+def imported(path: Path, name: str | None = None) -> set[str]:
+    """Every module ``path`` imports anywhere in it (see ``imports``); ``from package import
+    name`` imports the module ``package.name`` when there is one."""
+    found = set()
+    for module, names in imports(path, name):
+        if not names:
+            found.add(module)
+        for n in names:
+            inner = f"{module}.{n}"
+            found.add(inner if inner in MODULES else module)
     return found
+
+
+def store_exports() -> set[str]:
+    """The names the cache store's ``__init__`` exports: its ``__all__``."""
+    for node in ast.parse((SRC / "cache_store" / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("cache_store/__init__.py has no __all__")
+
+
+def past_the_store(path: Path, name: str | None = None) -> set[str]:
+    """What ``path`` (the module ``name``, by default the one it is) reaches of the cache store
+    past its ``__init__``: a module of it imported by its path, a name imported from the package
+    that ``__all__`` does not export (a module of it among them), or such a name read off the
+    package imported whole. A name exported is no deep import, a module named whole in
+    ``__all__`` included, while importing from inside that module by its path is one."""
+    exported = store_exports()
+    deep = set()
+    whole = set()  # the names the package itself is bound to
+    for module, names in imports(path, name):
+        if module.startswith(STORE + "."):
+            deep.add(module)
+        elif module == STORE:
+            deep.update(f"{STORE}.{n}" for n in names if n not in exported)
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            whole.update(a.asname or a.name for a in node.names if a.name == "cache_store")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in whole
+            and node.attr not in exported
+        ):
+            deep.add(f"{STORE}.{node.attr}")
+    return deep
 
 
 def slangspec_imports(path: Path) -> set[str]:
@@ -93,6 +144,41 @@ def test_the_cache_store_imports_only_itself_the_standard_library_and_its_storag
         assert top in sys.stdlib_module_names or top in STORE_MAY_IMPORT, (
             f"{path.name} imports {name}"
         )
+
+
+def test_the_rest_of_slangspec_uses_only_what_the_cache_store_exports():
+    deep = {
+        name: sorted(past_the_store(path))
+        for name, path in MODULES.items()
+        if name != STORE and not name.startswith(STORE + ".")
+    }
+    assert {name: found for name, found in deep.items() if found} == {}
+
+
+def test_a_deep_import_of_the_cache_store_is_found(tmp_path):
+    """The rule above cannot pass for want of seeing: each way past ``__init__`` is found."""
+    synthetic = tmp_path / "synthetic.py"
+    synthetic.write_text(
+        "from slangspec.cache_store.keys import x\n"
+        "from .cache_store import FORWARD, setting, travel\n"
+        "from . import cache_store as store\n"
+        "import slangspec.cache_store.location\n"
+        "if store.Cache:\n"
+        "    store.policy.select()\n"
+        "def later():\n"
+        "    from .cache_store import settings\n"
+        "    from .cache_store.travel import sealed\n"
+    )
+    assert past_the_store(synthetic, "slangspec.synthetic") == {
+        "slangspec.cache_store.keys",
+        "slangspec.cache_store.location",
+        "slangspec.cache_store.policy",
+        "slangspec.cache_store.settings",
+        "slangspec.cache_store.travel",
+    }
+    exported = tmp_path / "exported.py"
+    exported.write_text("from .cache_store import Cache, setting, travel\n")
+    assert past_the_store(exported, "slangspec.exported") == set()
 
 
 @pytest.mark.parametrize("name", ["compiler.py", "devices.py"])

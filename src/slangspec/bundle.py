@@ -24,11 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import regenerate_source
-from .cache_store import Cache, key_of, travel
-from .cache_store.entry import binary_added
-from .cache_store.keys import source_name
-from .cache_store.policy import regenerated
-from .cache_store.settings import setting
+from .cache_store import Cache, binary_added, key_of, regenerated, setting, source_name, travel
 from .toolchain import toolchain
 
 BUNDLE_FORMAT = "slangspec-bundle"

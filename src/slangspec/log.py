@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from .cache_store.settings import setting
+from .cache_store import setting
 
 logger = logging.getLogger("slangspec")
 logger.addHandler(logging.NullHandler())

@@ -15,12 +15,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cache_store import Cache, EntryFilter, travel
-from .cache_store.entry import blobs_of
-from .cache_store.keys import entry_facts
-from .cache_store.location import write_atomic
-from .cache_store.policy import select
-from .cache_store.shipped import BLOBS, INDEX, SHIPPED_FORMAT, SHIPPED_VERSION, read_index
+from .cache_store import (
+    Cache,
+    EntryFilter,
+    blobs_of,
+    entry_facts,
+    select,
+    shipped,
+    travel,
+    write_atomic,
+)
 from .slangpy_install import find_install, slangpy_versions, wheel_stamp
 
 PACKAGE_DATA = 0o644
@@ -33,7 +37,7 @@ def _existing(directory: Path) -> dict[str, Any]:
         return {"entries": {}, "facts": {}}
     if not directory.is_dir():
         raise ValueError(f"{directory} is not a directory")
-    if not (directory / INDEX).exists():
+    if not (directory / shipped.INDEX).exists():
         if any(directory.iterdir()):
             raise ValueError(
                 f"{directory} is not empty and holds no shipped kernels; export into a new "
@@ -41,7 +45,7 @@ def _existing(directory: Path) -> dict[str, Any]:
             )
         return {"entries": {}, "facts": {}}
     try:
-        return read_index(directory)
+        return shipped.read_index(directory)
     except ValueError as exc:
         raise ValueError(f"{directory}: {exc}") from None
 
@@ -80,23 +84,22 @@ def export_for_package(
     stamp = None if install is None else wheel_stamp(install)
     if stamp is not None:
         facts["slangpy:" + stamp] = slangpy_versions(cache)
-    (directory / BLOBS).mkdir(mode=0o755, parents=True, exist_ok=True)
+    (directory / shipped.BLOBS).mkdir(mode=0o755, parents=True, exist_ok=True)
     os.chmod(directory, 0o755)
-    os.chmod(directory / BLOBS, 0o755)
+    os.chmod(directory / shipped.BLOBS, 0o755)
     for name, data in blobs.items():
-        write_atomic(directory / BLOBS / name, data, PACKAGE_DATA)
+        write_atomic(directory / shipped.BLOBS / name, data, PACKAGE_DATA)
     named = set().union(*(blobs_of(e) for e in entries.values())) if entries else set()
-    for stale in (directory / BLOBS).iterdir():
+    for stale in (directory / shipped.BLOBS).iterdir():
         if stale.name not in named:
             stale.unlink()
     index = {
-        "format": SHIPPED_FORMAT,
-        "version": SHIPPED_VERSION,
+        "format": shipped.SHIPPED_FORMAT,
+        "version": shipped.SHIPPED_VERSION,
         "entries": entries,
         "facts": facts,
     }
-    write_atomic(
-        directory / INDEX, json.dumps(index, indent=1, sort_keys=True).encode(), PACKAGE_DATA
-    )
+    text = json.dumps(index, indent=1, sort_keys=True)
+    write_atomic(directory / shipped.INDEX, text.encode(), PACKAGE_DATA)
     # Blobs, as a bundle counts them: kernels built together share one.
     return {"entries": added, "binaries": len(blobs), "shipped": len(entries)}

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import xxhash
 
-from .cache_store.keys import are_versions
+from .cache_store import are_versions
 
 Versions = dict[str, str]
 

@@ -38,9 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .cache import Cache
-from .cache_store import FORWARD
-from .cache_store.location import lease_seconds
-from .cache_store.settings import setting
+from .cache_store import FORWARD, lease_seconds, setting
 from .devices import device_kind
 from .function_ref import FunctionNameError, canonical_name
 from .module_text import checked_defines

@@ -27,8 +27,7 @@ import time
 from collections.abc import Iterator
 from typing import TypeVar
 
-from .cache_store.location import process_stat
-from .cache_store.settings import setting
+from .cache_store import process_stat, setting
 from .cuda_api import CudaDriverError
 from .devices import cuda_arch, gpu_driver_present, opened
 

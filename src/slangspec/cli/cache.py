@@ -16,9 +16,8 @@ from typing import Any
 import click
 
 from ..cache import Cache
-from ..cache_store import EntryFilter, remote_admin
+from ..cache_store import EntryFilter, RemoteTier, remote_admin, remote_settings
 from ..cache_store import shipped as shipped_kernels
-from ..cache_store.remote import RemoteTier, remote_settings
 from ..signature_text import call_arguments
 from .common import (
     UsageProblem,

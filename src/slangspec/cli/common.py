@@ -13,8 +13,7 @@ from typing import Any
 
 import click
 
-from ..cache_store import units
-from ..cache_store.settings import DEVICE_KINDS
+from ..cache_store import DEVICE_KINDS, units
 
 
 class UsageProblem(click.ClickException):

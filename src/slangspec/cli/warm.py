@@ -96,7 +96,7 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..cache_store.settings import setting
+    from ..cache_store import setting
     from ..warm_pool import fork_safe, released, start
 
     if archs:

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..cache_store.keys import canonical
-from ..cache_store.location import write_atomic
+from ..cache_store import canonical, write_atomic
 from ..counts import compile_counts
 from ..module_text import ModuleText
 from ..uniforms import Layout

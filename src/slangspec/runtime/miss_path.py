@@ -18,9 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
 from ..cache import Cache
-from ..cache_store import FORWARD, CacheWarning, Entry, ShaderSnapshots, kernel_lease, key_of
-from ..cache_store.entry import binary_added, binary_dropped, kernel_added
-from ..cache_store.keys import source_name
+from ..cache_store import (
+    FORWARD,
+    CacheWarning,
+    Entry,
+    ModuleCacheGuard,
+    ModuleSeals,
+    ShaderSnapshots,
+    binary_added,
+    binary_dropped,
+    kernel_added,
+    kernel_lease,
+    key_of,
+    source_name,
+)
 from ..codegen import ENTRY_POINT, kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
@@ -33,7 +44,6 @@ from .cuda_driver import CachedBinary, DriverKernel
 if TYPE_CHECKING:
     import slangpy as spy
 
-    from ..cache_store.module_cache import ModuleCacheGuard
     from ..compile.cuda_build import BuiltKernel
     from ..compile.reflection import FrontEnd
     from ..compiler import CompiledKernel, Compiler
@@ -353,9 +363,6 @@ class Builder:
     ) -> tuple[ModuleCacheGuard, list[Path], ModuleText, Path]:
         """The module cache, include paths, module text and kernel directory of a CUDA build:
         the cache's, or ``apart`` from it (a private module cache, kept by nothing)."""
-        from ..cache_store.module_cache import ModuleCacheGuard
-        from ..cache_store.module_seals import ModuleSeals
-
         m = self.module
         if apart is None:
             return m.module_guard, m.include_paths, m.text, self.cache.files.kernel_dir

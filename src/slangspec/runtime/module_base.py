@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Un
 import xxhash
 
 from ..cache import Cache
-from ..cache_store import FORWARD, kernel_lease, key_of
-from ..cache_store.keys import module_facts
-from ..cache_store.settings import check_all, setting
+from ..cache_store import FORWARD, check_all, kernel_lease, key_of, module_facts, setting
 from ..cuda_api import primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
@@ -38,7 +36,7 @@ from .miss_path import Builder, needing_slang
 if TYPE_CHECKING:
     import slangpy as spy
 
-    from ..cache_store.module_cache import ModuleCacheGuard
+    from ..cache_store import ModuleCacheGuard
     from ..compile.reflection import FrontEnd
     from ..compiler import Compiler
 
