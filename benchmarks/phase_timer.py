@@ -58,9 +58,13 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     "code generation": [("slangspec.runtime.miss_path", "kernel_source")],
     "Slang compile": [("slangspec.runtime.miss_path", "Builder._compiled")],
     "Slang to target code (Vulkan)": [("slangspec.compiler", "Compiler.kernel")],
+    "Slang's global session (CUDA)": [("slangspec.compile.slang_api", "SlangSession.__init__")],
     "slangpy's library to IR (CUDA)": [("slangspec.compile.cuda_build", "slangpy_library")],
+    "module front-end (CUDA)": [("slangspec.compile.cuda_source", "front_end")],
+    "reflection to FunctionInfo": [("slangspec.specializer.reflect", "function_info")],
     "Slang to CUDA source": [("slangspec.compile.cuda_build", "cuda_source")],
     "NVRTC": [("slangspec.compile.nvrtc", "Nvrtc.compile")],
+    "cubin into the CUDA context": [("slangspec.runtime.cuda_driver", "DriverKernel.from_binary")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")
         for name in ("insert", "amend", "write_blob", "record")

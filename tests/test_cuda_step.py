@@ -4,8 +4,11 @@ machine without a GPU; what needs NVRTC is skipped where NVIDIA's NVRTC wheel is
 
 from __future__ import annotations
 
+import os
 import re
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -341,3 +344,70 @@ def test_a_forgotten_module_is_loaded_afresh(tmp_path):
     assert not [k for k in cs._sessions if k[-2:] == (module, "one")]
     again = cs.front_end(module, content="one")
     assert again.layout.find_function_by_name("f") is not None
+
+
+@pytest.fixture
+def precompiled(monkeypatch):
+    """Nothing precompiled yet in this process, as in a fresh one, and every NVRTC run's
+    options noted."""
+    monkeypatch.setattr(nvrtc, "_precompiled", {})
+    runs: list[list[str]] = []
+    original = nvrtc.Nvrtc._cubin
+
+    def noted(self, source, flags, name, headers, arch):
+        runs.append(list(flags))
+        return original(self, source, flags, name, headers, arch)
+
+    monkeypatch.setattr(nvrtc.Nvrtc, "_cubin", noted)
+    return runs
+
+
+@needs_nvrtc
+def test_a_kept_prelude_is_precompiled_and_the_cubin_stays_the_same(built, cubin, precompiled):
+    _, source = built
+    prelude = split_prelude(source.text)[0]
+    nvrtc.warm_up("sm_90", prelude)
+    assert nvrtc.nvrtc().compile(source.text, "sm_90", source.half) == cubin
+    assert "-pch" in precompiled[0], "the warm-up precompiles it"
+    assert "-pch" in precompiled[-1], "the compile reads it"
+
+
+@needs_nvrtc
+def test_a_prelude_other_than_the_precompiled_one_compiles_without_it(built, cubin, precompiled):
+    _, source = built
+    prelude = split_prelude(source.text)[0]
+    # It compiles, to other code: each thread would index by its block.
+    export = "#define SLANG_PRELUDE_EXPORT\n"
+    other = prelude.replace(export, export + "#define threadIdx blockIdx\n")
+    assert other != prelude
+    nvrtc.warm_up("sm_90", other)
+    assert nvrtc.nvrtc().compile(source.text, "sm_90", source.half) == cubin
+    assert "-pch" in precompiled[0] and "-pch" not in precompiled[-1]
+
+
+@needs_nvrtc
+def test_a_build_keeps_its_prelude_for_the_next_process(tmp_path, built, precompiled):
+    kernels, source = built
+    module = ModuleText("m", tmp_path / "user" / "m.slang", MODULE)
+    kept = tmp_path / "modules" / "p" / "0" / "slang-cuda-prelude.h"
+    poly = [k for k in kernels if k.name.startswith("k_poly")]
+    first = build(module, poly, (), {}, "sm_90", None, prelude=kept)
+    assert kept.read_text() == split_prelude(source.text)[0]
+    kept.write_text("damaged")  # neither used nor harmful: kept whole again by the next build
+    nvrtc.warm_up("sm_90", kept.read_text())
+    assert build(module, poly, (), {}, "sm_90", None, prelude=kept) == first
+    assert kept.read_text() == split_prelude(source.text)[0]
+
+
+def test_precompiled_headers_of_processes_no_longer_running_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(nvrtc.tempfile, "gettempdir", lambda: str(tmp_path))
+    parent = tmp_path / f"slangspec-nvrtc-{os.getuid()}"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for pid in (gone.pid, os.getppid()):
+        (parent / str(pid)).mkdir(parents=True)
+        (parent / str(pid) / "x.pch").write_bytes(b"pch")
+    mine = nvrtc._pch_directory()
+    assert mine == parent / str(os.getpid()) and mine.is_dir()
+    assert not (parent / str(gone.pid)).exists()
+    assert (parent / str(os.getppid()) / "x.pch").exists(), "a running process's is left"

@@ -10,6 +10,7 @@ before a compile reads it, and compiled again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -22,7 +23,7 @@ from ..cache_store import canonical, write_atomic
 from ..counts import compile_counts
 from ..module_text import ModuleText
 from ..uniforms import Layout
-from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library
+from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
 from .nvrtc import nvrtc
 
 _log = logging.getLogger(__name__)
@@ -73,6 +74,33 @@ def library_dir(guard: Guard, toolchain: Mapping[str, Any], defines: Mapping[str
     return directory
 
 
+PRELUDE_FILE = "slang-cuda-prelude.h"
+
+
+def prelude_path(guard: Guard, toolchain: Mapping[str, Any]) -> Path:
+    """Where ``guard``'s module cache keeps the CUDA prelude Slang writes under ``toolchain``
+    (``build`` keeps it there, for a later process's NVRTC to precompile while Slang works)."""
+    what = {"cuda_prelude": PRELUDE_FILE, "toolchain": dict(toolchain)}
+    return guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0" / PRELUDE_FILE
+
+
+def stored_prelude(path: Path) -> str | None:
+    """The prelude kept at ``path``; None when there is none. A damaged one does no harm: a
+    compile uses the precompiled prelude only for a source that begins with its very text."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _keep_prelude(path: Path, source: str) -> None:
+    with contextlib.suppress(ValueError, OSError):
+        prelude = split_prelude(source)[0]
+        if stored_prelude(path) != prelude:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomic(path, prelude.encode())
+
+
 def build(
     module: ModuleText,
     kernels: Sequence[Kernel],
@@ -81,16 +109,19 @@ def build(
     arch: str,
     library: Path | None,
     content: str = "",
+    prelude: Path | None = None,
 ) -> dict[str, BuiltKernel]:
     """``kernels`` (which import ``module``) compiled together for ``arch`` (``sm_90``): one
     CUDA source, one NVRTC run, one cubin holding each kernel as an entry point named after
     it; by kernel name. ``library`` is as ``library_dir`` gives it, or None for a module that
     does not import slangpy; ``content`` identifies the files the module imports
-    (``cuda_source``)."""
+    (``cuda_source``); Slang's CUDA prelude is kept at ``prelude`` when given."""
     compile_counts["kernel"] += len(kernels)
     start = time.perf_counter()
     source = cuda_source(module, kernels, include_paths, defines, None, library, content)
     written = time.perf_counter()
+    if prelude is not None:
+        _keep_prelude(prelude, source.text)
     cubin = nvrtc().compile(source.text, arch, source.half, name=f"{kernels[0].name}.cu")
     _log.info(
         "CUDA build of %s for %s: Slang %.3f s, NVRTC %.3f s",

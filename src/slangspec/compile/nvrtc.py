@@ -6,6 +6,12 @@ Options are the ones Slang gives NVRTC for its CUDA output (C++17, warnings off,
 that uses ``half`` the CUDA headers with the prelude's half support turned on); the
 architecture is a real one (``sm_90``), so NVRTC writes SASS and nothing is left to the
 driver's JIT.
+
+Slang writes its CUDA prelude (about 300,000 characters) at the head of every source, and
+reading it is most of a small kernel's NVRTC time. ``warm_up`` given the prelude a cache kept
+from an earlier build precompiles it (NVRTC's ``-pch``) on a thread while Slang works; a later
+compile whose source begins with that same text includes it as a header and reads the
+precompiled one instead. The cubin is the same byte for byte.
 """
 
 from __future__ import annotations
@@ -14,9 +20,14 @@ import contextlib
 import ctypes
 import functools
 import importlib.util
+import os
 import re
+import shutil
+import stat
+import tempfile
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _NVIDIA_LIBRARIES = ("cu13/lib/libnvrtc.so.13*", "cuda_nvrtc/lib/libnvrtc.so.*")
@@ -28,6 +39,9 @@ _ARCH = re.compile(r"sm_\d+[af]?\Z")
 BASE_OPTIONS = ("-std=c++17", "-w")
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
+PRELUDE_HEADER = "slang-cuda-prelude.h"
+"""The name a source includes its prelude by when the prelude is precompiled."""
+_INCLUDE_PRELUDE = f'#include "{PRELUDE_HEADER}"\n'
 
 
 class NvrtcUnavailableError(RuntimeError):
@@ -146,13 +160,32 @@ class Nvrtc:
         half: bool = False,
         options: Sequence[str] = (),
         name: str = "slangspec.cu",
+        headers: Mapping[str, str] | None = None,
     ) -> bytes:
         """The cubin of ``source`` for ``arch``, with ``options`` added to ``options(arch,
-        half)``; NvrtcError carrying NVRTC's log when it does not compile."""
-        lib, program = self._lib, _P()
+        half)`` and ``headers`` (by name) for it to include; NvrtcError carrying NVRTC's log
+        when it does not compile. A source that begins with a prelude ``warm_up`` precompiled
+        for ``arch`` reads the precompiled one."""
         flags = [*self.options(arch, half), *options]
+        precompiled = _precompiled.get(arch)
+        plain = half or options or headers
+        if precompiled is not None and not plain and precompiled.begins(source):
+            body = _INCLUDE_PRELUDE + source[len(precompiled.prelude) :]
+            with precompiled.lock:  # NVRTC may write a precompiled header on a mismatch
+                return self._cubin(
+                    body, [*flags, *precompiled.options], name, precompiled.headers, arch
+                )
+        return self._cubin(source, flags, name, headers or {}, arch)
+
+    def _cubin(
+        self, source: str, flags: list[str], name: str, headers: Mapping[str, str], arch: str
+    ) -> bytes:
+        lib, program = self._lib, _P()
+        count = len(headers)
+        texts = (ctypes.c_char_p * count)(*(t.encode() for t in headers.values()))
+        names = (ctypes.c_char_p * count)(*(n.encode() for n in headers))
         created = lib.nvrtcCreateProgram(
-            ctypes.byref(program), source.encode(), name.encode(), 0, None, None
+            ctypes.byref(program), source.encode(), name.encode(), count, texts, names
         )
         self._check(created, "nvrtcCreateProgram")
         try:
@@ -166,6 +199,17 @@ class Nvrtc:
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(program))
 
+    def precompile(self, prelude: str, arch: str, directory: Path) -> bool:
+        """Whether NVRTC precompiled ``prelude`` for ``arch`` into ``directory`` (False where
+        this NVRTC has no ``-pch``, or its heap for it ran out)."""
+        flags = [*self.options(arch), "-pch", f"--pch-dir={directory}"]
+        try:
+            headers = {PRELUDE_HEADER: prelude}
+            self._cubin(_INCLUDE_PRELUDE, flags, "slangspec_prelude.cu", headers, arch)
+        except NvrtcError:
+            return False
+        return any(Path(directory).iterdir())
+
 
 @functools.cache
 def nvrtc() -> Nvrtc:
@@ -176,19 +220,115 @@ def nvrtc() -> Nvrtc:
 _WARM_UP = 'extern "C" __global__ void slangspec_warm_up() {}\n'
 
 
-@functools.cache
-def warm_up(arch: str) -> threading.Thread:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pch_directory() -> Path:
+    """A directory of this process's own for NVRTC's precompiled headers (about 30 MB each),
+    in one of the user's under the temporary directory, where those of processes no longer
+    running (killed, or ended without running exit handlers, as pool workers do) are removed
+    first."""
+    parent = Path(tempfile.gettempdir()) / f"slangspec-nvrtc-{os.getuid()}"
+    parent.mkdir(mode=0o700, exist_ok=True)
+    found = parent.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        return Path(tempfile.mkdtemp(prefix="slangspec-nvrtc-"))
+    for child in parent.iterdir():
+        if not child.name.isdigit() or not _alive(int(child.name)):
+            shutil.rmtree(child, ignore_errors=True)
+    mine = parent / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir(mode=0o700)
+    return mine
+
+
+def _remove(directory: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child, whose parent still reads it
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_threads: list[threading.Thread] = []
+"""NVRTC's threads, which a fork waits for."""
+
+
+class _Precompiled:
+    """``prelude`` being precompiled for ``arch`` on a thread of its own, into a directory of
+    the process's (removed at exit)."""
+
+    def __init__(self, prelude: str, arch: str) -> None:
+        self.prelude = prelude
+        self.headers = {PRELUDE_HEADER: prelude}
+        directory = _pch_directory()
+        weakref.finalize(self, _remove, directory, os.getpid())
+        self.options = ("-pch", f"--pch-dir={directory}")
+        self.lock = threading.Lock()
+        self._made = False
+        self._thread = threading.Thread(
+            target=self._make, args=(arch, directory), name="slangspec-nvrtc", daemon=True
+        )
+        self._thread.start()
+        _threads.append(self._thread)
+
+    def _make(self, arch: str, directory: Path) -> None:
+        with contextlib.suppress(NvrtcError, NvrtcUnavailableError, ValueError, OSError):
+            self._made = nvrtc().precompile(self.prelude, arch, directory)
+
+    def begins(self, source: str) -> bool:
+        """Whether ``source`` begins with the prelude and it was precompiled (waiting for the
+        thread that does it)."""
+        if not source.startswith(self.prelude):
+            return False
+        self._thread.join()
+        return self._made
+
+
+_precompiled: dict[str, _Precompiled] = {}
+_warmed: set[str] = set()
+
+
+def warm_up(arch: str, prelude: str | None = None) -> None:
     """Start NVRTC (its first compile in a process costs about 0.2 s more than later ones) on
-    a thread of its own, once per process, so that it starts while Slang does; the thread
-    ends once it has, and a failure is left to the compile that needs NVRTC to report."""
+    a thread of its own, so that it starts while Slang works: with ``prelude``, by
+    precompiling it for ``arch`` (once per process and architecture), else by compiling an
+    empty kernel (once). A failure is left to the compile that needs NVRTC to report."""
+    if arch in _precompiled:
+        return
+    if prelude is not None:
+        with contextlib.suppress(OSError):  # no directory for it: NVRTC starts as without one
+            _precompiled[arch] = _Precompiled(prelude, arch)
+            return
+    if arch not in _warmed:
+        _warmed.add(arch)
 
-    def run() -> None:
-        with contextlib.suppress(NvrtcError, NvrtcUnavailableError, ValueError):
-            nvrtc().compile(_WARM_UP, arch, name="slangspec_warm_up.cu")
+        def run() -> None:
+            with contextlib.suppress(NvrtcError, NvrtcUnavailableError, ValueError):
+                nvrtc().compile(_WARM_UP, arch, name="slangspec_warm_up.cu")
 
-    thread = threading.Thread(target=run, name="slangspec-nvrtc-warm-up", daemon=True)
-    thread.start()
-    return thread
+        thread = threading.Thread(target=run, name="slangspec-nvrtc", daemon=True)
+        thread.start()
+        _threads.append(thread)
+
+
+def _wait_for_threads() -> None:
+    # A child forked while NVRTC works on another thread would find its locks held forever.
+    for thread in _threads:
+        thread.join()
+
+
+def _forget_in_child() -> None:
+    _precompiled.clear()
+    _warmed.clear()
+    _threads.clear()
+
+
+os.register_at_fork(before=_wait_for_threads, after_in_child=_forget_in_child)
 
 
 def cubins(

@@ -347,10 +347,9 @@ class Builder:
 
     def _cuda_front_end(self, apart: Apart | None) -> FrontEnd:
         from ..compile.cuda_source import front_end
-        from ..compile.nvrtc import warm_up
 
-        warm_up(self.module.arch)  # NVRTC starts while Slang does: a build follows
         guard, paths, text, _ = self._cuda_places(apart)
+        self._start_nvrtc(guard)  # while Slang works: a build follows
         library = self._cuda_library(guard, text)
         compile_counts["front_end"] += 1
         start = time.perf_counter()
@@ -368,6 +367,16 @@ class Builder:
             return m.module_guard, m.include_paths, m.text, self.cache.files.kernel_dir
         private, paths, text = apart
         return ModuleCacheGuard(ModuleSeals(private / "slang"), None, ""), paths, text, private
+
+    def _start_nvrtc(self, guard: ModuleCacheGuard) -> Path:
+        """Start NVRTC on a thread of its own, precompiling the CUDA prelude ``guard``'s module
+        cache kept from an earlier build if it has one; where that prelude is kept."""
+        from ..compile.cuda_build import prelude_path, stored_prelude
+        from ..compile.nvrtc import warm_up
+
+        path = prelude_path(guard, self.module.toolchain)
+        warm_up(self.module.arch, stored_prelude(path))
+        return path
 
     def _cuda_library(self, guard: ModuleCacheGuard, text: ModuleText) -> Path | None:
         """slangpy's Slang library as IR in ``guard``'s module cache, for a module that imports
@@ -460,14 +469,13 @@ class Builder:
         compile (Slang's C API, then NVRTC: no slangpy device), loaded into torch's context."""
         from ..compile.cuda_build import build
         from ..compile.cuda_source import Kernel as KernelSource
-        from ..compile.nvrtc import warm_up
 
         m = self.module
-        warm_up(m.arch)
         guard, paths, text, kernel_dir = self._cuda_places(apart)
+        prelude = self._start_nvrtc(guard)
         library = self._cuda_library(guard, text)
         kernels = [KernelSource(n, src, kernel_dir / f"{n}.slang") for n, src in sources.items()]
-        built = build(text, kernels, paths, m.defines, m.arch, library, m.content)
+        built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
         if not apart:
             self.cache.files.note_compiled(m.module_names)
         return {name: self._launchable(b) for name, b in built.items()}
