@@ -16,7 +16,9 @@ Modes, each a fresh process, taking turns so that a noisy host's drift hits them
 Timing starts after ``import torch``, CUDA start-up and torch's own first backward (and on
 Vulkan the opening of slangpy's device, as in ``startup.py``), and covers loading the module and
 the first forward and backward (synchronized): on CUDA everything slangspec opens (its Slang
-session, or a baseline tree's slangpy device) is inside it. The phases are summed
+session, or a baseline tree's slangpy device) is inside it, and so is importing the modules
+``slangspec.load`` brings in (their bytecode written first, as an installed package has it:
+``bytecode.py``). The phases are summed
 over the process by ``phase_timer`` (inclusive: a Slang compile holds the front-end it
 starts). ``--baseline`` runs every mode a second time with another tree's ``src`` first on
 the path (phases its code lacks are not timed), interleaved with this one.
@@ -204,6 +206,10 @@ def main() -> None:
     trees = {"this tree": SRC}
     if args.baseline:
         trees["baseline"] = args.baseline.resolve()
+    sys.path.insert(0, str(HERE))
+    from bytecode import compile_packages, package_directory
+
+    compile_packages(*trees.values(), package_directory("slangpy"))
     runs: dict[tuple[str, str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as root:
         trials = {tree: Trial(src, kind, Path(root) / tree) for tree, src in trees.items()}
