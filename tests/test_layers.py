@@ -181,6 +181,73 @@ def test_a_deep_import_of_the_cache_store_is_found(tmp_path):
     assert past_the_store(exported, "slangspec.exported") == set()
 
 
+def tier_classes() -> set[str]:
+    """The classes a tier is, or a tier's lookup gives: the ``Tier`` protocol and those under
+    it, every cache store class that has each method the protocol declares (tiers implement it
+    without naming it), and the classes its ``get`` returns."""
+    protocol = next(
+        node
+        for node in ast.parse((SRC / "cache_store" / "tier.py").read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name == "Tier"
+    )
+    methods = {n.name for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    get = next(n for n in protocol.body if isinstance(n, ast.FunctionDef) and n.name == "get")
+    assert get.returns is not None
+    found = {n.id for n in ast.walk(get.returns) if isinstance(n, ast.Name)} - {"None"}
+    for path in (SRC / "cache_store").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            defined = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            bases = {ast.unparse(b) for b in node.bases}
+            if node.name == "Tier" or "Tier" in bases or methods <= defined:
+                found.add(node.name)
+    return found
+
+
+def tier_class_checks(path: Path) -> list[str]:
+    """Each ``isinstance`` in ``path`` whose classes name a tier class (``tier_classes``)."""
+    tiers = tier_classes()
+    asked = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
+            named = {
+                n.id if isinstance(n, ast.Name) else n.attr
+                for n in ast.walk(node.args[1])
+                if isinstance(n, ast.Name | ast.Attribute)
+            }
+            if named & tiers:
+                asked.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return asked
+
+
+def test_the_tier_classes_are_the_tiers_and_their_lookup_results():
+    assert {"Tier", "SharedTier", "DiskTier", "ShippedTier", "RemoteTier"} <= tier_classes()
+    assert {"Found", "Unusable"} <= tier_classes()
+    assert "Unavailable" not in tier_classes()
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "cache_store").glob("*.py")), ids=lambda p: p.name)
+def test_the_cache_store_asks_no_tier_its_class(path):
+    """A tier says what it is by what it has (``shared``, ``proven``, ``writable``), a lookup
+    result by its ``usable``; the cache keeps the remote tier it made by name."""
+    assert tier_class_checks(path) == []
+
+
+def test_asking_a_tier_its_class_is_found(tmp_path):
+    synthetic = tmp_path / "synthetic.py"
+    synthetic.write_text(
+        "if isinstance(got, Found):\n"
+        "    pass\n"
+        "tiers = [t for t in far if isinstance(t, (int, remote.RemoteTier))]\n"
+        "text = isinstance(data, str)\n"
+    )
+    assert tier_class_checks(synthetic) == [
+        "synthetic.py:1: isinstance(got, Found)",
+        "synthetic.py:3: isinstance(t, (int, remote.RemoteTier))",
+    ]
+
+
 @pytest.mark.parametrize("name", ["compiler.py", "devices.py"])
 def test_compiler_and_devices_do_not_know_the_cache(name):
     # Not even the table of settings, which lives in the cache store: what of it devices need,

@@ -72,9 +72,11 @@ class Cache:
         self.read_only = read_only
         if remote is not None and read_only:
             remote = dataclasses.replace(remote, read_only=True)
+        self._remote = None if remote is None else RemoteTier(remote)
+        """The shared tier, which also shares slangpy's module cache (``module_cache_guard``)."""
         self._far: tuple[Tier, ...] = (
             *(() if shipped is None else (ShippedTier(Path(shipped), self.regenerate),)),
-            *(() if remote is None else (RemoteTier(remote),)),
+            *(() if self._remote is None else (self._remote,)),
         )
         self._open()
 
@@ -120,7 +122,7 @@ class Cache:
         """slangpy's module cache under this root, sealed and shared (``module_cache``) for
         builds with ``toolchain``: through a remote tier that proves what it holds, since
         nothing can check a compiled module against what it was compiled from."""
-        remote = next((t for t in self._far if isinstance(t, RemoteTier) and t.proven), None)
+        remote = self._remote if self._remote is not None and self._remote.proven else None
         fact = module_cache_fact(str(slang_path(self.files.module_cache)), toolchain)
         return ModuleCacheGuard(self.files.module_seals, remote, fact)
 
@@ -160,10 +162,10 @@ class Cache:
             got = tier.get(key)
             if got is None:
                 continue
-            warned = tier.shared and isinstance(got, Unusable)  # a shared tier warns itself
-            if isinstance(got, Found):
+            warned = tier.shared and not got.usable  # a shared tier warns itself
+            if got.usable:
                 got = self._servable(tier, got, preimage)
-            if isinstance(got, Unusable):
+            if not got.usable:
                 # What a shared tier holds is published over once this process built it; a
                 # read-only one keeps what it holds.
                 kept = tier.shared or not tier.writable
@@ -209,11 +211,13 @@ class Cache:
         """Share the whole local entry ``key`` and its blobs through the farther tiers."""
         farther = [tier for tier in self.tiers[1:] if tier.writable]
         found = self.disk.get(key) if farther else None
-        blobs = found.blobs() if isinstance(found, Found) else None
+        if found is None or not found.usable:
+            return
+        blobs = found.blobs()
         if blobs is None:
             return
         for tier in farther:
-            tier.put(key, found.row, blobs)  # type: ignore[union-attr]
+            tier.put(key, found.row, blobs)
 
     def amend(self, key: str, change: Change) -> None:
         """Apply ``change`` (see ``entry``: a kernel or binary added, a binary dropped) to the

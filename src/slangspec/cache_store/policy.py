@@ -237,7 +237,7 @@ def verify_entries(
     whole = []
     for key in keys:
         got = tier.get(key)
-        if not isinstance(got, Found):
+        if got is None or not got.usable:
             why = "its blobs are missing" if got is None else got.why
         elif key_of(got.row["preimage"]) != key:
             why = "its key is not the hash of its preimage"

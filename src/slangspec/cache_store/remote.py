@@ -232,7 +232,7 @@ class RemoteTier:
         if refused is not None and refused[0] == raw:
             return refused[1]
         got = self._fetched(key, raw)
-        if isinstance(got, Unusable):
+        if got is not None and not got.usable:
             with self._lock:
                 self._refused[key] = (raw, got)
                 self._refused.move_to_end(key)
@@ -297,7 +297,7 @@ class RemoteTier:
                 return
             entry, every_blob = ours, dict(blobs)
             theirs = None if before is None else self._decoded(key, before)
-            if isinstance(theirs, Found) and theirs.row["preimage"] == ours["preimage"]:
+            if theirs is not None and theirs.usable and theirs.row["preimage"] == ours["preimage"]:
                 entry = {
                     **ours,
                     "kernels": {**theirs.row["kernels"], **ours["kernels"]},

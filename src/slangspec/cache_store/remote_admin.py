@@ -13,7 +13,6 @@ from .entry import blobs_of, intact
 from .keys import MODULES, are_compiled_modules, key_of
 from .policy import EntryFilter, Regenerate, Replan, proven, rows, verify_entries
 from .remote import RemoteTier
-from .tier import Found
 
 
 def _matches(where: EntryFilter | None, key: str, entry: dict[str, Any] | None, now: float) -> bool:
@@ -115,9 +114,9 @@ def pull(
             counts["present"] += 1
             continue
         got = remote.get(key)
-        if isinstance(got, Found) and not remote.proven:
+        if got is not None and got.usable and not remote.proven:
             got = proven(got, remote, regenerate, replan)
-        blobs = got.blobs() if isinstance(got, Found) else None
+        blobs = got.blobs() if got is not None and got.usable else None
         if blobs is None or key_of(got.row["preimage"]) != key:  # type: ignore[union-attr]
             counts["refused"] += 1
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 
 class Unavailable(Exception):
@@ -27,6 +27,9 @@ class Found:
 
     row: dict[str, Any]
     blobs: Callable[[], Mapping[str, bytes] | None]
+    usable: ClassVar[Literal[True]] = True
+    """What a lookup result is, said as data: an entry to serve (``Found``) or not
+    (``Unusable``)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Unusable:
     """Something stored under a key that cannot be served, and why."""
 
     why: str
+    usable: ClassVar[Literal[False]] = False
 
 
 class Tier(Protocol):
@@ -49,7 +53,8 @@ class Tier(Protocol):
     what this process proves itself (``policy.proven``), and none of its facts."""
 
     def get(self, key: str) -> Found | Unusable | None:
-        """The entry under ``key``; None when there is none."""
+        """The entry under ``key`` (``Found``, or ``Unusable`` when it cannot be served: a
+        result's ``usable`` says which); None when there is none."""
         ...
 
     def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
