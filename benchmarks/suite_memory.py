@@ -1,0 +1,96 @@
+"""The memory and time of a command and every process it starts: resident memory summed over
+the whole process tree, sampled as it runs, its peak, the largest single process, and the wall
+time.
+
+    python benchmarks/suite_memory.py [--every 0.2] [--json F] -- bash .ci/run
+
+The sum counts a page that several processes share once per process, so it bounds the
+machine's use from above. ``/usr/bin/time -v`` reports only the largest process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children() -> dict[int, list[int]]:
+    """Each running process's children, by parent."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rpartition(")")[2].split()[1])
+        tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def _resident(pid: int) -> int:
+    """The process's resident bytes; 0 once it has ended."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree_resident(root: int) -> tuple[int, int, int]:
+    """Resident bytes summed over ``root`` and its descendants, the largest of them, and how
+    many processes there are."""
+    tree = _children()
+    pending, sizes = [root], []
+    while pending:
+        pid = pending.pop()
+        sizes.append(_resident(pid))
+        pending.extend(tree.get(pid, ()))
+    return sum(sizes), max(sizes), len(sizes)
+
+
+def measure(command: list[str], every: float) -> dict[str, float | int]:
+    """Run ``command``, sampling its process tree every ``every`` seconds."""
+    start = time.monotonic()
+    process = subprocess.Popen(command)
+    peak_sum = peak_one = most = 0
+    while process.poll() is None:
+        total, largest, count = tree_resident(process.pid)
+        peak_sum, peak_one, most = max(peak_sum, total), max(peak_one, largest), max(most, count)
+        time.sleep(every)
+    return {
+        "returncode": process.returncode,
+        "wall_s": round(time.monotonic() - start, 1),
+        "peak_summed_gb": round(peak_sum / 1e9, 2),
+        "peak_largest_process_gb": round(peak_one / 1e9, 2),
+        "most_processes": most,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--every", type=float, default=0.2, help="seconds between samples")
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("give the command to run after --")
+    result = measure(command, args.every)
+    print(json.dumps(result), file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    sys.exit(result["returncode"])
+
+
+if __name__ == "__main__":
+    main()
