@@ -99,3 +99,14 @@ def test_the_readme_links_into_the_site_land_on_a_page_and_heading(site):
         assert page in pages, target
         if anchor:
             assert anchor in ID.findall(built(site, page)), f"{target}#{anchor}"
+
+
+def test_the_package_points_at_pages_of_the_docs():
+    """What the package tells its users to read (help texts, docstrings) is a page of the docs,
+    not a section of the README, which keeps only an overview."""
+    pages = nav_pages()
+    for path in sorted((ROOT / "src" / "slangspec").rglob("*.py")):
+        text = path.read_text()
+        assert "README" not in text, path
+        for target in re.findall(r"\bdocs/([\w/]+\.md)", text):
+            assert target in pages, f"{path}: docs/{target}"

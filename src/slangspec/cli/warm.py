@@ -89,7 +89,7 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
     and the backward kernels its masks ask for), and the summary counts specializations, not
     kernels. Statuses: built (compiled now), cached (all there before this run, nothing
     compiled), present / missing (--dry-run: all there / what is not), failed (the detail says
-    why; exit 1). See the README for the manifest format and the argument-spec grammar. With
+    why; exit 1). See docs/warm.md for the manifest format and the argument-spec grammar. With
     --arch, CUDA kernels are built for each architecture named, on any machine.
     """
     if recorded == (manifest is not None):

@@ -181,7 +181,8 @@ class Function(BuildFunction):
             "Call it with torch tensors (vectorized over their leading dimensions), Python "
             "scalars, slangspec.grid and dicts for structs, by position or by parameter name; "
             "_result= a tensor to write the result into. out/inout parameters take tensors "
-            "written in place. See slangspec's README, 'What can be called'."
+            "written in place. See 'What can be called' in slangspec's documentation "
+            "(docs/calling.md)."
         )
 
     @property
