@@ -1,11 +1,18 @@
 """The generated forward and backward calls of CUDA specializations against the generic path."""
 
+import ctypes
+import struct
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import slangspec
+from slangspec.runtime.cuda_call import forward_call
+from slangspec.runtime.cuda_driver import LaunchParts
+from slangspec.uniforms import UniformBlock
 
 SHADERS = Path(__file__).parent / "shaders"
 
@@ -118,3 +125,32 @@ def test_an_empty_call_backpropagates_through_the_generic_path(ops, tdev):
     x = torch.randn(0, device=tdev, requires_grad=True)
     ops.square(x).sum().backward()
     assert x.grad.shape == (0,)
+
+
+def test_a_function_with_no_parameters_gets_a_launcher(cache_dir, monkeypatch):
+    """The generated forward of a call with no arguments compiles and launches, checked on any
+    machine: the driver is a stub that notes the launch, and the block is the kernel's ``_n``
+    and result pointer."""
+    m = slangspec.load_source(
+        "nolauncher",
+        "float seven() { return 7.0; }\nT number<T : IInteger>() { return T(42); }",
+        cache_dir=cache_dir,
+    )
+    launches = []
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        launches.append((gx, bx))
+        return 0
+
+    layout = {"size": 16, "params": [["_n", 0, {"scalar": "I"}], ["_out0", 8, {"pointer": True}]]}
+    buffer = ctypes.create_string_buffer(16)
+    parts = LaunchParts(ctypes.c_void_p(), 32, threading.Lock(), buffer, None, launch)
+    kernel = SimpleNamespace(block=UniformBlock(layout), parts=lambda: parts)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
+    cpu = torch.device("cpu")
+    for fn, dtype in [(m.seven, torch.float32), (m["number<int>"], torch.int32)]:
+        call = forward_call(fn.plan(), kernel, cpu, lambda: None, lambda args: ())
+        (out,), shape = call(())
+        assert shape == () and out.shape == () and out.dtype == dtype
+        assert struct.unpack_from("<I4xQ", buffer) == (1, out.data_ptr())
+    assert launches == [(1, 32)] * 2
