@@ -190,3 +190,56 @@ def test_the_wheel_stamp_is_the_same_wherever_one_wheel_is_installed(tmp_path):
     assert wheel_stamp(_wheel_install(tmp_path / "d", rebuilt)) != wheel_stamp(here)
     # A library the RECORD does not list (built or copied in by hand): no wheel stamp.
     assert wheel_stamp(_wheel_install(tmp_path / "e", {})) is None
+
+
+UNUSABLE = """
+    import os, sys
+    os.environ["SLANGSPEC_CUDA_ARCH"] = "sm_90"  # CUDA's build, with no GPU needed
+    from slangspec.compile.slang_api import SlangCompileError
+    from slangspec.runtime.miss_path import SlangUnavailableError
+    from slangspec.runtime.module_base import BuildModule, load_module_source
+
+    def load(name, source):
+        return load_module_source(BuildModule, name, source, device="cuda", cache_dir=sys.argv[1])
+
+    f = load("found", "float f(float x) { return x; }")["f"]  # described while slangpy is there
+    broken = load("broken", "float g(float x) { return y; }")
+    sys.modules["slangpy.slangpy_ext"] = None  # slangpy is found, and cannot be imported
+    try:
+        broken["g"]
+    except SlangCompileError:
+        print("broken: does not compile")
+    sys.modules["slangpy"] = None  # slangpy's directory, and its Slang library, are not found
+    try:
+        f.warm("found::f call [D1,S6,G0,Vx]", [])
+    except SlangUnavailableError as exc:
+        print("miss:", exc)
+"""
+
+
+def test_a_cuda_miss_where_slangpy_cannot_be_used_says_what_was_missing(tmp_path):
+    """CUDA builds through Slang's C API: one needs slangpy's install, and its Slang library,
+    but not its import, and a module that does not compile says so wherever slangpy imports."""
+    done = python(UNUSABLE, str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == [
+        "broken: does not compile",
+        "miss: found::f call [D1,S6,G0,Vx]: its forward kernel is not in the cache and needs "
+        "slangpy's Slang library, which cannot be used (slangpy is not installed: it carries "
+        "Slang's compiler)",
+    ]
+
+
+def test_loading_where_slangpy_is_not_installed_says_so(tmp_path, monkeypatch):
+    import slangspec
+    from slangspec import slangpy_install, toolchain
+
+    monkeypatch.setattr(toolchain, "_slangpy", None)  # as a fresh process has it
+    monkeypatch.setattr(slangpy_install, "find_install", lambda: None)
+    monkeypatch.setitem(sys.modules, "slangpy", None)
+    with pytest.raises(
+        slangspec.SlangUnavailableError,
+        match=r"^module 'absent': the version of slangpy its cache keys cover is not in the "
+        r"cache and needs slangpy, which cannot be imported",
+    ):
+        slangspec.load_source("absent", "float f(float x) { return x; }", cache_dir=tmp_path)

@@ -71,8 +71,8 @@ class SlangUnavailableError(DeviceUnavailableError):
 
 @contextlib.contextmanager
 def needing_slang(what: str) -> Iterator[None]:
-    """Within the block, a failure to import slangpy or open its device says that ``what`` was
-    not in the cache."""
+    """Within the block, a failure to import slangpy, open its device or find and load the
+    Slang library its install carries says that ``what`` was not in the cache."""
     try:
         yield
     except SlangUnavailableError:
@@ -83,6 +83,21 @@ def needing_slang(what: str) -> Iterator[None]:
         raise SlangUnavailableError(
             f"{what} is not in the cache and needs slangpy, which cannot be imported ({exc})"
         ) from exc
+    except RuntimeError as exc:
+        if not _slang_library_error(exc):
+            raise
+        raise SlangUnavailableError(
+            f"{what} is not in the cache and needs slangpy's Slang library, which cannot be "
+            f"used ({exc})"
+        ) from exc
+
+
+def _slang_library_error(exc: RuntimeError) -> bool:
+    """Whether ``exc`` says that Slang's library cannot be found or loaded."""
+    # Imported here: only a process that builds through Slang's C API has it, and raises it.
+    from ..compile.slang_api import SlangLibraryError
+
+    return isinstance(exc, SlangLibraryError)
 
 
 @dataclass(frozen=True)
@@ -327,11 +342,11 @@ class Builder:
         m = self.module
 
         def apart() -> spy.SlangModule | FrontEnd:
-            from ..compiler import Compiler
-
             with self._apart() as (private, include_paths, text):
                 if m.device_kind == "cuda":
                     return self._cuda_front_end((private, include_paths, text))
+                from ..compiler import Compiler
+
                 compiler = Compiler(m.device, private / "slang", private)
                 return compiler.load_module(text, include_paths, m.defines, m.content)
 

@@ -95,7 +95,8 @@ class BuildModule:
         self._module_guard: ModuleCacheGuard | None = None
         self._slang_module = None
         self._device_identity: dict[str, str] | None = None
-        self.toolchain = toolchain(cache)
+        with needing_slang(f"module '{name}': the version of slangpy its cache keys cover"):
+            self.toolchain = toolchain(cache)
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
         given = self.path.read_bytes() if source is None else source.encode()
