@@ -385,7 +385,7 @@ def test_a_struct_that_is_not_differentiable_says_its_fields_get_no_gradient(cac
     with pytest.warns(
         UserWarning,
         match=r"plainstruct::weigh: a struct that takes no gradient \(not IDifferentiable, or "
-        r"no_diff\) is argument 0 \('p'\) requiring grad gets no gradient from it",
+        r"no_diff\) is argument 1 \('p'\) requiring grad gets no gradient from it",
     ):
         y = m.weigh({"a": a, "b": torch.zeros(3, device=tdev)}, x)
     y.sum().backward()

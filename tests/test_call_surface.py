@@ -49,7 +49,7 @@ def test_matrix_result_of_two_by_three(sf, tdev):
 
 
 def test_matrix_of_the_wrong_shape_names_the_argument(sf, tdev):
-    with pytest.raises(ValueError, match=r"argument 0 \('m'\).*trailing dimensions are \(3, 3\)"):
+    with pytest.raises(ValueError, match=r"argument 1 \('m'\).*trailing dimensions are \(3, 3\)"):
         sf.transform(leaf(6, 3, 2, tdev=tdev), leaf(6, 3, tdev=tdev))
 
 
@@ -66,7 +66,7 @@ def test_arrays_broadcast_and_differentiate(sf, tdev):
 
 
 def test_array_length_mismatch_names_expected_and_actual(sf, tdev):
-    with pytest.raises(ValueError, match=r"argument 0 \('a'\).*\(5,\).*got shape \(7, 6\)"):
+    with pytest.raises(ValueError, match=r"argument 1 \('a'\).*\(5,\).*got shape \(7, 6\)"):
         sf.add_arrays(leaf(7, 6, tdev=tdev), leaf(7, 6, tdev=tdev))
 
 
@@ -128,16 +128,16 @@ def test_whole_tensor_fields_of_a_struct(sf, tdev, compiled):
 
 
 def test_a_written_tensor_field_is_refused_clearly(sf, tdev):
-    with pytest.raises(TypeError, match=r"argument 0 \('s.o'\): expected a struct field of a"):
+    with pytest.raises(TypeError, match=r"argument 1 \('s.o'\): expected a struct field of a"):
         sf.write_sink({"o": torch.zeros(3, device=tdev)}, slangspec.grid((3,)))
 
 
 def test_struct_keys_missing_or_unknown_are_named(sf, tdev):
-    with pytest.raises(ValueError, match=r"argument 0 \('r'\).*missing 'dir'"):
+    with pytest.raises(ValueError, match=r"argument 1 \('r'\).*missing 'dir'"):
         sf.at({"origin": leaf(3, tdev=tdev)}, 1.0)
     with pytest.raises(ValueError, match=r"unknown 'speed'"):
         sf.at({"origin": leaf(3, tdev=tdev), "dir": leaf(3, tdev=tdev), "speed": 1.0}, 1.0)
-    with pytest.raises(TypeError, match=r"argument 0 \('r'\): expected a dict of the fields"):
+    with pytest.raises(TypeError, match=r"argument 1 \('r'\): expected a dict of the fields"):
         sf.at(leaf(3, tdev=tdev), 1.0)
 
 
@@ -175,7 +175,7 @@ def test_out_vector_parameter_and_its_shape_check(sf, tdev):
     res = torch.zeros(4, 3, device=tdev)
     sf.add_vectors_out(a, b, res)
     torch.testing.assert_close(res, (a + b).detach(), **TOL)
-    with pytest.raises(ValueError, match=r"argument 2 \('res'\).*\(4, 3\), got shape \(1, 3\)"):
+    with pytest.raises(ValueError, match=r"argument 3 \('res'\).*\(4, 3\), got shape \(1, 3\)"):
         sf.add_vectors_out(a, b, torch.zeros(1, 3, device=tdev))
 
 
@@ -190,7 +190,7 @@ def test_inout_parameter_carries_gradients_through(sf, tdev):
 
 
 def test_inout_leaf_that_requires_grad_is_refused(sf, tdev):
-    with pytest.raises(ValueError, match=r"argument 0 \('v'\).*must not be a leaf"):
+    with pytest.raises(ValueError, match=r"argument 1 \('v'\).*must not be a leaf"):
         sf.scale_inout(leaf(2, 3, tdev=tdev), 2.0)
 
 
@@ -231,7 +231,7 @@ def test_whole_tensors_loop_over_leading_dimensions(sf, tdev, ga):
 def test_a_function_that_is_not_differentiable_warns_once_of_the_gradient_it_drops(cache_dir, tdev):
     fresh = slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)
     t = torch.ones(3, 4, device=tdev, requires_grad=True)
-    match = r"surface::read_tensor is not \[Differentiable\], so argument 0 \('t'\) requiring"
+    match = r"surface::read_tensor is not \[Differentiable\], so argument 1 \('t'\) requiring"
     with pytest.warns(UserWarning, match=match):
         fresh.read_tensor(t, slangspec.grid((3, 4)))
     with warnings.catch_warnings():
@@ -273,7 +273,7 @@ def test_a_written_diff_tensor_takes_its_cotangent_in_backward(sf, tdev, grad):
     if grad:
         (y * w).sum().backward()
         torch.testing.assert_close(x.grad, 6 * x.detach() * w, **TOL)
-    with pytest.raises(ValueError, match=r"argument 1 \('y'\): the call writes this tensor"):
+    with pytest.raises(ValueError, match=r"argument 2 \('y'\): the call writes this tensor"):
         sf.square_into(x, torch.zeros(4, device=tdev, requires_grad=True), slangspec.grid((4,)))
 
 
@@ -309,7 +309,7 @@ def test_generic_types_are_inferred_from_the_arguments(sf, tdev):
     compare(sf.mul_add(a, b, 2.0), at * bt + 2.0, [a, b], [at, bt])
     with pytest.raises(TypeError, match=r"\('b'\): expected float for the generic type T"):
         sf.mul_add(a, b.half(), 2.0)
-    with pytest.raises(TypeError, match=r"argument 2 \('c'\): expected a tensor or Python scalar"):
+    with pytest.raises(TypeError, match=r"argument 3 \('c'\): expected a tensor or Python scalar"):
         sf.mul_add(a, b, slangspec.grid((7,)))
 
 
@@ -606,7 +606,7 @@ def test_a_python_scalar_takes_the_type_a_tensor_gives_its_generic(sf, kind, tde
     x = torch.arange(3.0, dtype=torch.float64, device=tdev)
     plan = sf.mul_add.plan(x, x, 1.5)
     assert [p.slang_type for p in plan.params] == ["double"] * 3 and plan.result == "double"
-    with pytest.raises(TypeError, match=r"argument 1 \('b'\): expected double for the generic"):
+    with pytest.raises(TypeError, match=r"argument 2 \('b'\): expected double for the generic"):
         sf.mul_add(x, x.float(), 1.5)
     if kind == "cuda":
         torch.testing.assert_close(sf.mul_add(x, x, 1.5), x * x + 1.5)

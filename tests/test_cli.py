@@ -568,7 +568,7 @@ def test_explain_names_the_differing_grad_bit(tmp_path):
     miss = cli(*args[:3], "f32[1] grad; f32[7] grad", *args[3:])
     assert miss.exit_code == 0
     assert "miss" in miss.output
-    assert "grad bit of argument 1: G0 stored, G1 asked" in miss.output
+    assert "grad bit of argument 2: G0 stored, G1 asked" in miss.output
     bad = cli(*args[:3], "cached::poly call nonsense", *args[3:])
     assert bad.exit_code == 2 and "SIGNATURE" in bad.output
 
@@ -751,7 +751,7 @@ specializations = [
     miss = cli(
         *args, "{origin: f32[N, 3] grad, dir: f32[N, 3] grad}; f32[N, 3]", "--cache-dir", cache
     )
-    assert "grad bit of argument 0 field dir: G0 stored, G1 asked" in miss.output
+    assert "grad bit of argument 1 field dir: G0 stored, G1 asked" in miss.output
     unknown = cli(*args, "{origin: f32[N, 3], dir: f32[N, 3]}; m=f32[N, 3]", "--cache-dir", cache)
     assert unknown.exit_code == 2 and "has no parameter 'm'" in unknown.output
     path.write_text(path.read_text().replace("n = ", "m = "))

@@ -43,7 +43,7 @@ def test_wrong_dtype(ops, tdev, valid):
     x = torch.ones(4, dtype=torch.float64, device=tdev)
     with pytest.raises(
         TypeError,
-        match=r"ops::poly: argument 1 \('x'\): expected a float32 "
+        match=r"ops::poly: argument 2 \('x'\): expected a float32 "
         r"tensor, got a float64 tensor",
     ):
         ops.poly(torch.ones(4, device=tdev), x)
@@ -52,13 +52,13 @@ def test_wrong_dtype(ops, tdev, valid):
 def test_wrong_rank_for_vector_parameter(ops, tdev, valid):
     with pytest.raises(
         ValueError,
-        match=r"ops::scale3: argument 0 \('v'\): expected a tensor "
+        match=r"ops::scale3: argument 1 \('v'\): expected a tensor "
         r"whose trailing dimensions are \(3,\)",
     ):
         ops.scale3(torch.ones(4, device=tdev), 1.0)
     with pytest.raises(
         ValueError,
-        match=r"argument 0 \('v'\): expected a tensor whose trailing "
+        match=r"argument 1 \('v'\): expected a tensor whose trailing "
         r"dimensions are \(3,\) for vector<float,3>, got shape \(10, 4\)$",
     ):
         ops.scale3(torch.ones(10, 4, device=tdev), 1.0)
@@ -73,15 +73,15 @@ def test_a_numpy_array_is_named_as_one(ops, tdev, valid):
 
 def test_tensor_on_the_wrong_device(ops, tdev, valid):
     bad = torch.ones(4, device=other_device(tdev))
-    with pytest.raises(ValueError, match=r"ops::poly: argument 1 \('x'\): expected a "):
+    with pytest.raises(ValueError, match=r"ops::poly: argument 2 \('x'\): expected a "):
         ops.poly(torch.ones(4, device=tdev), bad)
 
 
 def test_mismatched_broadcast_shapes(ops, tdev, valid):
     with pytest.raises(
         ValueError,
-        match=r"ops::poly: call shapes do not broadcast: argument 0 "
-        r"\('a'\) \(5,\), argument 1 \('x'\) \(6,\)",
+        match=r"ops::poly: call shapes do not broadcast: argument 1 "
+        r"\('a'\) \(5,\), argument 2 \('x'\) \(6,\)",
     ):
         ops.poly(torch.ones(5, device=tdev), torch.ones(6, device=tdev))
 
@@ -116,7 +116,7 @@ def test_wrong_argument_count(ops, tdev, valid):
 def test_python_scalar_of_the_wrong_kind(ops, tdev, valid):
     with pytest.raises(
         TypeError,
-        match=r"ops::add_int: argument 1 \('b'\): expected .* got "
+        match=r"ops::add_int: argument 2 \('b'\): expected .* got "
         r"Python float",
     ):
         ops.add_int(torch.ones(3, dtype=torch.int32, device=tdev), 1.5)
@@ -126,7 +126,7 @@ def test_grad_tensor_into_a_written_tensor(ops, tdev, valid):
     out = torch.zeros(4, device=tdev, requires_grad=True)
     with pytest.raises(
         ValueError,
-        match=r"ops::fill: argument 0 \('o'\): a tensor written by the "
+        match=r"ops::fill: argument 1 \('o'\): a tensor written by the "
         r"kernel must not require grad",
     ):
         ops.fill(out, slangspec.grid((4,)), 1.0)
@@ -158,7 +158,7 @@ def test_an_inout_parameter_is_written_in_place_and_needs_a_tensor(cache_dir, td
     torch.testing.assert_close(z, torch.full((3,), 2.0, device=tdev))
     with pytest.raises(
         TypeError,
-        match=r"dirs::g: argument 0 \('z'\): expected a float32 tensor or a Python scalar for "
+        match=r"dirs::g: argument 1 \('z'\): expected a float32 tensor or a Python scalar for "
         r"float, got Python float",
     ):
         m.g(1.0)
@@ -174,16 +174,16 @@ def test_junk_arguments_name_the_function_and_argument(ops, tdev, valid):
     ):
         with pytest.raises(
             TypeError,
-            match=rf"^ops::poly: argument 0 \('a'\): cannot pass a value of type {kind}; "
+            match=rf"^ops::poly: argument 1 \('a'\): cannot pass a value of type {kind}; "
             r"expected a torch tensor, numpy array, Python float/int/bool, slangspec\.grid or "
             r"a dict of those \(a struct\)$",
         ):
             ops.poly(junk, x)
-    with pytest.raises(TypeError, match=r"^ops::poly: argument 1 \('x'\): cannot pass .* NoneType"):
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 2 \('x'\): cannot pass .* NoneType"):
         ops.poly(x, None)
-    with pytest.raises(TypeError, match=r"^ops::poly: argument 1 \('x'\): cannot pass .* NoneType"):
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 2 \('x'\): cannot pass .* NoneType"):
         ops.poly.signature(x, None)
-    with pytest.raises(TypeError, match=r"^ops::poly: argument 1: cannot pass .* NoneType"):
+    with pytest.raises(TypeError, match=r"^ops::poly: argument 2: cannot pass .* NoneType"):
         slangspec.call_signature("ops::poly", (x, None))
     with pytest.raises(slangspec.UnknownFunctionError, match="has no function 'nope'"):
         ops.nope(None)  # the function is looked up before its arguments
@@ -191,17 +191,17 @@ def test_junk_arguments_name_the_function_and_argument(ops, tdev, valid):
         name = str(dtype).removeprefix("torch.")
         with pytest.raises(
             TypeError,
-            match=rf"^ops::poly: argument 1 \('x'\): expected a float32 tensor, got a {name} "
+            match=rf"^ops::poly: argument 2 \('x'\): expected a float32 tensor, got a {name} "
             r"tensor$",
         ):
             ops.poly(x, torch.ones(4, dtype=dtype, device=tdev))
     with pytest.raises(
         TypeError,
-        match=r"^ops::poly: argument 1 \('x'\): cannot pass a uint16 tensor; expected a float16, "
+        match=r"^ops::poly: argument 2 \('x'\): cannot pass a uint16 tensor; expected a float16, "
         r"float32, float64, int32, int64 or bool tensor$",
     ):
         ops.poly(x, torch.ones(4, dtype=torch.uint16, device=tdev))
-    with pytest.raises(ValueError, match=r"^ops::poly: argument 1 \('x'\): .*negative"):
+    with pytest.raises(ValueError, match=r"^ops::poly: argument 2 \('x'\): .*negative"):
         ops.poly(x, np.arange(4.0, dtype=np.float32)[::-1])
 
 
@@ -227,7 +227,7 @@ def test_non_strided_tensors_are_refused(ops, tdev, valid, make):
     layout = str(other.layout).removeprefix("torch.").strip("_")
     with pytest.raises(
         TypeError,
-        match=rf"^ops::poly: argument 1 \('x'\): cannot pass a {layout} tensor; "
+        match=rf"^ops::poly: argument 2 \('x'\): cannot pass a {layout} tensor; "
         r"expected a strided \(dense\) tensor$",
     ):
         ops.poly(a, other)
@@ -238,23 +238,23 @@ def test_python_ints_must_fit_32_bits(ops, tdev, valid):
     for b in (2**70, 2**31, -(2**31) - 1):
         with pytest.raises(
             ValueError,
-            match=r"^ops::add_int: argument 1 \('b'\): expected an int from -2147483648 to "
+            match=r"^ops::add_int: argument 2 \('b'\): expected an int from -2147483648 to "
             rf"2147483647 for int, got {b}$",
         ):
             ops.add_int(t, b)
     for a in (-1, 2**32, 2**70):
         with pytest.raises(
             ValueError,
-            match=r"^ops::twice: argument 0 \('a'\): expected an int from 0 to 4294967295 for "
+            match=r"^ops::twice: argument 1 \('a'\): expected an int from 0 to 4294967295 for "
             rf"uint, got {a}$",
         ):
             ops.twice(a)
     v = torch.ones(3, device=tdev)
-    with pytest.raises(ValueError, match=r"^ops::mix2: argument 2 \('i'\): expected an int from"):
+    with pytest.raises(ValueError, match=r"^ops::mix2: argument 3 \('i'\): expected an int from"):
         ops.mix2(v, v, 2**40)  # whole tensors: bound by name on Vulkan, packed on CUDA
-    with pytest.raises(ValueError, match=r"^ops::poly: argument 0 \('a'\): expected a number "):
+    with pytest.raises(ValueError, match=r"^ops::poly: argument 1 \('a'\): expected a number "):
         ops.poly(10**400, v)
-    with pytest.raises(ValueError, match=r"^ops::hpoly: argument 0 \('a'\): expected a number "):
+    with pytest.raises(ValueError, match=r"^ops::hpoly: argument 1 \('a'\): expected a number "):
         ops.hpoly(1e6, v.half())
     # The ends of each range still pass.
     assert ops.add_int(t, 2**31 - 1).tolist() == [-(2**31)] * 3
@@ -268,13 +268,13 @@ def test_call_shapes_past_a_32_bit_thread_index_are_refused(ops, cache_dir, tdev
     with pytest.raises(
         ValueError,
         match=r"^ops::fill: call shape \(1099511627776,\) has 1099511627776 points; a kernel "
-        r"runs at most 4294967295 threads: argument 1 \('i'\) \(1099511627776,\)$",
+        r"runs at most 4294967295 threads: argument 2 \('i'\) \(1099511627776,\)$",
     ):
         ops.fill(out, slangspec.grid((2**40,)), 1.0)
     with pytest.raises(
         ValueError,
         match=r"^ops::fill: call shape \(2147483653,\) has an extent of 2147483653; a kernel "
-        r"indexes extents of at most 2147483647: argument 1 \('i'\) \(2147483653,\)$",
+        r"indexes extents of at most 2147483647: argument 2 \('i'\) \(2147483653,\)$",
     ):
         ops.fill(out, slangspec.grid((2**31 + 5,)), 1.0)
     m = slangspec.load_source("touch2", "void touch(int2 p, float v) {}", cache_dir=cache_dir)
@@ -367,10 +367,10 @@ def test_an_expanded_tensor_is_never_written(ops, sf, tdev, valid):
     a, b = torch.ones(5, device=tdev, requires_grad=True), torch.ones(5, device=tdev)
     grid = slangspec.grid
     calls = [
-        ("surface::add_out: argument 2 ('res')", lambda: sf.add_out(a, b, expanded(5))),
-        ("surface::scale_inout: argument 0 ('v')", lambda: sf.scale_inout(expanded(5, 3), 2.0)),
-        ("ops::fill: argument 0 ('o')", lambda: ops.fill(expanded(4), grid((4,)), 1.0)),
-        ("surface::write_wdiff: argument 0 ('o')", lambda: sf.write_wdiff(expanded(6), grid(5), a)),
+        ("surface::add_out: argument 3 ('res')", lambda: sf.add_out(a, b, expanded(5))),
+        ("surface::scale_inout: argument 1 ('v')", lambda: sf.scale_inout(expanded(5, 3), 2.0)),
+        ("ops::fill: argument 1 ('o')", lambda: ops.fill(expanded(4), grid((4,)), 1.0)),
+        ("surface::write_wdiff: argument 1 ('o')", lambda: sf.write_wdiff(expanded(6), grid(5), a)),
         ("ops::poly: _result", lambda: ops.poly(b, b, _result=expanded(5))),
     ]
     for where, call in calls:
@@ -388,18 +388,18 @@ def test_a_written_tensor_must_not_share_memory_with_what_autograd_keeps(ops, sf
     x = torch.arange(4.0, device=tdev, requires_grad=True)
     y = x * 1
     calls = [
-        ("surface::add_out: argument 2 ('res')", "argument 1 ('b')", lambda: sf.add_out(a, b, b)),
+        ("surface::add_out: argument 3 ('res')", "argument 2 ('b')", lambda: sf.add_out(a, b, b)),
         (
-            "surface::add_out: argument 2 ('res')",
-            "argument 1 ('b')",
+            "surface::add_out: argument 3 ('res')",
+            "argument 2 ('b')",
             lambda: sf.add_out(a, big[:5], big[3:8]),
         ),
         (
-            "ops::note: argument 0 ('o')",
-            "argument 2 ('x')",
+            "ops::note: argument 1 ('o')",
+            "argument 3 ('x')",
             lambda: ops.note(x.detach(), slangspec.grid((4,)), x),
         ),
-        ("ops::poly: _result", "argument 0 ('a')", lambda: ops.poly(y, x, _result=y)),
+        ("ops::poly: _result", "argument 1 ('a')", lambda: ops.poly(y, x, _result=y)),
     ]
     for where, kept, call in calls:
         with pytest.raises(
@@ -478,8 +478,9 @@ def test_defines_are_identifiers_with_one_line_values(cache_dir, tmp_path):
         parse_manifest(manifest)
 
 
-def test_an_error_numbers_a_struct_field_by_its_parameter(cache_dir, tdev):
-    """Leaves of a struct are not arguments of their own: every error counts the parameters."""
+def test_every_error_numbers_an_argument_as_the_call_wrote_it(cache_dir, tdev):
+    """Arguments count from 1, in the order the call wrote them, and a struct's fields are not
+    arguments of their own: the signature's, the plan's and the call's errors agree."""
     m = slangspec.load_source(
         "numbering",
         "struct Light { float3 dir; float power; };\n"
@@ -490,12 +491,20 @@ def test_an_error_numbers_a_struct_field_by_its_parameter(cache_dir, tdev):
     one = torch.ones(4, device=tdev)
     light = {"dir": torch.ones(4, 3, device=tdev), "power": torch.ones(5, device=tdev)}
     with pytest.raises(
-        ValueError, match=r"argument 2 \('light.power'\) \(5,\), argument 3 \('c'\)"
+        ValueError,
+        match=r"^numbering::shade: call shapes do not broadcast: argument 1 \('a'\) \(4,\), "
+        r"argument 2 \('b'\) \(4,\), argument 3 \('light.dir'\) \(4,\), argument 3 "
+        r"\('light.power'\) \(5,\), argument 4 \('c'\) \(4,\)$",
     ):
         m.shade(one, one, light, one)
     light["power"] = torch.ones(4, dtype=torch.float16, device=tdev)
-    with pytest.raises(TypeError, match=r"numbering::shade: argument 2 \('light.power'\): exp"):
+    with pytest.raises(TypeError, match=r"^numbering::shade: argument 3 \('light.power'\): exp"):
         m.shade(one, one, light, one)
+    light["power"] = None
+    with pytest.raises(TypeError, match=r"^numbering::shade: argument 3 \('light'\): field "):
+        m.shade(one, one, light, one)
+    with pytest.raises(TypeError, match=r"^numbering::shade: argument 4 \('c'\): cannot pass"):
+        m.shade(one, one, {**light, "power": one}, None)
 
 
 def test_a_function_named_like_a_slang_builtin_says_so(cache_dir, tdev):

@@ -139,7 +139,7 @@ def test_an_int_tensor_for_a_float_generic_is_refused(hn, tdev):
     x = torch.tensor([16777217], dtype=torch.int32, device=tdev)
     with pytest.raises(
         TypeError,
-        match=r"hostile::gmul: argument 0 \('a'\): an int32 tensor of rank 1 makes the generic "
+        match=r"hostile::gmul: argument 1 \('a'\): an int32 tensor of rank 1 makes the generic "
         r"type T int, which does not conform to IFloat \(T takes double, float, half\)",
     ):
         hn.gmul(x, x)
@@ -166,7 +166,7 @@ def test_double_math_is_refused_on_vulkan_and_right_on_cuda(kind, tdev, cache_di
     x = torch.linspace(-2.0, 2.0, 33, dtype=torch.float64, device=tdev, requires_grad=True)
     if kind == "vulkan":
         with pytest.raises(
-            TypeError, match=r"dmath::dsin: argument 0 \('x'\): double is computed on cuda only"
+            TypeError, match=r"dmath::dsin: argument 1 \('x'\): double is computed on cuda only"
         ):
             m.dsin(x)
         return

@@ -67,22 +67,22 @@ def test_vector_parameters_consume_the_last_dimension():
     v, s = plan.args
     assert (v.elem, v.call_dims, s.kind) == ((3,), 1, "uniform")
     assert plan.returns.elem == (3,)
-    with pytest.raises(ValueError, match=r"argument 0 \('v'\): expected a tensor whose trailing"):
+    with pytest.raises(ValueError, match=r"argument 1 \('v'\): expected a tensor whose trailing"):
         plan_from_signature(SCALE, "m::scale call [D2,S6,G1,Vx4] f")
 
 
 def test_dtype_and_kind_errors_name_the_function_argument_and_expectation():
     with pytest.raises(
         TypeError,
-        match=r"m::poly: argument 1 \('x'\): expected a float32 tensor, "
+        match=r"m::poly: argument 2 \('x'\): expected a float32 tensor, "
         r"got a float16 tensor",
     ):
         plan_from_signature(POLY, "m::poly call f [D1,S5,G0,Vx]")
     with pytest.raises(TypeError, match=r"m::poly: expected 2 arguments \(a, x\), got 1"):
         plan_from_signature(POLY, "m::poly call f")
-    with pytest.raises(TypeError, match=r"argument 0 \('a'\): expected a float32 tensor of rank 1"):
+    with pytest.raises(TypeError, match=r"argument 1 \('a'\): expected a float32 tensor of rank 1"):
         plan_from_signature(MIX, "m::mix call [D0,S6,G1,V] [D1,S6,G0,Vx] grid[D1]")
-    with pytest.raises(TypeError, match=r"argument 2 \('i'\).*got a 2-D grid"):
+    with pytest.raises(TypeError, match=r"argument 3 \('i'\).*got a 2-D grid"):
         plan_from_signature(MIX, "m::mix call [D1,S6,G1,Vx] [D1,S6,G0,Vx] grid[D2]")
 
 

@@ -248,7 +248,7 @@ def test_add_values_fail(integ, tdev, name, shape, extra):
     a, b = torch.randn(wrong, device=tdev), torch.randn(wrong, device=tdev)
     # The original calls add_vectors whatever the case; the function named fails alike.
     for fn in ("add_vectors", name):
-        with pytest.raises(ValueError, match=r"argument 0 \('a'\).*trailing dimensions"):
+        with pytest.raises(ValueError, match=r"argument 1 \('a'\).*trailing dimensions"):
             integ[fn](a, b)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
-from .signature_text import DictForm, TensorForm, format_arg, parse_call_signature
+from .signature_text import DictForm, TensorForm, argument_label, format_arg, parse_call_signature
 
 
 def _describe_argument(what: str, old: Any, new: Any) -> list[str]:
@@ -42,7 +42,7 @@ def _signature_differences(old: str, new: str) -> list[str]:
     out = []
     for i, (x, y) in enumerate(zip(a.args, b.args, strict=True)):
         if x != y:
-            out.extend(_describe_argument(f"argument {i}", x, y))
+            out.extend(_describe_argument(argument_label(i), x, y))
     return out
 
 

@@ -29,6 +29,14 @@ def call_arguments(call_signature: str) -> str:
     return "".join(call_signature.split(" ", 2)[2:])
 
 
+def argument_label(index: int, name: str | None = None) -> str:
+    """How messages name the argument at ``index`` (from 0) of a call: by its position as the
+    call wrote it, counted from 1, and its parameter's name (a struct field's path after it)
+    where known: ``argument 3 ('light.power')``."""
+    where = f"argument {index + 1}"
+    return where if name is None else f"{where} ('{name}')"
+
+
 def has_numpy(call_signature: str) -> bool:
     """Whether any argument of the call is a numpy array."""
     return "np[" in call_signature

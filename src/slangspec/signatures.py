@@ -38,6 +38,7 @@ from .scalars import NUMBER_OF_DTYPE, SLANG
 from .signature_text import (
     GridForm,
     TensorForm,
+    argument_label,
     compose_call_signature,
     extent_classes,
     format_arg,
@@ -54,8 +55,7 @@ class ArgumentError(Exception):
     (and its parameter, where the caller knows it)."""
 
     def __init__(self, function_id: str, index: int, problem: str, param: str | None = None):
-        where = f"argument {index}" if param is None else f"argument {index} ('{param}')"
-        super().__init__(f"{function_id}: {where}: {problem}")
+        super().__init__(f"{function_id}: {argument_label(index, param)}: {problem}")
         self.function_id = function_id
         self.index = index
         self.problem = problem

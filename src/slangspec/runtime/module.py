@@ -21,7 +21,14 @@ import torch
 
 from ..cache_store import FORWARD
 from ..devices import DeviceUnavailableError, torch_device
-from ..signature_text import ArgForm, DictForm, TensorForm, has_numpy, parse_call_signature
+from ..signature_text import (
+    ArgForm,
+    DictForm,
+    TensorForm,
+    argument_label,
+    has_numpy,
+    parse_call_signature,
+)
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
 from ..specializer.info import VALUE_KINDS, FunctionInfo
@@ -264,7 +271,7 @@ class Function(BuildFunction):
         if not trained:
             return
         self._warned_no_grad = True
-        which = ", ".join(f"argument {i} ('{names[i]}')" for i in trained)
+        which = ", ".join(argument_label(i, names[i]) for i in trained)
         warnings.warn(
             f"{what}{which} requiring grad gets no gradient from it: {fix}",
             UserWarning,
@@ -383,9 +390,7 @@ def _write_result(
         )
     problem = unwritable(result)
     if problem is None and out.requires_grad and not torch.compiler.is_compiling():
-        kept = [
-            (f"argument {k} ('{names[k]}')", t) for k, a in enumerate(args) for t in _tensors([a])
-        ]
+        kept = [(argument_label(k, names[k]), t) for k, a in enumerate(args) for t in _tensors([a])]
         problem = sharing(result, kept)
     if problem is not None:
         raise ValueError(f"{fid}: _result: {problem}")

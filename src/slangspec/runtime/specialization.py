@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..scalars import SLANG
+from ..signature_text import argument_label
 from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, SpecializationPlan
 from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
@@ -195,7 +196,7 @@ class Specialization:
         """Leaf ``i`` as the call's errors name it: by its parameter's position, as Python
         passed it, with a struct field's path after the parameter's name."""
         a = self.plan.args[i]
-        return f"argument {a.index} ('{a.param}')"
+        return argument_label(a.index, a.param)
 
     def check(self, bind: Binding, args: Sequence[Any]) -> None:
         """Every tensor is on the device's torch device."""

@@ -22,6 +22,7 @@ from ..signature_text import (
     GridForm,
     ScalarForm,
     TensorForm,
+    argument_label,
     extent_classes,
     parse_call_signature,
 )
@@ -201,7 +202,7 @@ class _Resolver:
         self.fn = f"{info.module}::{info.name}"
 
     def fail(self, exc: type[Exception], index: int, name: str, expected: str, got: str):
-        return exc(f"{self.fn}: argument {index} ('{name}'): expected {expected}, got {got}")
+        return exc(f"{self.fn}: {argument_label(index, name)}: expected {expected}, got {got}")
 
     def param(self, index: int, param: ParamInfo, form: ArgForm) -> list[ArgPlan]:
         """The leaves of one argument."""
@@ -354,7 +355,7 @@ class _Resolver:
         if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
             expected = f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
             raise ShapeClassError(
-                f"{self.fn}: argument {index} ('{name}'): expected {expected}, got",
+                f"{self.fn}: {argument_label(index, name)}: expected {expected}, got",
                 f"shape class {form.extents or '()'}",
                 index,
                 tuple(name.split(".")[1:]),
@@ -596,7 +597,7 @@ def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
             scalar = held if held in _PY_SCALARS_FOR[form.kind] else SLANG_OF_PYTHON[form.kind]
         else:
             raise TypeError(
-                f"{fn}: argument {k} ('{p.name}'): expected a tensor or Python scalar to infer "
+                f"{fn}: {argument_label(k, p.name)}: expected a tensor or Python scalar to infer "
                 f"the generic type {p.type.name} from, got {_describe(form)}; name the type "
                 f"explicitly ({info.name}<...>)"
             )
@@ -604,8 +605,9 @@ def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
         first = bound.setdefault(p.type.name, (scalar, k))
         if first[0] != scalar:
             raise TypeError(
-                f"{fn}: argument {k} ('{p.name}'): expected {first[0]} for the generic type "
-                f"{p.type.name} (as argument {first[1]} has it), got {scalar}"
+                f"{fn}: {argument_label(k, p.name)}: expected {first[0]} for the generic type "
+                f"{p.type.name} (as {argument_label(first[1], info.params[first[1]].name)} has "
+                f"it), got {scalar}"
             )
     r = info.returns
     if r.kind == "generic":
@@ -638,7 +640,7 @@ def _check_constraint(
         if g.name == p.type.name and g.scalars and scalar not in g.scalars:
             refused = f"does not conform to {g.constraint}" if g.constraint else "it refuses"
             raise TypeError(
-                f"{fn}: argument {k} ('{p.name}'): {_describe(form)} makes the generic type "
+                f"{fn}: {argument_label(k, p.name)}: {_describe(form)} makes the generic type "
                 f"{g.name} {scalar}, which {refused} ({g.name} takes {', '.join(g.scalars)})"
             )
 
@@ -668,7 +670,7 @@ def device_problem(plan: SpecializationPlan, device: str) -> str | None:
     """Why ``device`` cannot compute ``plan`` right: the first leaf or output whose scalar type
     it does not compute; None when it can."""
     fn = f"{plan.module}::{plan.function}"
-    typed = [(f"argument {a.index} ('{a.param}')", a.scalar) for a in plan.args]
+    typed = [(argument_label(a.index, a.param), a.scalar) for a in plan.args]
     typed += [("the result", o.scalar) for o in plan.outputs if o.source == RESULT]
     for what, scalar in typed:
         row = SLANG.get(scalar)
