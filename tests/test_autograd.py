@@ -384,8 +384,9 @@ def test_a_struct_that_is_not_differentiable_says_its_fields_get_no_gradient(cac
     x = torch.arange(3.0, device=tdev, requires_grad=True)
     with pytest.warns(
         UserWarning,
-        match=r"plainstruct::weigh: a struct that takes no gradient \(not IDifferentiable, or "
-        r"no_diff\) is argument 1 \('p'\) requiring grad gets no gradient from it",
+        match=r"^plainstruct::weigh: struct Plain is not IDifferentiable \(or its parameter is "
+        r"no_diff\), so argument 1 \('p'\) requiring grad gets no gradient from it: make Plain "
+        r"conform to IDifferentiable, or pass detached tensors$",
     ):
         y = m.weigh({"a": a, "b": torch.zeros(3, device=tdev)}, x)
     y.sum().backward()

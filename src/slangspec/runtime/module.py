@@ -251,7 +251,7 @@ class Function(BuildFunction):
         names = [p.name for p in plan.params]
         if not plan.differentiable:
             trained = [i for i, form in enumerate(forms) if _grad(form)]
-            what = f"{self.id} is not [Differentiable], so "
+            why = f"{self.id} is not [Differentiable]"
             fix = "mark the function [Differentiable], or pass a detached tensor"
         else:
             trained = sorted(
@@ -264,16 +264,17 @@ class Function(BuildFunction):
                     and _grad(_leaf_form(forms[a.index], a.path))
                 }
             )
-            what = (
-                f"{self.id}: a struct that takes no gradient (not IDifferentiable, or no_diff) is "
+            structs = " and ".join(dict.fromkeys(plan.params[i].slang_type for i in trained))
+            why = (
+                f"{self.id}: struct {structs} is not IDifferentiable (or its parameter is no_diff)"
             )
-            fix = "make the struct conform to IDifferentiable, or pass detached tensors"
+            fix = f"make {structs} conform to IDifferentiable, or pass detached tensors"
         if not trained:
             return
         self._warned_no_grad = True
         which = ", ".join(argument_label(i, names[i]) for i in trained)
         warnings.warn(
-            f"{what}{which} requiring grad gets no gradient from it: {fix}",
+            f"{why}, so {which} requiring grad gets no gradient from it: {fix}",
             UserWarning,
             stacklevel=4,
         )
