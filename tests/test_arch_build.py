@@ -72,6 +72,8 @@ def test_warm_for_architectures_builds_their_cubins_without_a_gpu_and_ships_them
     assert made and all(c[:4] == b"\x7fELF" for c in made)
     assert all(struct.unpack_from("<H", c, 18)[0] == 190 for c in made)  # EM_CUDA
     assert sorted({elf_arch(c) for c in made}) == [80, 90]
+    counted = slangspec.Cache(cache).disk  # the prelude a build keeps is in the size
+    assert counted.size() == sum(counted.measure().values())
 
     again = specialize("warm", manifest, "--arch", "sm_90", "--cache-dir", cache, env=no_gpu)
     assert again.returncode == 0 and "2 cached" in again.stdout, again.stdout

@@ -373,6 +373,17 @@ def test_a_kept_prelude_is_precompiled_and_the_cubin_stays_the_same(built, cubin
 
 
 @needs_nvrtc
+def test_preludes_precompiled_for_two_architectures_both_serve(built, precompiled):
+    _, source = built
+    plain = nvrtc.cubins(source.text, ["sm_90", "sm_80"], source.half)
+    prelude = split_prelude(source.text)[0]
+    nvrtc.warm_up("sm_90", prelude)
+    nvrtc.warm_up("sm_80", prelude)
+    assert nvrtc.cubins(source.text, ["sm_90", "sm_80"], source.half) == plain
+    assert sum("-pch" in run for run in precompiled) == 4, "two made, two read"
+
+
+@needs_nvrtc
 def test_a_prelude_other_than_the_precompiled_one_compiles_without_it(built, cubin, precompiled):
     _, source = built
     prelude = split_prelude(source.text)[0]
@@ -408,6 +419,6 @@ def test_precompiled_headers_of_processes_no_longer_running_are_removed(tmp_path
         (parent / str(pid)).mkdir(parents=True)
         (parent / str(pid) / "x.pch").write_bytes(b"pch")
     mine = nvrtc._pch_directory()
-    assert mine == parent / str(os.getpid()) and mine.is_dir()
+    assert mine.parent == parent / str(os.getpid()) and mine.is_dir()
     assert not (parent / str(gone.pid)).exists()
     assert (parent / str(os.getppid()) / "x.pch").exists(), "a running process's is left"

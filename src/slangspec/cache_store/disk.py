@@ -406,7 +406,14 @@ class DiskTier:
     def note_compiled(self, modules: Iterable[str]) -> None:
         """Count slangpy's compiled IR of these modules, as it is after a build; a write to the
         index only for those whose size changed."""
-        sizes = {name: file_bytes(compiled_modules(self.root, name)) for name in modules}
+        self._note_sizes({name: file_bytes(compiled_modules(self.root, name)) for name in modules})
+
+    def note_kept(self, name: str, path: Path) -> None:
+        """Count a file a build keeps in slangpy's module cache beside the compiled modules
+        (``name`` says what it is), as ``note_compiled`` counts those."""
+        self._note_sizes({name: file_bytes([path])})
+
+    def _note_sizes(self, sizes: dict[str, int]) -> None:
         changed = {n: size for n, size in sizes.items() if size != self._number(COMPILED + n)}
         if not changed:
             return

@@ -58,6 +58,10 @@ class LocalFiles:
         """Count what slangpy compiled for these modules into the cache's size."""
         self._written.note_compiled(modules)
 
+    def note_kept(self, name: str, path: Path) -> None:
+        """Count a file a build keeps in the module cache beside what slangpy compiled."""
+        self._written.note_kept(name, path)
+
     def layout_id(self) -> tuple[int, ...]:
         """Identifies what builds read from; it changes when a ``clear`` (in any process)
         replaces its directories, or an eviction or repair removes files, so that a build that

@@ -231,10 +231,10 @@ def _alive(pid: int) -> bool:
 
 
 def _pch_directory() -> Path:
-    """A directory of this process's own for NVRTC's precompiled headers (about 30 MB each),
-    in one of the user's under the temporary directory, where those of processes no longer
-    running (killed, or ended without running exit handlers, as pool workers do) are removed
-    first."""
+    """A new directory for NVRTC's precompiled headers (about 30 MB each), in this process's
+    own in one of the user's under the temporary directory, where those of processes no
+    longer running (killed, or ended without running exit handlers, as pool workers do) are
+    removed first."""
     parent = Path(tempfile.gettempdir()) / f"slangspec-nvrtc-{os.getuid()}"
     parent.mkdir(mode=0o700, exist_ok=True)
     found = parent.lstat()
@@ -244,9 +244,8 @@ def _pch_directory() -> Path:
         if not child.name.isdigit() or not _alive(int(child.name)):
             shutil.rmtree(child, ignore_errors=True)
     mine = parent / str(os.getpid())
-    shutil.rmtree(mine, ignore_errors=True)
-    mine.mkdir(mode=0o700)
-    return mine
+    mine.mkdir(mode=0o700, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=mine))
 
 
 def _remove(directory: Path, pid: int) -> None:
