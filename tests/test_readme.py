@@ -19,6 +19,7 @@ import doctest
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -118,13 +119,22 @@ def test_a_readme_block_runs_and_prints_what_it_says(number, readme_cache, tdev,
 
 def shell_env(tmp_path: Path) -> dict[str, str]:
     """The environment a shell block runs in: a cache and a home directory of its own, this
-    interpreter's scripts (``specialize``, ``python``) first on the path."""
+    interpreter's scripts (``specialize``, ``python``) first on the path, or, where slangspec
+    is not installed, a ``specialize`` that runs its module."""
     env = dict(os.environ)
     (tmp_path / "home").mkdir(parents=True)
     env["HOME"] = str(tmp_path / "home")
     env["SLANGSPEC_CACHE_DIR"] = str(tmp_path / "cache")
     env["XDG_CACHE_HOME"] = str(tmp_path / "home" / ".cache")
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    scripts = Path(sys.executable).parent
+    env["PATH"] = os.pathsep.join([str(scripts), env.get("PATH", "")])
+    if shutil.which("specialize", path=str(scripts)) is None:
+        # slangspec on the path but not installed (as on the GPU machine): its module runs it.
+        shim = tmp_path / "bin" / "specialize"
+        shim.parent.mkdir()
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m slangspec "$@"\n')
+        shim.chmod(0o755)
+        env["PATH"] = os.pathsep.join([str(shim.parent), env["PATH"]])
     return env
 
 
