@@ -32,6 +32,13 @@ def problem(m: slangspec.Module):
     return x, damping, target, coeffs
 
 
+def device_name(m: slangspec.Module) -> str:
+    """The GPU's name: torch's CUDA device, or the adapter of slangpy's Vulkan device."""
+    if m.device_kind == "cuda":
+        return torch.cuda.get_device_name()
+    return m.device.info.adapter_name
+
+
 def step(m, x, damping, target, coeffs) -> tuple[float, float]:
     """One forward+backward; returns (loss, seconds)."""
     start = time.perf_counter()
@@ -71,7 +78,7 @@ def main() -> None:
 def demo(args: argparse.Namespace, cache_dir: str) -> None:
     """Train, then time a fresh process's first step against this one's, on ``cache_dir``."""
     m = slangspec.load(SHADER, device=args.device, cache_dir=cache_dir)
-    print(f"device: {m.device_kind} ({m.device.info.adapter_name}); cache: {cache_dir}")
+    print(f"device: {m.device_kind} ({device_name(m)}); cache: {cache_dir}")
     start = time.perf_counter()
     x, damping, target, coeffs = problem(m)
     setup = time.perf_counter() - start

@@ -199,3 +199,16 @@ def test_a_docs_page_runs_and_prints_what_it_says(page, tdev, tmp_path, monkeypa
             assert run_python(text, where, module.__dict__, tdev) == said(text), where
         elif lang == "console":
             run_shell(lang, text, where, tmp_path / f"shell-{number}")
+
+
+def test_the_demo_trains_and_times_a_cold_and_a_warm_first_step(tmp_path, kind):
+    """The payload of the README's first command (``scripts/demo.sh``, whose setup CI runs)."""
+    done = subprocess.run(
+        [sys.executable, "examples/quickstart.py", "--steps", "30", "--device", kind,
+         "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert out.startswith(f"device: {kind} (")
+    assert "fitted coeffs: [" in out and "cold cache" in out and "warm cache" in out
