@@ -138,17 +138,21 @@ def shell_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def bash(text: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", text],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def run_shell(lang: str, text: str, where: str, tmp_path: Path) -> None:
     env = shell_env(tmp_path)
     if lang != "console":
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", text],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = bash(text, env)
         assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
         if said(text):
             assert printed_lines(done.stdout) == said(text), where
@@ -163,14 +167,7 @@ def run_shell(lang: str, text: str, where: str, tmp_path: Path) -> None:
     checker = doctest.OutputChecker()
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     for command, want in steps:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", command],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = bash(command, env)
         assert done.returncode == 0, f"{where}: $ {command}\n{done.stdout}\n{done.stderr}"
         expected = "".join(line + "\n" for line in want)
         assert checker.check_output(expected, done.stdout, flags), (

@@ -19,7 +19,7 @@ from .entry import (
     kernel_lease,
 )
 from .keys import are_versions, canonical, entry_facts, key_of, module_facts, source_name
-from .location import CacheWarning, lease_seconds, process_stat, write_atomic
+from .location import CacheWarning, lease_seconds, process_gone, process_stat, write_atomic
 from .module_cache import ModuleCacheGuard
 from .module_seals import ModuleSeals
 from .policy import EntryFilter, Regenerate, regenerated, select
@@ -53,6 +53,7 @@ __all__ = [
     "key_of",
     "lease_seconds",
     "module_facts",
+    "process_gone",
     "process_stat",
     "regenerated",
     "remote_admin",

@@ -30,6 +30,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..cache_store import process_gone
+
 _NVIDIA_LIBRARIES = ("cu13/lib/libnvrtc.so.13*", "cuda_nvrtc/lib/libnvrtc.so.*")
 """Where NVIDIA's wheels put NVRTC under their ``nvidia`` package, newest CUDA first: the CUDA 13
 wheels share one directory, the CUDA 12 ones have one per component."""
@@ -220,16 +222,6 @@ def nvrtc() -> Nvrtc:
 _WARM_UP = 'extern "C" __global__ void slangspec_warm_up() {}\n'
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _pch_directory() -> Path:
     """A new directory for NVRTC's precompiled headers (about 30 MB each), in this process's
     own in one of the user's under the temporary directory, where those of processes no
@@ -241,7 +233,7 @@ def _pch_directory() -> Path:
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
         return Path(tempfile.mkdtemp(prefix="slangspec-nvrtc-"))
     for child in parent.iterdir():
-        if not child.name.isdigit() or not _alive(int(child.name)):
+        if not child.name.isdigit() or process_gone(int(child.name)):
             shutil.rmtree(child, ignore_errors=True)
     mine = parent / str(os.getpid())
     mine.mkdir(mode=0o700, exist_ok=True)
