@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -381,6 +382,17 @@ def test_preludes_precompiled_for_two_architectures_both_serve(built, precompile
     nvrtc.warm_up("sm_80", prelude)
     assert nvrtc.cubins(source.text, ["sm_90", "sm_80"], source.half) == plain
     assert sum("-pch" in run for run in precompiled) == 4, "two made, two read"
+
+
+@needs_nvrtc
+def test_a_precompiled_prelude_whose_directory_went_compiles_without_it(built, cubin, precompiled):
+    _, source = built
+    nvrtc.warm_up("sm_90", split_prelude(source.text)[0])
+    made = nvrtc._precompiled["sm_90"]
+    assert made.begins(source.text)
+    shutil.rmtree(made.options[1].partition("=")[2])  # a cleaner of the temporary directory
+    assert nvrtc.nvrtc().compile(source.text, "sm_90", source.half) == cubin
+    assert "sm_90" not in nvrtc._precompiled and "-pch" not in precompiled[-1]
 
 
 @needs_nvrtc

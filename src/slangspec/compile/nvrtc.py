@@ -174,9 +174,14 @@ class Nvrtc:
         if precompiled is not None and not plain and precompiled.begins(source):
             body = _INCLUDE_PRELUDE + source[len(precompiled.prelude) :]
             with precompiled.lock:  # NVRTC may write a precompiled header on a mismatch
-                return self._cubin(
-                    body, [*flags, *precompiled.options], name, precompiled.headers, arch
-                )
+                try:
+                    return self._cubin(
+                        body, [*flags, *precompiled.options], name, precompiled.headers, arch
+                    )
+                except NvrtcError:
+                    # Its directory removed under it, say: compiled as without it from now on,
+                    # and a source that does not compile says so plainly.
+                    _precompiled.pop(arch, None)
         return self._cubin(source, flags, name, headers or {}, arch)
 
     def _cubin(
