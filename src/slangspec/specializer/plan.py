@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import product
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..scalars import SLANG, SLANG_FLOATS
 from ..signature_text import (
@@ -27,7 +27,15 @@ from ..signature_text import (
     parse_call_signature,
 )
 from ..toolchain import PLAN_FORMAT
-from .info import VALUE_KINDS, Direction, FunctionInfo, GenericParam, ParamInfo, TypeInfo
+from .info import (
+    TENSOR_TYPE,
+    VALUE_KINDS,
+    Direction,
+    FunctionInfo,
+    GenericParam,
+    ParamInfo,
+    TypeInfo,
+)
 
 ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "target"]
 """How a leaf takes part in a call: an element per call point, one value for the whole call,
@@ -56,7 +64,6 @@ cotangent backward kernels read (bound as ``WDiffTensor`` there)."""
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
 
-_DIFF_WRITTEN_TYPES = ("IWDiffTensor", "WDiffTensor")
 _SLANG_INTEGERS = tuple(name for name, s in SLANG.items() if s.py_type is int)
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, *_SLANG_INTEGERS), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
@@ -64,20 +71,11 @@ SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
 SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
 """The Slang scalar a tensor of each dtype passes as, where a generic type is inferred
 (``int32`` is ``int``, not ``uint``)."""
-_BINDINGS: dict[str, Binding] = {
-    "ITensor": "Tensor",
-    "Tensor": "Tensor",
-    "IRWTensor": "RWTensor",
-    "RWTensor": "RWTensor",
-    "IWTensor": "WTensor",
-    "WTensor": "WTensor",
-    "IDiffTensor": "PrimalTensor",
-    "DiffTensor": "DiffTensor",
-    "IWDiffTensor": "WPrimalTensor",
-    "WDiffTensor": "WDiffTensor",
-}
-WRITTEN_TENSOR_TYPES = tuple(t for t, b in _BINDINGS.items() if b in WRITTEN)
-"""The tensor types, interfaces and concrete structs alike, whose tensors the kernel writes."""
+WRITTEN_TENSOR_TYPES = tuple(
+    name for name, t in TENSOR_TYPE.items() if t.written and not t.differentiable
+)
+"""The tensor types, interfaces and concrete structs alike, whose tensors the kernel writes and
+which carry no gradient (the written differentiable ones are the call's outputs)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,7 +281,7 @@ class _Resolver:
                 raise self.fail(
                     TypeError, index, name, "an 'in' tensor parameter", f"'{param.direction}'"
                 )
-            if path and _BINDINGS[t.interface] in (*WRITTEN, *DIFF_WRITTEN):
+            if path and TENSOR_TYPE[t.interface].written:
                 raise self.fail(
                     TypeError,
                     index,
@@ -374,16 +372,17 @@ class _Resolver:
             raise self.fail(TypeError, index, name, expected, _describe(form))
         if form.dtype != want or form.rank < t.dims:
             raise self.fail(TypeError, index, name, expected, _describe(form))
-        differentiable_type = t.interface in ("IDiffTensor", "DiffTensor", *_DIFF_WRITTEN_TYPES)
+        row = TENSOR_TYPE[t.interface]
+        differentiable_type = row.differentiable
         if differentiable_type and t.scalar != "float":
             raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
         diff = differentiable_type and self.info.differentiable
-        written = t.interface in _DIFF_WRITTEN_TYPES
+        written = row.differentiable and row.written
         return _arg_plan(
             t,
             base,
             kind="tensor",
-            binding=_BINDINGS[t.interface],
+            binding=cast(Binding, row.binding),
             dtype=form.dtype,
             rank=form.rank,
             call_dims=form.rank - t.dims,
@@ -653,7 +652,8 @@ def output_routes(info: FunctionInfo) -> tuple[tuple[int, tuple[str, ...]], ...]
     if info.returns.kind != "void":
         routes += [(RESULT, path) for path in _leaf_paths(info.returns, ())]
     for k, p in enumerate(info.params):
-        if p.type.kind == "tensor" and p.type.interface in _DIFF_WRITTEN_TYPES:
+        row = TENSOR_TYPE.get(p.type.interface) if p.type.kind == "tensor" else None
+        if row is not None and row.differentiable and row.written:
             routes.append((k, ()))
         if p.direction != "in":
             routes += [(k, path) for path in _leaf_paths(p.type, ())]
