@@ -408,10 +408,10 @@ class DiskTier:
         index only for those whose size changed."""
         self._note_sizes({name: file_bytes(compiled_modules(self.root, name)) for name in modules})
 
-    def note_kept(self, name: str, path: Path) -> None:
-        """Count a file a build keeps in slangpy's module cache beside the compiled modules
-        (``name`` says what it is), as ``note_compiled`` counts those."""
-        self._note_sizes({name: file_bytes([path])})
+    def note_kept(self, path: Path) -> None:
+        """Count a file a build keeps under this root beside slangpy's compiled modules, as
+        ``note_compiled`` counts those."""
+        self._note_sizes({path.relative_to(self.root).as_posix(): file_bytes([path])})
 
     def _note_sizes(self, sizes: dict[str, int]) -> None:
         changed = {n: size for n, size in sizes.items() if size != self._number(COMPILED + n)}

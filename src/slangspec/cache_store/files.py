@@ -58,9 +58,9 @@ class LocalFiles:
         """Count what slangpy compiled for these modules into the cache's size."""
         self._written.note_compiled(modules)
 
-    def note_kept(self, name: str, path: Path) -> None:
+    def note_kept(self, path: Path) -> None:
         """Count a file a build keeps in the module cache beside what slangpy compiled."""
-        self._written.note_kept(name, path)
+        self._written.note_kept(path)
 
     def layout_id(self) -> tuple[int, ...]:
         """Identifies what builds read from; it changes when a ``clear`` (in any process)

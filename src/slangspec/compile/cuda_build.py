@@ -55,13 +55,18 @@ class BuiltKernel:
     group: int
 
 
+def _directory(guard: Guard, what: Mapping[str, Any]) -> Path:
+    """The directory of ``guard``'s module cache for files made as ``what`` says, laid out as
+    slangpy lays out a session's compiled modules (a 40-digit directory, then ``0``)."""
+    return guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0"
+
+
 def library_dir(guard: Guard, toolchain: Mapping[str, Any], defines: Mapping[str, str]) -> Path:
     """The directory in ``guard``'s module cache holding slangpy's Slang library compiled for
     ``cuda_source`` with ``defines`` under ``toolchain``, compiled and sealed here when missing
-    or damaged. It is laid out as slangpy lays out a session's compiled modules (a 40-digit
-    directory, then ``0``)."""
+    or damaged."""
     what = {"cuda_source": LIBRARY_FILE, "toolchain": dict(toolchain), "defines": dict(defines)}
-    directory = guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0"
+    directory = _directory(guard, what)
     guard.check()
     if not (directory / LIBRARY_FILE).is_file():
         start = time.perf_counter()
@@ -81,7 +86,7 @@ def prelude_path(guard: Guard, toolchain: Mapping[str, Any]) -> Path:
     """Where ``guard``'s module cache keeps the CUDA prelude Slang writes under ``toolchain``
     (``build`` keeps it there, for a later process's NVRTC to precompile while Slang works)."""
     what = {"cuda_prelude": PRELUDE_FILE, "toolchain": dict(toolchain)}
-    return guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0" / PRELUDE_FILE
+    return _directory(guard, what) / PRELUDE_FILE
 
 
 def stored_prelude(path: Path) -> str | None:

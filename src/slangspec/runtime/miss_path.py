@@ -493,7 +493,7 @@ class Builder:
         built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
         if not apart:
             self.cache.files.note_compiled(m.module_names)
-            self.cache.files.note_kept(f"cuda prelude {prelude.parent.parent.name}", prelude)
+            self.cache.files.note_kept(prelude)
         return {name: self._launchable(b) for name, b in built.items()}
 
     def _launchable(self, built: BuiltKernel) -> DriverKernel | Unloaded:
