@@ -17,9 +17,9 @@ Timing starts after ``import torch``, CUDA start-up and torch's own first backwa
 Vulkan the opening of slangpy's device, as in ``startup.py``), and covers loading the module and
 the first forward and backward (synchronized): on CUDA everything slangspec opens (its Slang
 session, or a baseline tree's slangpy device) is inside it, and so is importing the modules
-``slangspec.load`` brings in (their bytecode written first, as an installed package has it:
-``bytecode.py``). The phases are summed
-over the process by ``phase_timer`` (inclusive: a Slang compile holds the front-end it
+``slangspec.load`` brings in (their bytecode written first, and each tree's prepared files where
+it has ``specialize prepare``, as an install leaves them: ``installed.py``). The phases are
+summed over the process by ``phase_timer`` (inclusive: a Slang compile holds the front-end it
 starts). ``--baseline`` runs every mode a second time with another tree's ``src`` first on
 the path (phases its code lacks are not timed), interleaved with this one.
 """
@@ -207,9 +207,11 @@ def main() -> None:
     if args.baseline:
         trees["baseline"] = args.baseline.resolve()
     sys.path.insert(0, str(HERE))
-    from bytecode import compile_packages, package_directory
+    from installed import compile_packages, package_directory, prepare
 
     compile_packages(*trees.values(), package_directory("slangpy"))
+    for src in trees.values():
+        prepare(src)
     runs: dict[tuple[str, str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as root:
         trials = {tree: Trial(src, kind, Path(root) / tree) for tree, src in trees.items()}

@@ -16,7 +16,8 @@ Without ``--whole``, every measurement is a new process; timing starts after imp
 own first backward (which imports sympy) and the creation of slangpy's device for slangpy's modes
 and for slangspec on Vulkan (slangspec on CUDA opens none: its Slang session is timed), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
-Both packages' bytecode is written first, as an installed package has it (``bytecode.py``).
+Both packages' bytecode is written first, and slangspec's prepared files (``specialize
+prepare``), as an install leaves them (``installed.py``).
 "poly" lives in a module that does not import slangpy; "mix2" takes IDiffTensor parameters, so
 its module imports slangpy's Slang library. slangpy takes torch tensors only on CUDA (it crashes
 on CPU tensors), so on Vulkan only slangspec is measured.
@@ -300,9 +301,10 @@ def main() -> None:
         print(json.dumps(child(args.child, args.function, kind, args.cache)), flush=True)
         return
     sys.path.insert(0, str(HERE))
-    from bytecode import compile_packages, package_directory
+    from installed import compile_packages, package_directory, prepare
 
     compile_packages(package_directory("slangspec"), package_directory("slangpy"))
+    prepare(package_directory("slangspec").parent)
     if args.whole:
         whole_process(kind, args.repeat, args.modes)
         return

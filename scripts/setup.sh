@@ -55,3 +55,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
   "$py" -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+# slangpy's Slang library as IR and Slang's CUDA prelude, made once here instead of in a first
+# CUDA miss of every cache (a no-op when they are already whole).
+.venv/bin/specialize prepare

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
 
+# The suite makes what CUDA builds need itself, whatever an install prepared (test_prepared.py
+# tests reading prepared files).
+os.environ["SLANGSPEC_PREPARED_DIR"] = os.path.join(tempfile.gettempdir(), "slangspec-unprepared")
 DEVICE_KIND = os.environ.get("SLANGSPEC_DEVICE", "vulkan")
 TORCH_DEVICE = "cuda" if DEVICE_KIND == "cuda" else "cpu"
 

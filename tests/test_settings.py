@@ -40,6 +40,7 @@ EXAMPLE_READS = {
     "SLANGSPEC_REMOTE_TRUST_ALL": True,
     "SLANGSPEC_SECRET": KEY.encode(),
     "SLANGSPEC_LOG": "info",
+    "SLANGSPEC_PREPARED_DIR": "/opt/slangspec-prepared",
 }
 
 
@@ -52,7 +53,9 @@ def test_every_setting_reads_its_example_and_defaults_when_unset(name, monkeypat
     assert setting(name) == EXAMPLE_READS[name]
 
 
-@pytest.mark.parametrize("name", sorted(set(SETTINGS) - {"SLANGSPEC_CACHE_DIR"}))
+@pytest.mark.parametrize(
+    "name", sorted(set(SETTINGS) - {"SLANGSPEC_CACHE_DIR", "SLANGSPEC_PREPARED_DIR"})
+)
 def test_a_bad_value_names_the_setting_the_value_and_what_it_takes(name, monkeypatch):
     s = SETTINGS[name]
     monkeypatch.setenv(name, BAD[name])

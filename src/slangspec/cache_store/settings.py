@@ -139,6 +139,16 @@ SETTINGS: dict[str, Setting] = {
             "the cache root, where `cache_dir=` is not given; else the user cache directory",
         ),
         Setting(
+            "SLANGSPEC_PREPARED_DIR",
+            str,
+            None,
+            "/opt/slangspec-prepared",
+            "a directory",
+            "where `specialize prepare` writes, and CUDA builds read, slangpy's Slang library "
+            "as IR and Slang's CUDA prelude, made once per toolchain; else `_prepared` in the "
+            "installed package",
+        ),
+        Setting(
             "SLANGSPEC_CACHE_SIZE",
             _positive_size,
             1 << 30,

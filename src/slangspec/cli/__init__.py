@@ -16,6 +16,7 @@ from .._version import __version__
 from .cache import cache
 from .common import UsageProblem
 from .explain import explain
+from .prepare import prepare
 from .warm import warm
 
 
@@ -37,6 +38,7 @@ def main() -> None:
 main.add_command(warm)
 main.add_command(cache)
 main.add_command(explain)
+main.add_command(prepare)
 
 
 def run(args: Sequence[str] | None = None) -> NoReturn:

@@ -2,10 +2,10 @@
 function, its parameter layout and its threads per group: Slang's C API (``cuda_source``), then
 NVRTC (``nvrtc``), with no slangpy device and no GPU.
 
-slangpy's Slang library is read as IR that ``library_dir`` compiles once per module cache,
-toolchain and defines, and keeps in the module cache beside slangpy's own compiled modules, so
-that the module cache's seals, size, sharing and eviction cover it: a damaged copy is removed
-before a compile reads it, and compiled again.
+slangpy's Slang library is read as IR that ``library_dir`` puts once per module cache, toolchain
+and defines in the module cache beside slangpy's own compiled modules (copied from the files
+``prepared`` made at install, else compiled), so that the module cache's seals, size, sharing
+and eviction cover it: a damaged copy is removed before a compile reads it, and made again.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..module_text import ModuleText
 from ..uniforms import Layout
 from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
 from .nvrtc import nvrtc
+from .prepared import PRELUDE_FILE, Prepared
 
 _log = logging.getLogger(__name__)
 
@@ -61,25 +62,33 @@ def _directory(guard: Guard, what: Mapping[str, Any]) -> Path:
     return guard.root / hashlib.sha1(canonical(what)).hexdigest() / "0"
 
 
-def library_dir(guard: Guard, toolchain: Mapping[str, Any], defines: Mapping[str, str]) -> Path:
+def library_dir(
+    guard: Guard,
+    toolchain: Mapping[str, Any],
+    defines: Mapping[str, str],
+    prepared: Prepared | None = None,
+) -> Path:
     """The directory in ``guard``'s module cache holding slangpy's Slang library compiled for
-    ``cuda_source`` with ``defines`` under ``toolchain``, compiled and sealed here when missing
-    or damaged."""
+    ``cuda_source`` with ``defines`` under ``toolchain``, put there and sealed when missing or
+    damaged: copied from ``prepared`` (``toolchain``'s prepared files) where it holds it for
+    no defines, else compiled."""
     what = {"cuda_source": LIBRARY_FILE, "toolchain": dict(toolchain), "defines": dict(defines)}
     directory = _directory(guard, what)
     guard.check()
     if not (directory / LIBRARY_FILE).is_file():
         start = time.perf_counter()
-        compile_counts["library"] += 1
-        data = slangpy_library(defines)
+        data = prepared.read(LIBRARY_FILE) if prepared is not None and not defines else None
+        made = "copied from the prepared one" if data is not None else "compiled"
+        if data is None:
+            compile_counts["library"] += 1
+            data = slangpy_library(defines)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomic(directory / LIBRARY_FILE, data)
         guard.seal()
-        _log.info("slangpy's Slang library as IR for CUDA: %.3f s", time.perf_counter() - start)
+        _log.info(
+            "slangpy's Slang library as IR for CUDA, %s: %.3f s", made, time.perf_counter() - start
+        )
     return directory
-
-
-PRELUDE_FILE = "slang-cuda-prelude.h"
 
 
 def prelude_path(guard: Guard, toolchain: Mapping[str, Any]) -> Path:
@@ -89,12 +98,18 @@ def prelude_path(guard: Guard, toolchain: Mapping[str, Any]) -> Path:
     return _directory(guard, what) / PRELUDE_FILE
 
 
-def stored_prelude(path: Path) -> str | None:
-    """The prelude kept at ``path``; None when there is none. A damaged one does no harm: a
-    compile uses the precompiled prelude only for a source that begins with its very text."""
+def stored_prelude(path: Path, prepared: Prepared | None = None) -> str | None:
+    """The prelude kept at ``path``, else the one ``prepared`` holds; None when there is none.
+    A damaged one does no harm: a compile uses the precompiled prelude only for a source that
+    begins with its very text."""
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError):
+        pass
+    data = prepared.read(PRELUDE_FILE) if prepared is not None else None
+    try:
+        return data.decode() if data is not None else None
+    except UnicodeDecodeError:
         return None
 
 

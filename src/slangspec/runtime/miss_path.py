@@ -390,7 +390,7 @@ class Builder:
         from ..compile.nvrtc import warm_up
 
         path = prelude_path(guard, self.module.toolchain)
-        warm_up(self.module.arch, stored_prelude(path))
+        warm_up(self.module.arch, stored_prelude(path, self.module.prepared()))
         return path
 
     def _cuda_library(self, guard: ModuleCacheGuard, text: ModuleText) -> Path | None:
@@ -402,7 +402,8 @@ class Builder:
 
         if LIBRARY not in imported_names(text.text):
             return None
-        return library_dir(guard, self.module.toolchain, self.module.defines)
+        m = self.module
+        return library_dir(guard, m.toolchain, m.defines, m.prepared())
 
     def _module_written(self) -> None:
         """A module given as a source string, written where Slang finds it, again when a

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import slangpy as spy
 
     from ..cache_store import ModuleCacheGuard
+    from ..compile.prepared import Prepared
     from ..compile.reflection import FrontEnd
     from ..compiler import Compiler
 
@@ -148,6 +149,14 @@ class BuildModule:
         """The GPU architecture CUDA kernels are built for (``sm_90``): ``SLANGSPEC_CUDA_ARCH``
         where set, else the device's, as the driver reports it."""
         return self.device_identity["arch"]
+
+    def prepared(self) -> Prepared | None:
+        """The files ``specialize prepare`` made for this toolchain, which CUDA builds read
+        instead of making them; None when none were."""
+        from ..compile.prepared import DEFAULT_ROOT, prepared
+
+        root = setting("SLANGSPEC_PREPARED_DIR")
+        return prepared(Path(root) if root else DEFAULT_ROOT, self.toolchain)
 
     @property
     def module_guard(self) -> ModuleCacheGuard:
