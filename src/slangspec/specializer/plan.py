@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal, cast
 
-from ..scalars import SLANG, SLANG_FLOATS
+from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
     ArgForm,
@@ -376,9 +376,8 @@ class _Resolver:
             raise self.fail(TypeError, index, name, _expected_value(t), _describe(form))
         if form.dtype != want:
             what = "numpy array" if form.numpy else "tensor"
-            raise self.fail(
-                TypeError, index, name, f"{_a(want)} tensor", f"{_a(form.dtype)} {what}"
-            )
+            got = f"{_a(form.dtype)} {what}{_refusal(form.dtype)}"
+            raise self.fail(TypeError, index, name, f"{_a(want)} tensor", got)
         classes = extent_classes(t.shape)
         if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
             expected = f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
@@ -546,10 +545,15 @@ def _expected_value(t: TypeInfo) -> str:
     return f"{_a(dtype)} tensor or a Python scalar for {t.name}"
 
 
+def _refusal(dtype: str) -> str:
+    """Why no parameter takes tensors of ``dtype``, for a message; "" where some does."""
+    return f" ({REFUSED_DTYPES[dtype]})" if dtype in REFUSED_DTYPES else ""
+
+
 def _describe(form: ArgForm) -> str:
     if isinstance(form, TensorForm):
         what = "numpy array" if form.numpy else "tensor"
-        return f"{_a(form.dtype)} {what} of rank {form.rank}"
+        return f"{_a(form.dtype)} {what} of rank {form.rank}{_refusal(form.dtype)}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
     if isinstance(form, DictForm):
