@@ -19,6 +19,7 @@ class TorchScalar:
     number: int  # torch's ScalarType number: the S field of a tensor signature
     manifest: str | None = None  # its name in a warm manifest; None: manifests cannot name it
     floating: bool = False
+    refused: str = ""  # why no parameter takes tensors of it, and what to pass instead
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,15 @@ TORCH_SCALARS = (
     TorchScalar("float16", 5, "f16", floating=True),
     TorchScalar("float32", 6, "f32", floating=True),
     TorchScalar("float64", 7, "f64", floating=True),
-    TorchScalar("bfloat16", 15, "bf16", floating=True),
+    TorchScalar(
+        "bfloat16",
+        15,
+        "bf16",
+        floating=True,
+        refused="bfloat16 is not supported on Vulkan or CUDA: Slang 2026.12's BFloat16 is no "
+        "arithmetic type, slangpy 0.43.1 cannot reflect it, and lavapipe rejects its SPIR-V; "
+        "convert the tensor with .float()",
+    ),
     TorchScalar("int32", 3, "i32"),
     TorchScalar("int64", 4, "i64"),
     TorchScalar("bool", 11, "bool"),
@@ -94,6 +103,7 @@ NUMBER_OF_DTYPE: dict[str, int] = {t.dtype: t.number for t in TORCH_SCALARS}
 DTYPE_OF_NUMBER: dict[int, str] = {t.number: t.dtype for t in TORCH_SCALARS}
 MANIFEST_DTYPES: dict[str, str] = {t.manifest: t.dtype for t in TORCH_SCALARS if t.manifest}
 FLOATING_DTYPES = frozenset(t.dtype for t in TORCH_SCALARS if t.floating)
+REFUSED_DTYPES: dict[str, str] = {t.dtype: t.refused for t in TORCH_SCALARS if t.refused}
 
 SLANG: dict[str, SlangScalar] = {s.slang: s for s in SLANG_SCALARS if s.slang}
 """The scalars slangspec passes, by Slang name."""

@@ -74,6 +74,15 @@ class ScalarForm:
 
 
 @dataclass(frozen=True)
+class NumbersForm:
+    """A parsed signature of a tuple or list of Python numbers: the kind its elements take
+    together (a ``ScalarForm`` kind) and how many there are."""
+
+    kind: str
+    length: int
+
+
+@dataclass(frozen=True)
 class GridForm:
     """A parsed grid signature."""
 
@@ -87,10 +96,11 @@ class DictForm:
     fields: tuple[tuple[str, ArgForm], ...]
 
 
-ArgForm = TensorForm | ScalarForm | GridForm | DictForm
+ArgForm = TensorForm | ScalarForm | NumbersForm | GridForm | DictForm
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
 _GRID_RE = re.compile(r"grid\[D(\d+)\]")
+_NUMBERS_RE = re.compile(r"\(([fib])([1-9]\d*)\)")
 _FIELD_RE = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -98,6 +108,8 @@ def format_arg(form: ArgForm) -> str:
     """The argument signature of a form: the inverse of ``parse_arg``."""
     if isinstance(form, ScalarForm):
         return form.kind
+    if isinstance(form, NumbersForm):
+        return f"({form.kind}{form.length})"
     if isinstance(form, GridForm):
         return f"grid[D{form.rank}]"
     if isinstance(form, DictForm):
@@ -114,6 +126,9 @@ def parse_arg(text: str) -> ArgForm:
     m = _GRID_RE.fullmatch(text)
     if m:
         return GridForm(int(m.group(1)))
+    m = _NUMBERS_RE.fullmatch(text)
+    if m:
+        return NumbersForm(m.group(1), int(m.group(2)))
     if text.startswith("{"):
         return _parse_dict(text)
     m = _TENSOR_RE.fullmatch(text)

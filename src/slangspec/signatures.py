@@ -12,6 +12,9 @@ nothing that cannot. Forms, by argument kind:
   Only strided (dense) tensors have a form: sparse, mkldnn and nested tensors have none.
 - numpy array: ``np[Dn,Sm,G0,V...]``, the tensor form of ``torch.from_numpy(array)``.
 - Python scalars: ``f`` (float), ``i`` (int), ``b`` (bool). Values never enter signatures.
+- a tuple or list of Python numbers (a vector or array, uniform): ``(kn)``, ``k`` the kind its
+  elements take together (``b`` when all are bools, else ``f`` when any is a float, else
+  ``i``) and ``n`` how many there are: ``(f3)`` is ``(1.0, 2, 3)``.
 - ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions.
 - dict (a struct's fields): ``{name:form,...}``, each field's own form, names sorted; nested
   dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``.
@@ -37,6 +40,7 @@ import torch
 from .scalars import NUMBER_OF_DTYPE, SLANG
 from .signature_text import (
     GridForm,
+    NumbersForm,
     TensorForm,
     argument_label,
     compose_call_signature,
@@ -149,10 +153,37 @@ def signature(value: Any) -> str:
             return "np" + tensor_signature(torch.from_numpy(value))
     if isinstance(value, dict):
         return _dict_signature(value)
+    if isinstance(value, tuple | list):
+        return format_arg(NumbersForm(numbers_kind(value), len(value)))
     raise TypeError(
         f"cannot pass a value of type {type(value).__name__}; expected a torch tensor, numpy "
-        "array, Python float/int/bool, slangspec.grid or a dict of those (a struct)"
+        "array, Python float/int/bool, a tuple or list of those (a vector or array), "
+        "slangspec.grid or a dict of those (a struct)"
     )
+
+
+def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
+    """The kind the numbers of a tuple or list take together, as ``signature`` writes it;
+    TypeError for one that holds anything but Python numbers, or mixes bools with others."""
+    what = type(value).__name__
+    if not value:
+        raise TypeError(f"cannot pass an empty {what}; expected the numbers of a vector or array")
+    kinds = set()
+    for x in value:
+        if isinstance(x, tuple | list):
+            raise TypeError(
+                f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
+                "element of a vector or array (pass a tensor for anything deeper)"
+            )
+        if not isinstance(x, bool | int | float):
+            raise TypeError(
+                f"cannot pass a {what} holding a value of type {type(x).__name__}; expected "
+                "Python floats, ints or bools"
+            )
+        kinds.add("b" if isinstance(x, bool) else "f" if isinstance(x, float) else "i")
+    if "b" in kinds and len(kinds) > 1:
+        raise TypeError(f"cannot pass a {what} mixing bools and numbers; expected one or the other")
+    return "f" if "f" in kinds else kinds.pop()
 
 
 def _dict_signature(value: dict[Any, Any]) -> str:

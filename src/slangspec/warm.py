@@ -46,6 +46,7 @@ from .scalars import MANIFEST_DTYPES
 from .signature_text import (
     DictForm,
     GridForm,
+    NumbersForm,
     ScalarForm,
     TensorForm,
     call_arguments,
@@ -67,6 +68,8 @@ ever passing: the kernel is taken up again once everything else was."""
 _TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
 _DIM = re.compile(r"\d+|[A-Za-z_]\w*")
 _SCALARS = {"float": "f", "int": "i", "bool": "b"}
+_NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
+"""A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
 _FIELD = re.compile(r"[A-Za-z_]\w*")
 _NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
@@ -119,14 +122,18 @@ def arg_signature(spec: str | dict[str, Any]) -> str:
     m = re.fullmatch(r"grid\[(\d+)\]", text)
     if m:
         return format_arg(GridForm(int(m.group(1))))
-    if text.startswith(("[", "np[")):
+    m = _NUMBERS_SPEC.fullmatch(text)
+    if m:
+        return format_arg(NumbersForm(_SCALARS[m.group(1)], int(m.group(2))))
+    if text.startswith(("[", "np[", "(")):
         parse_arg(text)
         return text
     m = _TENSOR_SPEC.fullmatch(text)
     if not m or m.group(1) not in MANIFEST_DTYPES:
         raise ValueError(
             f"argument spec {spec!r}: expected dtype[dims] [grad|nograd] (dtype one of "
-            f"{', '.join(MANIFEST_DTYPES)}), grid[n], float, int, bool or an argument signature"
+            f"{', '.join(MANIFEST_DTYPES)}), grid[n], float, int, bool, float[n], int[n], "
+            "bool[n] (a tuple of n numbers) or an argument signature"
         )
     dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
     for d in dims:

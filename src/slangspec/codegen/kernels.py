@@ -109,6 +109,13 @@ class _Writer:
     def value(self, j: int, a: ArgPlan) -> str:
         """Declare leaf ``j``'s value for this thread; returns the expression to pass."""
         rank = self.plan.call_rank
+        if a.kind == "uniform" and a.elem:
+            # Tuples of numbers bind as arrays of scalars, which every parameter layout packs.
+            self.params.append(f"uniform {a.scalar} a{j}[{a.elem[0]}]")
+            self.line(f"{a.slang_type} v{j};")
+            for k in range(a.elem[0]):
+                self.line(f"v{j}[{k}] = a{j}[{k}];")
+            return f"v{j}"
         if a.kind == "uniform":
             self.params.append(f"uniform {a.slang_type} a{j}")
             return f"a{j}"

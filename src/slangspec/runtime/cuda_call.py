@@ -78,6 +78,8 @@ class _Values:
     def _arg(self, i: int, kind: str, rest: tuple[str | int, ...]) -> str | None:
         if kind == "uniform" and not rest:
             return f"u{i}(t{i})"
+        if kind == "uniform" and _one_index(rest):
+            return f"u{i}(t{i}[{rest[0]}])"
         if kind == "elementwise" and not rest:
             return self.read(f"p{i}", f"t{i}.data_ptr()")
         if kind != "tensor" or not rest:

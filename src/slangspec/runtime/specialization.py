@@ -12,7 +12,7 @@ import torch
 
 from ..scalars import SLANG
 from ..signature_text import argument_label
-from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, SpecializationPlan
+from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, ArgPlan, SpecializationPlan
 from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
 
@@ -65,7 +65,7 @@ class Specialization:
         ]
         self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
         self._uniforms = [
-            (f"a{i}", i, SLANG[a.scalar].py_type) for i, a in enumerate(args) if a.kind == "uniform"
+            (f"a{i}", i, _uniform_value(a)) for i, a in enumerate(args) if a.kind == "uniform"
         ]
         self._elementwise = [
             (i, a.call_dims, len(a.elem), f"a{i}", f"a{i}_st", f"g{i}")
@@ -269,14 +269,17 @@ class Specialization:
         """After binding or dispatch failed: ValueError naming the argument whose value a
         kernel parameter cannot hold (a uniform out of its type's range, a stride past 32
         bits); returns when there is none to blame."""
-        for _, i, py_type in self._uniforms:
+        for _, i, value in self._uniforms:
             a = self.plan.args[i]
             try:
-                struct.pack("<" + SLANG[a.scalar].struct_code, py_type(args[i]))
+                bound = value(args[i])
+                items = bound if a.elem else [bound]
+                struct.pack(f"<{len(items)}{SLANG[a.scalar].struct_code}", *items)
             except (struct.error, OverflowError, TypeError, ValueError):
                 if a.scalar in _INT_RANGES:
                     low, high = _INT_RANGES[a.scalar]
-                    expected = f"an int from {low} to {high} for {a.slang_type}"
+                    ints = "ints" if a.elem else "an int"
+                    expected = f"{ints} from {low} to {high} for {a.slang_type}"
                 else:
                     expected = f"a number {a.slang_type} can hold"
                 raise ValueError(f"{self.label(i)}: expected {expected}, got {args[i]!r}") from None
@@ -304,8 +307,8 @@ class Specialization:
         kw: dict[str, Any] = {"_n": n}
         if call_shape:
             kw["_shape"] = list(call_shape)
-        for name, i, py_type in self._uniforms:
-            kw[name] = py_type(args[i])
+        for name, i, value in self._uniforms:
+            kw[name] = value(args[i])
         for i, dims, elem_dims, name, st_name, _ in self._elementwise:
             value = args[i]
             address, strides = bind.read(value)
@@ -497,6 +500,15 @@ def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
     struct["_shape"] = list(like.shape)
     struct["_strides"] = [0] * like.dim()
     return struct
+
+
+def _uniform_value(a: ArgPlan) -> Callable[[Any], Any]:
+    """What a kernel binds for the uniform leaf ``a``: a Python scalar converted to its type, or
+    a tuple of numbers, each converted, as the list its array of scalars takes."""
+    convert = SLANG[a.scalar].py_type
+    if not a.elem:
+        return convert
+    return lambda numbers: [convert(x) for x in numbers]
 
 
 def leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:

@@ -110,9 +110,10 @@ def output_layout(name: str) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], b
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
     """The call's arguments as operator inputs: tensors, their grad flags, one kind letter per
-    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank), floats, ints
-    (grid extents among them). A dict (a struct's fields) is flattened: each value's kind
-    says where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict."""
+    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank; a tuple or list
+    of numbers their letters in parentheses, ``(fif)``), floats, ints (grid extents among
+    them). A dict (a struct's fields) is flattened: each value's kind says where it sits,
+    ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict."""
     tensors: list[torch.Tensor] = []
     grads: list[bool] = []
     kinds: list[str] = []
@@ -127,15 +128,10 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
             tensors.append(a)
             grads.append(a.requires_grad and grad_mode)
             kinds.append("t")
-        elif isinstance(a, bool):
-            ints.append(int(a))
-            kinds.append("b")
-        elif isinstance(a, int):
-            ints.append(a)
-            kinds.append("i")
-        elif isinstance(a, float):
-            floats.append(a)
-            kinds.append("f")
+        elif isinstance(a, bool | int | float):
+            kinds.append(_number(a, floats, ints))
+        elif isinstance(a, tuple | list) and all(isinstance(x, bool | int | float) for x in a):
+            kinds.append(f"({''.join(_number(x, floats, ints) for x in a)})")
         elif isinstance(a, grid):
             ints.extend(a.shape)
             kinds.append(f"g{len(a.shape)}")
@@ -144,10 +140,20 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
         else:
             raise TypeError(
                 f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
-                "a torch tensor, Python float/int/bool, slangspec.grid or a dict of those"
+                "a torch tensor, Python float/int/bool, a flat tuple or list of those, "
+                "slangspec.grid or a dict of those"
             )
         kinds[-1] += where
     return tensors, grads, ",".join(kinds), floats, ints
+
+
+def _number(value: bool | int | float, floats: list[float], ints: list[int]) -> str:
+    """``value`` appended where ``pack`` keeps its kind; its kind letter."""
+    if isinstance(value, float):
+        floats.append(value)
+        return "f"
+    ints.append(int(value))
+    return "b" if isinstance(value, bool) else "i"
 
 
 def _flatten(value: dict[str, Any], where: str, flat: list[tuple[Any, str]]) -> None:
@@ -167,17 +173,16 @@ def unpack(
     tensors with anything (their grad flags, their positions)."""
     args: list[Any] = []
     t, f, i = iter(tensors), iter(floats), iter(ints)
+    numbers = {"f": lambda: next(f), "i": lambda: next(i), "b": lambda: bool(next(i))}
     for entry in kinds.split(",") if kinds else ():
         kind, _, where = entry.partition("@")
         value: Any
         if kind == "t":
             value = next(t)
-        elif kind == "f":
-            value = next(f)
-        elif kind == "i":
-            value = next(i)
-        elif kind == "b":
-            value = bool(next(i))
+        elif kind in numbers:
+            value = numbers[kind]()
+        elif kind.startswith("("):
+            value = tuple(numbers[letter]() for letter in kind[1:-1])
         elif kind == "e":
             value = {}
         else:

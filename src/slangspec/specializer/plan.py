@@ -13,13 +13,14 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal, cast
 
-from ..scalars import SLANG, SLANG_FLOATS
+from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
     ArgForm,
     CallSignature,
     DictForm,
     GridForm,
+    NumbersForm,
     ScalarForm,
     TensorForm,
     argument_label,
@@ -67,6 +68,7 @@ RESULT = -1
 _SLANG_INTEGERS = tuple(name for name, s in SLANG.items() if s.py_type is int)
 _PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, *_SLANG_INTEGERS), "b": ("bool",)}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
+_NUMBER_NAMES = {"f": "numbers, floats among them", "i": "ints", "b": "bools"}
 SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
 SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
 """The Slang scalar a tensor of each dtype passes as, where a generic type is inferred
@@ -306,6 +308,8 @@ class _Resolver:
             if t.kind != "scalar" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, _expected_value(t), _PY_NAMES[form.kind])
             return _arg_plan(t, base, kind="uniform", binding="value", differentiable=diff)
+        if isinstance(form, NumbersForm) and not inout:
+            return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
             width = t.shape[0] if t.kind == "vector" else 1 if t.kind == "scalar" else 0
             if t.scalar not in ("int", "uint") or width != form.rank:
@@ -331,6 +335,32 @@ class _Resolver:
             grad=diff and form.grad,
         )
 
+    def numbers(
+        self,
+        index: int,
+        name: str,
+        t: TypeInfo,
+        form: NumbersForm,
+        diff: bool,
+        base: dict[str, Any],
+    ) -> ArgPlan:
+        """A tuple of Python numbers for a vector or a one-dimensional array of scalars: one
+        value for the whole call, its elements converted as a Python scalar of theirs is."""
+        got = _describe(form)
+        if not _takes_numbers(t):
+            raise self.fail(TypeError, index, name, _expected_value(t), got)
+        if form.length != t.shape[0]:
+            raise self.fail(
+                TypeError, index, name, f"{t.shape[0]} numbers for {t.name}", str(form.length)
+            )
+        if t.scalar not in _PY_SCALARS_FOR[form.kind]:
+            raise self.fail(
+                TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
+            )
+        return _arg_plan(
+            t, base, kind="uniform", binding="value", elem=t.shape, differentiable=diff
+        )
+
     def target(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
@@ -346,9 +376,8 @@ class _Resolver:
             raise self.fail(TypeError, index, name, _expected_value(t), _describe(form))
         if form.dtype != want:
             what = "numpy array" if form.numpy else "tensor"
-            raise self.fail(
-                TypeError, index, name, f"{_a(want)} tensor", f"{_a(form.dtype)} {what}"
-            )
+            got = f"{_a(form.dtype)} {what}{_refusal(form.dtype)}"
+            raise self.fail(TypeError, index, name, f"{_a(want)} tensor", got)
         classes = extent_classes(t.shape)
         if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
             expected = f"a tensor whose trailing dimensions are {_shape_text(t.shape)} for {t.name}"
@@ -499,24 +528,38 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
+def _takes_numbers(t: TypeInfo) -> bool:
+    """Whether a tuple of Python numbers can be a value of ``t``: a vector, or an array of
+    scalars."""
+    return t.kind in ("vector", "array") and len(t.shape) == 1
+
+
 def _expected_value(t: TypeInfo) -> str:
     dtype = SLANG[t.scalar].dtype
     if t.kind != "scalar":
         trailing = _shape_text(t.shape)
-        return f"{_a(dtype)} tensor whose trailing dimensions are {trailing} for {t.name}"
+        numbers = f" or a tuple of {t.shape[0]} numbers" if _takes_numbers(t) else ""
+        return f"{_a(dtype)} tensor whose trailing dimensions are {trailing}{numbers} for {t.name}"
     if t.scalar in ("int", "uint"):
         return f"{_a(dtype)} tensor, a Python int or a 1-D grid for {t.name}"
     return f"{_a(dtype)} tensor or a Python scalar for {t.name}"
 
 
+def _refusal(dtype: str) -> str:
+    """Why no parameter takes tensors of ``dtype``, for a message; "" where some does."""
+    return f" ({REFUSED_DTYPES[dtype]})" if dtype in REFUSED_DTYPES else ""
+
+
 def _describe(form: ArgForm) -> str:
     if isinstance(form, TensorForm):
         what = "numpy array" if form.numpy else "tensor"
-        return f"{_a(form.dtype)} {what} of rank {form.rank}"
+        return f"{_a(form.dtype)} {what} of rank {form.rank}{_refusal(form.dtype)}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
     if isinstance(form, DictForm):
         return f"a dict of {', '.join(k for k, _ in form.fields)}"
+    if isinstance(form, NumbersForm):
+        return f"a tuple of {form.length} Python {_NUMBER_NAMES[form.kind]}"
     return _PY_NAMES[form.kind]
 
 

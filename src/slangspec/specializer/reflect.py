@@ -37,18 +37,18 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
     full = t.full_name
     kind = t.kind.name
     if kind == "scalar":
-        if t.scalar_type.name == "void":
+        if _scalar_type(t) == "void":
             return TypeInfo("void", full)
-        scalar = _SLANG_NAMES.get(t.scalar_type.name)
+        scalar = _SLANG_NAMES.get(_scalar_type(t))
         return TypeInfo("scalar", full, scalar) if scalar else TypeInfo("other", full)
     if kind == "vector":
-        scalar = _SLANG_NAMES.get(t.scalar_type.name)
+        scalar = _SLANG_NAMES.get(_scalar_type(t))
         cols = _count(t, "col_count")
         if scalar and 1 <= cols <= 4:
             return TypeInfo("vector", full, scalar, (cols,))
         return TypeInfo("other", full)
     if kind == "matrix":
-        scalar = _SLANG_NAMES.get(t.scalar_type.name)
+        scalar = _SLANG_NAMES.get(_scalar_type(t))
         rows, cols = _count(t, "row_count"), _count(t, "col_count")
         if scalar and 1 <= rows <= 4 and 1 <= cols <= 4:
             return TypeInfo("matrix", full, scalar, (rows, cols))
@@ -74,6 +74,15 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
     if kind == "none" and full.isidentifier():
         return TypeInfo("generic", full)
     return TypeInfo("other", full)
+
+
+def _scalar_type(t: spy.TypeReflection) -> str:
+    """The reflected name of ``t``'s scalar type; "" for one slangpy's enumeration lacks
+    (Slang's ``BFloat16``)."""
+    try:
+        return t.scalar_type.name
+    except ValueError:
+        return ""
 
 
 def _count(t: spy.TypeReflection, field: str) -> int:
