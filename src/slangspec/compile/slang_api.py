@@ -15,7 +15,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -298,23 +298,17 @@ class SlangSession:
         self._lib = library()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="slangspec-slang")
         self._thread: int | None = None
-        # Loading Slang's core module takes about 0.2 s: the caller goes on meanwhile.
-        self._created = self.submit(self._lib.spCreateSession, None)
+        handle = self.run(self._lib.spCreateSession, None)
+        if not handle:
+            raise SlangLibraryError("spCreateSession failed")
+        self._handle = handle
 
     def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` on the session's thread, waiting for it (at once when called
         there)."""
         if threading.get_ident() == self._thread:
             return function(*args)
-        return self.submit(function, *args).result()
-
-    def submit(self, function: Callable[..., T], *args: Any) -> Future[T]:
-        """``function(*args)`` on the session's thread, after what was submitted before; a
-        fork waits for it."""
-        future = self._worker.submit(self._on_thread, function, args)
-        _pending.add(future)
-        future.add_done_callback(_pending.discard)
-        return future
+        return self._worker.submit(self._on_thread, function, args).result()
 
     def _on_thread(self, function: Callable[..., T], args: tuple[Any, ...]) -> T:
         self._thread = threading.get_ident()
@@ -322,11 +316,8 @@ class SlangSession:
 
     @property
     def handle(self) -> int:
-        """The global session (``slang::IGlobalSession``), once created."""
-        handle = self._created.result()
-        if not handle:
-            raise SlangLibraryError("spCreateSession failed")
-        return handle
+        """The global session (``slang::IGlobalSession``)."""
+        return self._handle
 
     @property
     def lib(self) -> ctypes.CDLL:
@@ -343,7 +334,7 @@ class SlangSession:
         """A compile request with ``options`` (as ``slangc`` takes them), search paths and
         defines set, destroyed at the end of the ``with``."""
         lib = self._lib
-        request = lib.spCreateCompileRequest(self.handle)
+        request = lib.spCreateCompileRequest(self._handle)
         try:
             if options:
                 args = (_STR * len(options))(*(o.encode() for o in options))
@@ -412,19 +403,11 @@ def _blob_bytes(blob: P) -> bytes:
         release(blob)
 
 
-_pending: set[Future[Any]] = set()
-
-
 @functools.cache
 def global_session() -> SlangSession:
     """The process's Slang session, created on first use (again in a forked child, which
-    has not its thread); the call returns while Slang loads its core module."""
+    has not its thread)."""
     return SlangSession()
 
 
-def _wait_for_work() -> None:
-    # A child forked while Slang works on its thread would find that thread's locks held.
-    wait(list(_pending))
-
-
-os.register_at_fork(before=_wait_for_work, after_in_child=global_session.cache_clear)
+os.register_at_fork(after_in_child=global_session.cache_clear)

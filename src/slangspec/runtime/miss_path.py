@@ -13,7 +13,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     import slangpy as spy
 
     from ..compile.cuda_build import BuiltKernel
-    from ..compile.prepared import Prepared
     from ..compile.reflection import FrontEnd
     from ..compiler import CompiledKernel, Compiler
 
@@ -147,10 +145,6 @@ class Buildable(Protocol):
 
     toolchain: dict[str, Any]
 
-    names_fact: str
-
-    def prepared(self) -> Prepared | None: ...
-
     def function_info(self, name: str) -> FunctionInfo: ...
 
     def preimage(self, function: str, signature: str) -> dict[str, Any]: ...
@@ -166,36 +160,6 @@ class Builder:
         self.cache = module.cache
         self._fresh: dict[tuple[str, str], Kernel] = {}
         """Kernels built with a forward kernel, by (key, label), until the call asks for them."""
-        self._foreseen: Future[Any] | None = None
-
-    def foresee(self) -> None:
-        """On CUDA, where no process has reflected the module's content yet (new or edited:
-        its first call will build), start NVRTC, and Slang's session with the module loaded,
-        on their threads now, while the process goes on; a build waits for them first."""
-        m = self.module
-        if m.device_kind != "cuda" or self._reflected():
-            return
-        from ..compile.cuda_source import front_end
-        from ..compile.slang_api import global_session
-
-        guard = m.module_guard
-        self._start_nvrtc(guard)
-
-        def loaded() -> None:
-            library = self._cuda_library(guard, m.text)
-            front_end(m.text, m.include_paths, m.defines, None, library, m.content)
-
-        self._foreseen = global_session().submit(loaded)
-
-    def _reflected(self) -> bool:
-        return "functions" in self.cache.fact(self.module.names_fact, "functions")
-
-    def _foresight(self) -> None:
-        """Wait for what ``foresee`` started; what failed there is done again, and fails, here."""
-        foreseen, self._foreseen = self._foreseen, None
-        if foreseen is not None:
-            with contextlib.suppress(Exception):
-                foreseen.result()
 
     def specialization(self, function: str, signature: str, backward: bool = True) -> Found:
         """The entry and plan of ``function`` for ``signature``, built here on a miss (on
@@ -394,16 +358,11 @@ class Builder:
 
         module = self._retried(attempt, lambda: False, apart)
         self.cache.files.note_compiled(m.module_names)
-        if m.device_kind == "cuda" and not self._reflected():
-            from ..specializer.reflect import function_names
-
-            self.cache.note_fact(m.names_fact, {"functions": function_names(module)})
         return module
 
     def _cuda_front_end(self, apart: Apart | None) -> FrontEnd:
         from ..compile.cuda_source import front_end
 
-        self._foresight()
         guard, paths, text, _ = self._cuda_places(apart)
         self._start_nvrtc(guard)  # while Slang works: a build follows
         library = self._cuda_library(guard, text)
@@ -528,7 +487,6 @@ class Builder:
         from ..compile.cuda_source import Kernel as KernelSource
 
         m = self.module
-        self._foresight()
         guard, paths, text, kernel_dir = self._cuda_places(apart)
         prelude = self._start_nvrtc(guard)
         library = self._cuda_library(guard, text)

@@ -84,7 +84,6 @@ class Module(BuildModule):
         self.binding: Binding
         if self.device_kind == "cuda":
             self.binding = CudaBinding(self.torch_device, self.context)
-            self.builder.foresee()
         else:
             from .vulkan_binding import VulkanBinding
 
