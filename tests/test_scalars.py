@@ -19,7 +19,10 @@ from slangspec.scalars import (
 
 
 def test_every_passed_scalar_takes_a_dtype_signatures_can_write():
-    assert set(SLANG) == {"half", "float", "double", "int", "uint", "int64_t", "bool"}
+    assert set(SLANG) == {
+        *("half", "float", "double", "bool"),
+        *("int8_t", "uint8_t", "int16_t", "uint16_t", "int", "uint", "int64_t", "uint64_t"),
+    }
     for name, s in SLANG.items():
         assert s.dtype in NUMBER_OF_DTYPE, name
         assert s.storage and s.py_type in (float, int, bool), name

@@ -55,9 +55,9 @@ TORCH_SCALARS = (
     TorchScalar("int32", 3, "i32"),
     TorchScalar("int64", 4, "i64"),
     TorchScalar("bool", 11, "bool"),
-    TorchScalar("uint8", 0),
-    TorchScalar("int8", 1),
-    TorchScalar("int16", 2),
+    TorchScalar("int8", 1, "i8"),
+    TorchScalar("uint8", 0, "u8"),
+    TorchScalar("int16", 2, "i16"),
     TorchScalar("complex64", 9),
     TorchScalar("complex128", 10),
 )
@@ -92,11 +92,11 @@ SLANG_SCALARS = (
         store="uint8_t({} ? 1 : 0)",
         py_type=bool,
     ),
-    SlangScalar("uint64", "Q"),
-    SlangScalar("int8", "b"),
-    SlangScalar("uint8", "B"),
-    SlangScalar("int16", "h"),
-    SlangScalar("uint16", "H"),
+    SlangScalar("uint64", "Q", "uint64_t", "int64", "int64_t", "uint64_t({})", "int64_t({})", int),
+    SlangScalar("int8", "b", "int8_t", "int8", "int8_t", py_type=int),
+    SlangScalar("uint8", "B", "uint8_t", "uint8", "uint8_t", py_type=int),
+    SlangScalar("int16", "h", "int16_t", "int16", "int16_t", py_type=int),
+    SlangScalar("uint16", "H", "uint16_t", "int16", "int16_t", "uint16_t({})", "int16_t({})", int),
 )
 
 NUMBER_OF_DTYPE: dict[str, int] = {t.dtype: t.number for t in TORCH_SCALARS}

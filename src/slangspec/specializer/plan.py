@@ -66,7 +66,11 @@ RESULT = -1
 """The ``source`` of an output that is the function's result."""
 
 _SLANG_INTEGERS = tuple(name for name, s in SLANG.items() if s.py_type is int)
-_PY_SCALARS_FOR = {"f": SLANG_FLOATS, "i": (*SLANG_FLOATS, *_SLANG_INTEGERS), "b": ("bool",)}
+_PY_SCALARS_FOR = {
+    "f": SLANG_FLOATS,
+    "i": (*SLANG_FLOATS, *_SLANG_INTEGERS),
+    "b": ("bool", *_SLANG_INTEGERS),  # Slang converts a bool to an integer, and slangpy passes it
+}
 _PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
 _NUMBER_NAMES = {"f": "numbers, floats among them", "i": "ints", "b": "bools"}
 SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
