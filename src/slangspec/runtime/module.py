@@ -10,6 +10,7 @@ descriptions are all cached starts no Slang at all.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import warnings
@@ -136,7 +137,7 @@ class TracedFunction:
             names = [n for n, *_ in self.module._layout_for(self.name)]
             args = _bound(self.id, names, args, keywords)
         out = traced.traced_call(self.module._operator_for(self.name), *args)
-        return out if result is None else _write_result(self.id, out, result)
+        return out if result is None else _returned(self.id, out, result)
 
     def map(self, /, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """As ``Function.map``."""
@@ -187,7 +188,8 @@ class Function(BuildFunction):
             f"    {mark}{info.returns.name} {self.name}({params})\n\n"
             "Call it with torch tensors (vectorized over their leading dimensions), Python "
             "scalars, slangspec.grid and dicts for structs, by position or by parameter name; "
-            "_result= a tensor to write the result into. out/inout parameters take tensors "
+            "_result= a tensor to write the result into, or the result's form (numpy.ndarray, "
+            "'numpy', dict, torch.Tensor). out/inout parameters take tensors "
             "written in place. See 'What can be called' in slangspec's documentation "
             "(docs/calling.md)."
         )
@@ -311,7 +313,12 @@ class Function(BuildFunction):
         if keywords:
             args = _bound(self.id, names, args, keywords)
         out = self(*args)
-        return out if result is None else _write_result(self.id, out, result, names, args)
+        return out if result is None else _returned(self.id, out, result, names, args)
+
+    def return_type(self, kind: Any) -> Callable[..., Any]:
+        """slangpy's ``fn.return_type(kind)``: this function with ``_result=kind`` on every
+        call (``torch.Tensor``, ``dict``, ``numpy.ndarray`` or ``"numpy"``)."""
+        return functools.partial(self, _result=kind)
 
     def map(self, /, *dims: Sequence[int], **named: Sequence[int]) -> MappedFunction:
         """This function with arguments' dimensions placed in the call shape explicitly, as
@@ -363,6 +370,35 @@ def _bound(
     if missing:
         raise TypeError(f"{fid}: missing argument {', '.join(map(repr, missing))}")
     return tuple(bound)
+
+
+_RESULT_KINDS = "a tensor to write the result into, torch.Tensor, dict, numpy.ndarray or 'numpy'"
+
+
+def _returned(
+    fid: str, out: Any, result: Any, names: Sequence[str] = (), args: Sequence[Any] = ()
+) -> Any:
+    """``out`` as ``_result`` asks: written into it when it is a tensor, else in the form it
+    names (``torch.Tensor`` and ``dict``: as returned; ``numpy.ndarray`` or ``"numpy"``: as
+    numpy arrays, a dict of them for a struct)."""
+    if isinstance(result, torch.Tensor):
+        return _write_result(fid, out, result, names, args)
+    numpy = result is np.ndarray or (isinstance(result, str) and result == "numpy")
+    if not (numpy or result is torch.Tensor or result is dict):
+        raise TypeError(f"{fid}: _result: expected {_RESULT_KINDS}, got {result!r}")
+    if out is None:
+        raise TypeError(f"{fid}: _result: the function returns nothing")
+    if result is dict and not isinstance(out, dict):
+        raise TypeError(f"{fid}: _result: the function returns a tensor, not a struct (a dict)")
+    if numpy and torch.compiler.is_compiling():
+        raise TypeError(f"{fid}: _result: numpy results are for calls torch does not compile")
+    return _as_numpy(out) if numpy else out
+
+
+def _as_numpy(out: torch.Tensor | dict[str, Any]) -> np.ndarray | dict[str, Any]:
+    if isinstance(out, dict):
+        return {name: _as_numpy(value) for name, value in out.items()}
+    return out.detach().cpu().numpy()
 
 
 def _write_result(
