@@ -32,8 +32,10 @@ from ..signature_text import (
 )
 from ..signatures import ArgumentError, call_signature
 from ..specializer import SpecializationPlan
+from ..specializer.generic_values import declares_values, generic_values
 from ..specializer.info import VALUE_KINDS, FunctionInfo
 from ..specializer.plan import ShapeClassError
+from ..specializer.reflect import declared_generics
 from .launch import Binding, CudaBinding
 from .miss_path import Kernel
 from .module_base import (
@@ -172,6 +174,9 @@ class Function(BuildFunction):
         self._specs: dict[str, Specialization] = {}
         self.operator_name: str | None = None
         self._warned_no_grad = False
+        declared = declared_generics(module.text.text, name) if "<" not in name else {}
+        self._declared = declared if declares_values(declared) else None
+        """A generic function's parameters, where a call's arguments give its values."""
 
     def slang_doc(self) -> str:
         """What the function is in Slang, and how Python calls it."""
@@ -284,6 +289,8 @@ class Function(BuildFunction):
     def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         """Call the function: arguments by position or by parameter name; ``_result=`` a
         tensor to write the result into (and return)."""
+        if self._declared is not None:
+            return self._call_by_values(args, keywords)
         if keywords:
             return self._call_with_keywords(args, keywords)
         if torch.compiler.is_compiling():
@@ -306,6 +313,19 @@ class Function(BuildFunction):
         if spec.leaves is not None:
             args = spec.leaves(args)
         return spec(args)
+
+    def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+        """The call, made to this generic function named with the generic arguments that its
+        arguments give (``get<3>`` for a ``vector<float, N>`` of a tensor ending in 3)."""
+        values = generic_values(self.info, self._declared or {})
+        if values is None:  # not readable off a call: the plan says why
+            self._declared = None
+            return self(*args, **keywords)
+        result = keywords.pop("_result", None)
+        if keywords:
+            args = _bound(self.id, [p.name for p in self.info.params], args, keywords)
+        target = self.module[values.named(args).partition("::")[2]]
+        return target(*args) if result is None else target(*args, _result=result)
 
     def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         result = keywords.pop("_result", None)

@@ -215,7 +215,7 @@ def declared_generics(text: str, name: str) -> dict[str, str]:
     each with its constraint as written ("" for none): ``{"T": "IFloat"}`` for
     ``T mul<T : IFloat>(T a, T b)``."""
     for m in re.finditer(rf"\b{re.escape(name)}\s*<", text):
-        before = re.search(r"(\w+|>)\s*$", text[: m.start()])
+        before = re.search(r"(\w+|>|\])\s*$", text[: m.start()])
         if before is None or before.group(1) in _STATEMENT_WORDS:
             continue  # not a declaration: no return type before the name
         parts, depth, start, k = [], 1, m.end(), m.end()
