@@ -271,3 +271,16 @@ def test_bad_generator_options():
         slangspec.thread_id(0)
     with fails(ValueError, "rand_float: min must be a number, got 'a'"):
         slangspec.rand_float("a")
+
+
+def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path):
+    from slangspec.explain import explain
+
+    mod = slangspec.load_source("explained", SOURCE, cache_dir=str(tmp_path / "cache"))
+    mod.at(slangspec.grid((2, 2), offset=(1, 0)))
+    mod.hash3(slangspec.wang_hash(3), _result=torch.empty(2, 3, dtype=torch.int32))
+    assert explain(mod.at, "explained::at call grid[D2,strided]")["hit"]
+    assert explain(mod.hash3, "explained::hash3 call wang_hash[D3] _result[D1]")["hit"]
+    missed = explain(mod.at, "explained::at call grid[D2]")
+    assert not missed["hit"]
+    assert "kind of argument 1: grid[D2,strided] stored, grid[D2] asked" in str(missed["nearest"])
