@@ -176,7 +176,8 @@ def test_junk_arguments_name_the_function_and_argument(ops, tdev, valid):
             TypeError,
             match=rf"^ops::poly: argument 1 \('a'\): cannot pass a value of type {kind}; "
             r"expected a torch tensor, numpy array, Python float/int/bool, a tuple or list of "
-            r"those \(a vector or array\), slangspec\.grid or a dict of those \(a struct\)$",
+            r"those \(a vector or array\), slangspec\.grid, call_id\(\), thread_id\(\), "
+            r"wang_hash\(\), rand_float\(\) or a dict of those \(a struct\)$",
         ):
             ops.poly(junk, x)
     with pytest.raises(TypeError, match=r"^ops::poly: argument 2 \('x'\): cannot pass .* NoneType"):

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from .cache_store import EntryFilter as EntryFilter
     from .compile.slang_api import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
+    from .generators import call_id as call_id
+    from .generators import rand_float as rand_float
+    from .generators import thread_id as thread_id
+    from .generators import wang_hash as wang_hash
     from .runtime.miss_path import SlangUnavailableError as SlangUnavailableError
     from .runtime.module import Function as Function
     from .runtime.module import Module as Module
@@ -47,11 +51,15 @@ _HOME = {
     "ArgumentError": ".signatures",
     "ArgumentTypeError": ".signatures",
     "ArgumentValueError": ".signatures",
+    "call_id": ".generators",
     "call_signature": ".signatures",
     "grid": ".signatures",
     "load": ".runtime.module",
     "load_source": ".runtime.module",
+    "rand_float": ".generators",
     "signature": ".signatures",
+    "thread_id": ".generators",
+    "wang_hash": ".generators",
 }
 
 __all__ = ["__version__", *_HOME]

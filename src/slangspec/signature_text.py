@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .function_ref import FunctionNameError, canonical_name
+from .generators import GENERATOR
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 
 SIGNATURE_FORMAT = 2
@@ -84,7 +85,24 @@ class NumbersForm:
 
 @dataclass(frozen=True)
 class GridForm:
-    """A parsed grid signature."""
+    """A parsed grid signature; ``strided``: given an offset or a stride."""
+
+    rank: int
+    strided: bool = False
+
+
+@dataclass(frozen=True)
+class GeneratorForm:
+    """A parsed generator signature: its name (a row of ``generators.GENERATOR``) and the
+    width it was asked to fill, None where the parameter's."""
+
+    kind: str
+    dims: int | None = None
+
+
+@dataclass(frozen=True)
+class ResultForm:
+    """The call shape of a ``_result=`` tensor, of ``rank`` dimensions, after the arguments."""
 
     rank: int
 
@@ -96,10 +114,12 @@ class DictForm:
     fields: tuple[tuple[str, ArgForm], ...]
 
 
-ArgForm = TensorForm | ScalarForm | NumbersForm | GridForm | DictForm
+ArgForm = TensorForm | ScalarForm | NumbersForm | GridForm | GeneratorForm | ResultForm | DictForm
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
-_GRID_RE = re.compile(r"grid\[D(\d+)\]")
+_GRID_RE = re.compile(r"grid\[D(\d+)(,strided)?\]")
+_GENERATOR_RE = re.compile(rf"({'|'.join(GENERATOR)})(?:\[D([1-9]\d*)\])?")
+_RESULT_RE = re.compile(r"_result\[D(\d+)\]")
 _NUMBERS_RE = re.compile(r"\(([fib])([1-9]\d*)\)")
 _FIELD_RE = re.compile(r"[A-Za-z_]\w*")
 
@@ -111,7 +131,11 @@ def format_arg(form: ArgForm) -> str:
     if isinstance(form, NumbersForm):
         return f"({form.kind}{form.length})"
     if isinstance(form, GridForm):
-        return f"grid[D{form.rank}]"
+        return f"grid[D{form.rank}{',strided' if form.strided else ''}]"
+    if isinstance(form, GeneratorForm):
+        return form.kind if form.dims is None else f"{form.kind}[D{form.dims}]"
+    if isinstance(form, ResultForm):
+        return f"_result[D{form.rank}]"
     if isinstance(form, DictForm):
         return "{" + ",".join(f"{k}:{format_arg(v)}" for k, v in form.fields) + "}"
     number = NUMBER_OF_DTYPE[form.dtype]
@@ -125,7 +149,13 @@ def parse_arg(text: str) -> ArgForm:
         return ScalarForm(text)
     m = _GRID_RE.fullmatch(text)
     if m:
-        return GridForm(int(m.group(1)))
+        return GridForm(int(m.group(1)), bool(m.group(2)))
+    m = _GENERATOR_RE.fullmatch(text)
+    if m:
+        return GeneratorForm(m.group(1), int(m.group(2)) if m.group(2) else None)
+    m = _RESULT_RE.fullmatch(text)
+    if m:
+        return ResultForm(int(m.group(1)))
     m = _NUMBERS_RE.fullmatch(text)
     if m:
         return NumbersForm(m.group(1), int(m.group(2)))

@@ -15,7 +15,13 @@ nothing that cannot. Forms, by argument kind:
 - a tuple or list of Python numbers (a vector or array, uniform): ``(kn)``, ``k`` the kind its
   elements take together (``b`` when all are bools, else ``f`` when any is a float, else
   ``i``) and ``n`` how many there are: ``(f3)`` is ``(1.0, 2, 3)``.
-- ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions.
+- ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions;
+  ``grid[Dn,strided]`` where an offset or a stride is given (their values are uniforms).
+- a generator: its name, ``call_id``, ``thread_id``, ``wang_hash`` or ``rand_float``, with
+  ``[Dn]`` after it where ``dims`` is given: ``wang_hash[D3]``. Seeds, ranges and warmup counts
+  are uniforms, never in the form.
+- the call shape ``_result=`` gives a call with generators: ``_result[Dn]``, after the
+  arguments, ``n`` the result's dimensions before its element shape.
 - dict (a struct's fields): ``{name:form,...}``, each field's own form, names sorted; nested
   dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``.
 
@@ -37,10 +43,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from .generators import Generator
 from .scalars import NUMBER_OF_DTYPE, SLANG
 from .signature_text import (
+    GeneratorForm,
     GridForm,
     NumbersForm,
+    ResultForm,
     TensorForm,
     argument_label,
     compose_call_signature,
@@ -83,16 +92,51 @@ class ArgumentValueError(ArgumentError, ValueError):
 
 @dataclass(frozen=True)
 class grid:
-    """A per-call index source: the call runs once per point of ``shape``."""
+    """A per-call index source: the call runs once per point of ``shape``, and the point's
+    value in dimension ``d`` is ``offset[d] + index[d] * stride[d]`` (offset 0, stride 1 unless
+    given, one entry per dimension)."""
 
     shape: tuple[int, ...]
+    offset: tuple[int, ...]
+    stride: tuple[int, ...]
 
-    def __init__(self, shape: int | Sequence[int]) -> None:
+    def __init__(
+        self,
+        shape: int | Sequence[int],
+        offset: Sequence[int] | None = None,
+        stride: Sequence[int] | None = None,
+    ) -> None:
         # A size torch traces symbolically (SymInt) stands for an int.
         dims = (shape,) if isinstance(shape, int | torch.SymInt) else tuple(shape)
         if not dims or not all(isinstance(d, int | torch.SymInt) and d >= 0 for d in dims):
             raise ValueError(f"grid shape must be one or more non-negative ints, got {shape!r}")
         object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "offset", _grid_entries("offset", offset, len(dims), 0))
+        object.__setattr__(self, "stride", _grid_entries("stride", stride, len(dims), 1))
+
+    @property
+    def strided(self) -> bool:
+        """Whether its values are not the plain call index: an offset or a stride is given."""
+        n = len(self.shape)
+        return self.offset != (0,) * n or self.stride != (1,) * n
+
+    def words(self) -> list[int]:
+        """The offsets, then the strides, as the uniform words of a strided grid hold them."""
+        return [v % 2**32 for v in (*self.offset, *self.stride)]
+
+
+def _grid_entries(name: str, given: Sequence[int] | None, n: int, default: int) -> tuple[int, ...]:
+    if given is None:
+        return (default,) * n
+    entries = (given,) if isinstance(given, int) else tuple(given)
+    if len(entries) != n or not all(
+        isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in entries
+    ):
+        raise ValueError(
+            f"grid {name} must be {n} int{'s' if n > 1 else ''} (one per dimension of the "
+            f"shape) from {-(2**31)} to {2**31 - 1}, got {given!r}"
+        )
+    return entries
 
 
 _tensor_cache: dict[tuple[torch.Size, torch.dtype, bool, torch.layout], str] = {}
@@ -132,8 +176,21 @@ def _tensor_form(t: torch.Tensor, grad: bool) -> str:
 
 
 @functools.cache
-def _grid_form(dims: int) -> str:
-    return format_arg(GridForm(dims))
+def _grid_form(dims: int, strided: bool) -> str:
+    return format_arg(GridForm(dims, strided))
+
+
+@functools.cache
+def _generator_form(kind: str, dims: int) -> str:
+    return format_arg(GeneratorForm(kind, None if dims == -1 else dims))
+
+
+class result_shape:
+    """The call shape a ``_result=`` tensor gives a call whose generators have no shape of their
+    own: its dimensions before the result's element shape."""
+
+    def __init__(self, shape: Sequence[int]) -> None:
+        self.shape = tuple(shape)
 
 
 def signature(value: Any) -> str:
@@ -147,7 +204,11 @@ def signature(value: Any) -> str:
     if isinstance(value, float):
         return "f"
     if isinstance(value, grid):
-        return _grid_form(len(value.shape))
+        return _grid_form(len(value.shape), value.strided)
+    if isinstance(value, Generator):
+        return _generator_form(value.kind, value.dims)
+    if isinstance(value, result_shape):
+        return format_arg(ResultForm(len(value.shape)))
     if isinstance(value, np.ndarray):
         with torch.no_grad():
             return "np" + tensor_signature(torch.from_numpy(value))
@@ -158,7 +219,8 @@ def signature(value: Any) -> str:
     raise TypeError(
         f"cannot pass a value of type {type(value).__name__}; expected a torch tensor, numpy "
         "array, Python float/int/bool, a tuple or list of those (a vector or array), "
-        "slangspec.grid or a dict of those (a struct)"
+        "slangspec.grid, call_id(), thread_id(), wang_hash(), rand_float() or a dict of those "
+        "(a struct)"
     )
 
 

@@ -20,7 +20,11 @@ Argument specs::
 
     tensor  dtype[dims] [grad|nograd]   dtype: f16 f32 f64 bf16 i32 i64 bool; dims: integers or
                                         names (a name is an extent larger than 4); nograd default
-    grid    grid[n]                     an n-dimensional slangspec.grid
+    grid    grid[n] [strided]           an n-dimensional slangspec.grid (strided: given an
+                                        offset or a stride, whatever their values)
+    generator call_id | thread_id | wang_hash | rand_float, each [n] where given dims=n
+    result  _result[n]                  after the arguments: the n-dimensional call shape that
+                                        _result= gives a call with generators
     scalar  float | int | bool          a Python scalar
     struct  { origin = "f32[N, 3] grad", dir = "f32[N, 3]" }   a dict, field by field (in
             a command line: {origin: f32[N, 3] grad, dir: f32[N, 3]})
@@ -41,12 +45,15 @@ from .cache import Cache
 from .cache_store import FORWARD, lease_seconds, setting
 from .devices import device_kind
 from .function_ref import FunctionNameError, canonical_name
+from .generators import GENERATOR
 from .module_text import checked_defines
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
     DictForm,
+    GeneratorForm,
     GridForm,
     NumbersForm,
+    ResultForm,
     ScalarForm,
     TensorForm,
     call_arguments,
@@ -119,9 +126,18 @@ def arg_signature(spec: str | dict[str, Any]) -> str:
             return _dict_signature(_fields(text, spec))
     if text in _SCALARS:
         return format_arg(ScalarForm(_SCALARS[text]))
-    m = re.fullmatch(r"grid\[(\d+)\]", text)
+    m = re.fullmatch(r"grid\[(\d+)\]( strided)?", text)
     if m:
-        return format_arg(GridForm(int(m.group(1))))
+        return format_arg(GridForm(int(m.group(1)), bool(m.group(2))))
+    m = re.fullmatch(rf"({'|'.join(GENERATOR)})(?:\[([1-9]\d*)\])?", text)
+    if m:
+        return format_arg(GeneratorForm(m.group(1), int(m.group(2)) if m.group(2) else None))
+    m = re.fullmatch(r"_result\[(\d+)\]", text)
+    if m:
+        return format_arg(ResultForm(int(m.group(1))))
+    if text.startswith(("grid[D", "_result[D")) or text.split("[")[0] in GENERATOR:
+        parse_arg(text)
+        return text
     m = _NUMBERS_SPEC.fullmatch(text)
     if m:
         return format_arg(NumbersForm(_SCALARS[m.group(1)], int(m.group(2))))
@@ -132,8 +148,10 @@ def arg_signature(spec: str | dict[str, Any]) -> str:
     if not m or m.group(1) not in MANIFEST_DTYPES:
         raise ValueError(
             f"argument spec {spec!r}: expected dtype[dims] [grad|nograd] (dtype one of "
-            f"{', '.join(MANIFEST_DTYPES)}), grid[n], float, int, bool, float[n], int[n], "
-            "bool[n] (a tuple of n numbers) or an argument signature"
+            f"{', '.join(MANIFEST_DTYPES)}), grid[n] [strided], float, int, bool, float[n], "
+            "int[n], bool[n] (a tuple of n numbers), a generator (call_id, thread_id, "
+            "wang_hash, rand_float, each with [n] for its dims), _result[n] or an argument "
+            "signature"
         )
     dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
     for d in dims:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from itertools import product
 
 from ..function_ref import canonical_name
+from ..generators import GENERATOR
 from ..scalars import SLANG
 from ..specializer.plan import (
     DIFF_WRITTEN,
@@ -35,6 +36,17 @@ _TENSOR_PARTS = {
 }
 """The tensors inside a differentiable tensor struct; the others are one tensor each."""
 THREADS_PER_GROUP = 128
+_WANG = "slangspec_wang_hash"
+_WANG_HASH = f"""uint {_WANG}(uint s)
+{{
+    s = (s ^ 61u) ^ (s >> 16);
+    s *= 9u;
+    s = s ^ (s >> 4);
+    s *= 0x27d4eb2du;
+    return s ^ (s >> 15);
+}}
+"""
+"""Thomas Wang's 32-bit hash, which slangpy's ``wang_hash`` and ``rand_float`` use."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -56,6 +68,7 @@ class _Writer:
         self.mask = mask
         self.params: list[str] = ["uint3 _tid : SV_DispatchThreadID", "uniform uint _n"]
         self.body: list[str] = []
+        self.helpers: dict[str, str] = {}
         if plan.call_rank:
             self.params.append(f"uniform int _shape[{plan.call_rank}]")
 
@@ -108,7 +121,6 @@ class _Writer:
 
     def value(self, j: int, a: ArgPlan) -> str:
         """Declare leaf ``j``'s value for this thread; returns the expression to pass."""
-        rank = self.plan.call_rank
         if a.kind == "uniform" and a.elem:
             # Tuples of numbers bind as arrays of scalars, which every parameter layout packs.
             self.params.append(f"uniform {a.scalar} a{j}[{a.elem[0]}]")
@@ -120,9 +132,9 @@ class _Writer:
             self.params.append(f"uniform {a.slang_type} a{j}")
             return f"a{j}"
         if a.kind == "grid":
-            comps = [f"_idx[{rank - 1 - k}]" for k in range(a.rank)]
-            ctor = a.scalar if a.rank == 1 else f"{a.scalar}{a.rank}"
-            return f"{ctor}({', '.join(comps)})"
+            return self.grid(j, a)
+        if a.kind == "generator":
+            return self.generated(j, a)
         if a.kind == "tensor":
             binding = "DiffTensor" if self.in_mask(j) else a.binding
             if self.mask is not None and a.binding in DIFF_WRITTEN:
@@ -142,6 +154,62 @@ class _Writer:
             f"v{j}", f"v{j}_o", f"a{j}", f"a{j}_st", a.call_dims, a.scalar, a.elem, a.slang_type
         )
         return f"v{j}"
+
+    def grid(self, j: int, a: ArgPlan) -> str:
+        """The point of grid leaf ``j`` (its dimensions the call's last ``a.rank``): a vector's
+        ``.x`` the innermost dimension, an array's elements in dimension order, each
+        ``offset + index * stride`` from the uniform words of a strided grid."""
+        rank = self.plan.call_rank
+        dims = [f"_idx[{rank - a.rank + d}]" for d in range(a.rank)]
+        if a.binding == "strided_index":
+            self.params.append(f"uniform uint a{j}[{2 * a.rank}]")
+            dims = [f"int(a{j}[{d}]) + {i} * int(a{j}[{a.rank + d}])" for d, i in enumerate(dims)]
+        if a.slang_type.endswith("]"):
+            return self.components(j, a, [f"{a.scalar}({i})" for i in dims])
+        if a.binding == "index":
+            ctor = a.scalar if a.rank == 1 else f"{a.scalar}{a.rank}"
+            return f"{ctor}({', '.join(reversed(dims))})"
+        return self.components(j, a, [f"{a.scalar}({i})" for i in reversed(dims)])
+
+    def components(self, j: int, a: ArgPlan, values: list[str]) -> str:
+        """Declare leaf ``j``'s value component by component (a scalar: its one value)."""
+        if a.slang_type == a.scalar:
+            self.line(f"{a.slang_type} v{j} = {values[0]};")
+            return f"v{j}"
+        self.line(f"{a.slang_type} v{j};")
+        for k, value in enumerate(values):
+            self.line(f"v{j}[{k}] = {value};")
+        return f"v{j}"
+
+    def generated(self, j: int, a: ArgPlan) -> str:
+        """The value generator leaf ``j`` makes for this thread, as slangpy's do: see
+        ``generators``."""
+        width = a.elem[0] if a.elem else 1
+        if a.binding == "call_id":
+            rank = self.plan.call_rank
+            if a.slang_type.endswith("]"):
+                ids = [f"_idx[{d}]" for d in range(rank)]
+            else:
+                ids = [f"_idx[{rank - 1 - k}]" for k in range(rank)] + ["0"] * (width - rank)
+            return self.components(j, a, [f"{a.scalar}({i})" for i in ids])
+        if a.binding == "thread_id":
+            return self.components(j, a, [f"{a.scalar}(_tid.{c})" for c in "xyz"[:width]])
+        self.params.append(f"uniform uint a{j}[{GENERATOR[a.binding].words}]")
+        self.helpers["wang"] = _WANG_HASH
+        self.line(f"uint h{j} = _tid.x * {width}u;")
+        self.line(f"for (uint w{j} = 0; w{j} < a{j}[1]; w{j}++)")
+        self.line(f"    h{j} = {_WANG}(h{j});")
+        self.line(f"h{j} = h{j} ^ a{j}[0];")
+        hashes = []
+        for k in range(width):
+            self.line(f"h{j} = {_WANG}(h{j});")
+            self.line(f"uint h{j}_{k} = h{j};")
+            hashes.append(f"h{j}_{k}")
+        if a.binding == "wang_hash":
+            return self.components(j, a, [f"{a.scalar}({h})" for h in hashes])
+        unit = [f"float({h} & 0x7FFFFFu) / float(0x800000)" for h in hashes]
+        ends = f"asfloat(a{j}[2]), asfloat(a{j}[3])"
+        return self.components(j, a, [f"lerp({ends}, {u})" for u in unit])
 
     def slice(self, j: int, a: ArgPlan, binding: str) -> str:
         """Tensor ``a{j}`` past its leading ``call_dims`` dimensions, at this thread's index
@@ -204,6 +272,7 @@ class _Writer:
                 f"// {p.signature}",
                 *imports,
                 "",
+                *self.helpers.values(),
                 '[shader("compute")]',
                 f"[numthreads({THREADS_PER_GROUP}, 1, 1)]",
                 f"void {ENTRY_POINT}(\n    {params})",

@@ -22,6 +22,7 @@ import torch
 
 from ..cache_store import FORWARD
 from ..devices import DeviceUnavailableError, torch_device
+from ..generators import Generator
 from ..signature_text import (
     ArgForm,
     DictForm,
@@ -30,7 +31,7 @@ from ..signature_text import (
     has_numpy,
     parse_call_signature,
 )
-from ..signatures import ArgumentError, call_signature
+from ..signatures import ArgumentError, call_signature, result_shape
 from ..specializer import SpecializationPlan
 from ..specializer.generic_values import declares_values, generic_values
 from ..specializer.info import VALUE_KINDS, FunctionInfo
@@ -120,6 +121,13 @@ class Module(BuildModule):
         fn = self._functions.get(name) or self._traced_functions[name]
         return _layout(fn.info)
 
+    @_constant_while_traced
+    def _result_dims_for(self, name: str) -> int:
+        """``_result_dims`` of function ``name``, for a graph torch is compiling."""
+        self._operator_for(name)
+        fn = self._functions.get(name) or self._traced_functions[name]
+        return _result_dims(fn.info)
+
 
 class TracedFunction:
     """``m.name`` while torch traces code that had not looked the function up: calls become
@@ -138,6 +146,7 @@ class TracedFunction:
         if keywords:
             names = [n for n, *_ in self.module._layout_for(self.name)]
             args = _bound(self.id, names, args, keywords)
+        args = _shaped(args, result, self.module._result_dims_for(self.name))
         out = traced.traced_call(self.module._operator_for(self.name), *args)
         return out if result is None else _returned(self.id, out, result)
 
@@ -192,7 +201,8 @@ class Function(BuildFunction):
             f"{self.id}, the Slang function\n\n"
             f"    {mark}{info.returns.name} {self.name}({params})\n\n"
             "Call it with torch tensors (vectorized over their leading dimensions), Python "
-            "scalars, slangspec.grid and dicts for structs, by position or by parameter name; "
+            "scalars, slangspec.grid, generators (slangspec.call_id(), ...) and dicts for "
+            "structs, by position or by parameter name; "
             "_result= a tensor to write the result into, or the result's form (numpy.ndarray, "
             "'numpy', dict, torch.Tensor). out/inout parameters take tensors "
             "written in place. See 'What can be called' in slangspec's documentation "
@@ -332,7 +342,7 @@ class Function(BuildFunction):
         names = [p.name for p in self.info.params]
         if keywords:
             args = _bound(self.id, names, args, keywords)
-        out = self(*args)
+        out = self(*_shaped(args, result, _result_dims(self.info)))
         return out if result is None else _returned(self.id, out, result, names, args)
 
     def return_type(self, kind: Any) -> Callable[..., Any]:
@@ -363,6 +373,28 @@ class Function(BuildFunction):
 
 Module.function_type = Function
 _MISSING = object()
+
+
+def _result_dims(info: FunctionInfo) -> int:
+    """How many trailing dimensions of a ``_result=`` tensor its element takes."""
+    return len(info.returns.shape) if info.returns.kind in VALUE_KINDS else 0
+
+
+def _shaped(args: tuple[Any, ...], result: Any, elem_dims: int) -> tuple[Any, ...]:
+    """``args``, and after them the call shape of ``result`` (its dimensions before its
+    ``elem_dims`` element ones), where an argument is a generator: generators have no shape,
+    so ``_result=`` gives the call its shape, as in slangpy."""
+    if not isinstance(result, torch.Tensor) or result.dim() < elem_dims:
+        return args
+    if not any(_generates(a) for a in args):
+        return args
+    return (*args, result_shape(result.shape[: result.dim() - elem_dims]))
+
+
+def _generates(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_generates(v) for v in value.values())
+    return isinstance(value, Generator)
 
 
 def _bound(

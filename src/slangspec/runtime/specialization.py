@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..generators import GENERATOR
 from ..scalars import SLANG
 from ..signature_text import argument_label
 from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, ArgPlan, SpecializationPlan
@@ -67,6 +68,13 @@ class Specialization:
         self._uniforms = [
             (f"a{i}", i, _uniform_value(a)) for i, a in enumerate(args) if a.kind == "uniform"
         ]
+        self._words = [
+            (f"a{i}", i)
+            for i, a in enumerate(args)
+            if a.binding == "strided_index"
+            or (a.kind == "generator" and GENERATOR[a.binding].words)
+        ]
+        """The leaves that bind uniform words: strided grids and generators with values."""
         self._elementwise = [
             (i, a.call_dims, len(a.elem), f"a{i}", f"a{i}_st", f"g{i}")
             for i, a in enumerate(args)
@@ -309,6 +317,8 @@ class Specialization:
             kw["_shape"] = list(call_shape)
         for name, i, value in self._uniforms:
             kw[name] = value(args[i])
+        for name, i in self._words:
+            kw[name] = args[i].words()
         for i, dims, elem_dims, name, st_name, _ in self._elementwise:
             value = args[i]
             address, strides = bind.read(value)

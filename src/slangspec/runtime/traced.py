@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 import torch._dynamo
 
+from ..generators import GENERATOR_CLASS, Generator, packed, rebuilt
 from ..signature_text import compose_call_signature
-from ..signatures import call_signature, flagged_tensor_signature, grid, signature
+from ..signatures import call_signature, flagged_tensor_signature, grid, result_shape, signature
 from ..specializer.plan import RESULT, WRITTEN, WRITTEN_TENSOR_TYPES, output_routes
 from .shapes import broadcast
 from .specialization import Specialization, leaf_reader
@@ -110,10 +111,12 @@ def output_layout(name: str) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], b
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
     """The call's arguments as operator inputs: tensors, their grad flags, one kind letter per
-    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank; a tuple or list
-    of numbers their letters in parentheses, ``(fif)``), floats, ints (grid extents among
-    them). A dict (a struct's fields) is flattened: each value's kind says where it sits,
-    ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict."""
+    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank, s a strided
+    one, r the call shape of ``_result=``; ``x<name>:<dims>`` a generator; a tuple or list
+    of numbers their letters in parentheses, ``(fif)``), floats, ints (grid extents, offsets
+    and strides, generators' int fields among them). A dict (a struct's fields) is flattened:
+    each value's kind says where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...``
+    an empty dict."""
     tensors: list[torch.Tensor] = []
     grads: list[bool] = []
     kinds: list[str] = []
@@ -134,14 +137,24 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
             kinds.append(f"({''.join(_number(x, floats, ints) for x in a)})")
         elif isinstance(a, grid):
             ints.extend(a.shape)
-            kinds.append(f"g{len(a.shape)}")
+            if a.strided:
+                ints.extend((*a.offset, *a.stride))
+            kinds.append(f"{'s' if a.strided else 'g'}{len(a.shape)}")
+        elif isinstance(a, Generator):
+            more_ints, more_floats = packed(a)
+            ints.extend(more_ints)
+            floats.extend(more_floats)
+            kinds.append(f"x{a.kind}:{a.dims}")
+        elif isinstance(a, result_shape):
+            ints.extend(a.shape)
+            kinds.append(f"r{len(a.shape)}")
         elif a is _EMPTY:
             kinds.append("e")
         else:
             raise TypeError(
                 f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
                 "a torch tensor, Python float/int/bool, a flat tuple or list of those, "
-                "slangspec.grid or a dict of those"
+                "slangspec.grid, a generator or a dict of those"
             )
         kinds[-1] += where
     return tensors, grads, ",".join(kinds), floats, ints
@@ -185,8 +198,21 @@ def unpack(
             value = tuple(numbers[letter]() for letter in kind[1:-1])
         elif kind == "e":
             value = {}
+        elif kind.startswith("x"):
+            name, _, dims = kind[1:].partition(":")
+            cls = GENERATOR_CLASS[name]
+            more_ints = [next(i) for _ in cls.int_fields]
+            more_floats = [next(f) for _ in cls.float_fields]
+            value = rebuilt(name, int(dims), more_ints, more_floats)
         else:
-            value = grid([next(i) for _ in range(int(kind[1:]))])
+            shape = [next(i) for _ in range(int(kind[1:]))]
+            if kind[0] == "r":
+                value = result_shape(shape)
+            elif kind[0] == "s":
+                offset = [next(i) for _ in shape]
+                value = grid(shape, offset, [next(i) for _ in shape])
+            else:
+                value = grid(shape)
         if not where:
             args.append(value)
             continue

@@ -13,14 +13,17 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal, cast
 
+from ..generators import GENERATOR
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
     ArgForm,
     CallSignature,
     DictForm,
+    GeneratorForm,
     GridForm,
     NumbersForm,
+    ResultForm,
     ScalarForm,
     TensorForm,
     argument_label,
@@ -38,15 +41,21 @@ from .info import (
     TypeInfo,
 )
 
-ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "target"]
+ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "generator", "target"]
 """How a leaf takes part in a call: an element per call point, one value for the whole call,
-a whole tensor, the call index, or (``target``) a tensor an ``out`` parameter is written into,
-which only shapes the call."""
+a whole tensor, the call index, a value the kernel makes per thread (its binding names the
+generator), or (``target``) a tensor an ``out`` parameter is written into, which only shapes
+the call."""
 Binding = Literal[
     "pointer",
     "value",
     "index",
+    "strided_index",
     "none",
+    "call_id",
+    "thread_id",
+    "wang_hash",
+    "rand_float",
     "Tensor",
     "RWTensor",
     "WTensor",
@@ -55,8 +64,9 @@ Binding = Literal[
     "WPrimalTensor",
     "WDiffTensor",
 ]
-"""How a leaf is bound: a pointer, a uniform value, the call index, not at all, or the Slang
-tensor struct bound in forward kernels."""
+"""How a leaf is bound: a pointer, a uniform value, the call index (offset and strided by
+uniforms), not at all, a generator's uniforms, or the Slang tensor struct bound in forward
+kernels."""
 WRITTEN: tuple[Binding, ...] = ("RWTensor", "WTensor")
 """The tensor bindings through which a kernel writes a whole tensor."""
 DIFF_WRITTEN: tuple[Binding, ...] = ("WPrimalTensor", "WDiffTensor")
@@ -315,18 +325,20 @@ class _Resolver:
         if isinstance(form, NumbersForm) and not inout:
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
-            width = t.shape[0] if t.kind == "vector" else 1 if t.kind == "scalar" else 0
-            if t.scalar not in ("int", "uint") or width != form.rank:
+            if t.scalar not in ("int", "uint") or _index_width(t) != form.rank:
                 raise self.fail(
                     TypeError,
                     index,
                     name,
                     _expected_value(t),
-                    f"a {form.rank}-D grid (an int{form.rank} index)",
+                    f"a {form.rank}-D grid (an int{form.rank} index or an int[{form.rank}])",
                 )
+            binding = "strided_index" if form.strided else "index"
             return _arg_plan(
-                t, base, kind="grid", binding="index", rank=form.rank, call_dims=form.rank
+                t, base, kind="grid", binding=binding, rank=form.rank, call_dims=form.rank
             )
+        if isinstance(form, GeneratorForm) and not inout:
+            return self.generator(index, name, t, form, base)
         form = self.element_tensor(index, name, t, form)
         return _element_plan(
             t,
@@ -338,6 +350,28 @@ class _Resolver:
             differentiable=diff,
             grad=diff and form.grad,
         )
+
+    def generator(
+        self, index: int, name: str, t: TypeInfo, form: GeneratorForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        """A value the kernel makes per thread, of a type its row fills and of the width
+        ``dims`` asks for."""
+        row = GENERATOR[form.kind]
+        width = _index_width(t) if row.arrays else _vector_width(t)
+        fits = t.scalar in row.scalars and width > 0
+        if not fits or (row.max_width and width > row.max_width):
+            expected = f"a parameter {form.kind} fills ({row.fills})"
+            raise self.fail(TypeError, index, name, expected, f"{t.name}")
+        if form.dims is not None and form.dims != width:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"a parameter of {form.dims} component{'s' if form.dims > 1 else ''} for "
+                f"{form.kind}(dims={form.dims})",
+                f"{t.name}",
+            )
+        return _arg_plan(t, base, kind="generator", binding=form.kind, elem=t.shape)
 
     def numbers(
         self,
@@ -532,6 +566,19 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
+def _vector_width(t: TypeInfo) -> int:
+    """How many components a scalar (1) or vector parameter has; 0 for other types."""
+    return 1 if t.kind == "scalar" else t.shape[0] if t.kind == "vector" else 0
+
+
+def _index_width(t: TypeInfo) -> int:
+    """How many components an index parameter has: a scalar's, a vector's, or a
+    one-dimensional array's; 0 for other types."""
+    if t.kind == "array" and len(t.shape) == 1:
+        return t.shape[0]
+    return _vector_width(t)
+
+
 def _takes_numbers(t: TypeInfo) -> bool:
     """Whether a tuple of Python numbers can be a value of ``t``: a vector, or an array of
     scalars."""
@@ -560,6 +607,11 @@ def _describe(form: ArgForm) -> str:
         return f"{_a(form.dtype)} {what} of rank {form.rank}{_refusal(form.dtype)}"
     if isinstance(form, GridForm):
         return f"a {form.rank}-D grid"
+    if isinstance(form, GeneratorForm):
+        dims = "" if form.dims is None else f" of {form.dims} components"
+        return f"{form.kind}(){dims}"
+    if isinstance(form, ResultForm):
+        return "a _result shape"
     if isinstance(form, DictForm):
         return f"a dict of {', '.join(k for k, _ in form.fields)}"
     if isinstance(form, NumbersForm):
@@ -572,16 +624,20 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     fn = f"{info.module}::{info.name}"
     if call.function_id != fn:
         raise ValueError(f"call signature is for {call.function_id}, not {fn}")
-    if len(call.args) != len(info.params):
+    given = call.args
+    shaped = isinstance(given[-1], ResultForm) if given else False
+    if shaped:
+        given = given[:-1]
+    if len(given) != len(info.params) or any(isinstance(f, ResultForm) for f in given):
         raise TypeError(
             f"{fn}: expected {len(info.params)} arguments "
-            f"({', '.join(p.name for p in info.params)}), got {len(call.args)}"
+            f"({', '.join(p.name for p in info.params)}), got {len(given)}"
         )
     info = _inferred(info, call)
     resolver = _Resolver(info)
     params: list[ParamPlan] = []
     leaves: list[ArgPlan] = []
-    for k, (p, form) in enumerate(zip(info.params, call.args, strict=True)):
+    for k, (p, form) in enumerate(zip(info.params, given, strict=True)):
         mine = resolver.param(k, p, form)
         struct = p.type.kind == "struct"
         diff = resolver.carries(p) and (
@@ -591,7 +647,12 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
             ParamPlan(p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine))
         )
         leaves += mine
+    if shaped:
+        leaves.append(_result_leaf(fn, info, len(params), call.args[-1].rank))
     call_rank = max((a.call_dims for a in leaves), default=0)
+    for a in leaves:
+        if a.binding == "call_id":
+            _check_call_id(fn, a, call_rank)
     args = tuple(
         replace(a, broadcast=True) if a.kind == "elementwise" and a.call_dims != call_rank else a
         for a in leaves
@@ -619,6 +680,38 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         r.kind == "struct",
         outputs,
         tuple(masks),
+    )
+
+
+def _result_leaf(fn: str, info: FunctionInfo, index: int, rank: int) -> ArgPlan:
+    """The leaf of the call shape a ``_result=`` tensor gives a call with generators: a grid
+    bound to no parameter."""
+    r = info.returns
+    if r.kind not in VALUE_KINDS:
+        raise TypeError(f"{fn}: _result: the function returns {r.name}, not a tensor")
+    base = {"param": "_result", "index": index}
+    return _arg_plan(r, base, kind="grid", binding="none", rank=rank, call_dims=rank)
+
+
+def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
+    """TypeError naming ``a``, a call_id, where its parameter does not hold an index of a call
+    of ``call_rank`` dimensions: a vector of as many components (or one more, which is 0), an
+    array of as many, a scalar for a 1-D call."""
+    width = a.elem[0] if a.elem else 1
+    if not a.elem:
+        fits = call_rank == 1
+    elif a.slang_type.endswith("]"):
+        fits = width == call_rank
+    else:
+        fits = width in (call_rank, call_rank + 1)
+    if fits:
+        return
+    need = "an int[N], or an intN or int(N+1) vector, for an N-D call"
+    if not call_rank:
+        need = "a call shape, from another argument or from _result="
+    raise TypeError(
+        f"{fn}: {argument_label(a.index, a.param)}: call_id into {a.slang_type} needs {need}, "
+        f"got a {call_rank}-D call"
     )
 
 
