@@ -115,7 +115,7 @@ class Module(BuildModule):
         """``_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
         self._operator_for(name)
         fn = self._functions.get(name) or self._traced_functions[name]
-        return _layout(fn.info)
+        return fn.agreed("their parameters", _layout)
 
 
 class TracedFunction:
@@ -174,18 +174,13 @@ class Function(BuildFunction):
 
     def slang_doc(self) -> str:
         """What the function is in Slang, and how Python calls it."""
-        info = self.info
-        params = ", ".join(
-            ("no_diff " if p.no_diff else "")
-            + ("" if p.direction == "in" else f"{p.direction} ")
-            + f"{p.type.name} {p.name}"
-            for p in info.params
-        )
-        mark = "[Differentiable] " if info.differentiable else ""
+        overloads = self.overloads
+        what = "function" if len(overloads) == 1 else f"function of {len(overloads)} overloads"
+        declared = "".join(f"    {o.declaration}\n" for o in overloads)
         return (
-            f"{self.id}, the Slang function\n\n"
-            f"    {mark}{info.returns.name} {self.name}({params})\n\n"
-            "Call it with torch tensors (vectorized over their leading dimensions), Python "
+            f"{self.id}, the Slang {what}\n\n{declared}\n"
+            + ("" if len(overloads) == 1 else "Each call runs the one its arguments fit. ")
+            + "Call it with torch tensors (vectorized over their leading dimensions), Python "
             "scalars, slangspec.grid and dicts for structs, by position or by parameter name; "
             "_result= a tensor to write the result into. out/inout parameters take tensors "
             "written in place. See 'What can be called' in slangspec's documentation "
@@ -195,10 +190,15 @@ class Function(BuildFunction):
     @property
     def __signature__(self) -> inspect.Signature:
         """The Python call's: every parameter by position or name, then ``_result``."""
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params = [inspect.Parameter(p.name, kind) for p in self.info.params]
         result = inspect.Parameter("_result", inspect.Parameter.KEYWORD_ONLY, default=None)
-        return inspect.Signature([*params, result])
+        try:
+            names = self.parameter_names()
+        except TypeError:  # overloads naming their parameters apart: by position only
+            return inspect.Signature(
+                [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL), result]
+            )
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        return inspect.Signature([*(inspect.Parameter(n, kind) for n in names), result])
 
     def signature(self, *args: Any) -> str:
         """The call signature of calling this function with ``args``."""
@@ -210,10 +210,10 @@ class Function(BuildFunction):
     def _naming(self, exc: ArgumentError) -> ArgumentError:
         """``exc`` naming the argument's parameter too, when this function can be reflected."""
         try:
-            params = self.info.params
+            names = self.parameter_names()
         except Exception:  # e.g. no such function: the error names the argument by index only
             return exc
-        return exc.naming(params[exc.index].name) if exc.index < len(params) else exc
+        return exc.naming(names[exc.index]) if exc.index < len(names) else exc
 
     def plan(self, *args: Any) -> SpecializationPlan:
         """The specialization plan for ``args``, without compiling anything."""
@@ -307,7 +307,7 @@ class Function(BuildFunction):
 
     def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         result = keywords.pop("_result", None)
-        names = [p.name for p in self.info.params]
+        names = self.parameter_names(len(args) + len(keywords))
         if keywords:
             args = _bound(self.id, names, args, keywords)
         out = self(*args)
@@ -319,7 +319,7 @@ class Function(BuildFunction):
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
         Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
         arguments not mapped broadcast as usual."""
-        return MappedFunction(self, self.id, _layout(self.info), dims, named)
+        return MappedFunction(self, self.id, self.agreed("their parameters", _layout), dims, named)
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""

@@ -142,6 +142,7 @@ class SpecializationPlan:
     signature: str
     module: str
     function: str
+    overload: str  # the declaration of the overload the call resolved to (FunctionInfo's)
     differentiable: bool
     params: tuple[ParamPlan, ...]
     args: tuple[ArgPlan, ...]
@@ -568,6 +569,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     fn = f"{info.module}::{info.name}"
     if call.function_id != fn:
         raise ValueError(f"call signature is for {call.function_id}, not {fn}")
+    declaration = info.declaration
     if len(call.args) != len(info.params):
         raise TypeError(
             f"{fn}: expected {len(info.params)} arguments "
@@ -607,6 +609,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         call.text,
         info.module,
         info.name,
+        declaration,
         info.differentiable,
         tuple(params),
         args,
@@ -616,6 +619,48 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         outputs,
         tuple(masks),
     )
+
+
+def resolve_overloads(overloads: Sequence[FunctionInfo], call: CallSignature) -> SpecializationPlan:
+    """The plan of the one overload of ``overloads`` that ``call`` resolves against, picked as
+    slangpy picks one: each overload is resolved on its own, and exactly one must fit (one that
+    fits exactly is not preferred to one that takes a conversion, a Python int for a ``float``).
+    A lone function's errors are its own; otherwise a TypeError lists every candidate, with why
+    each refuses the call where none fits, or those that fit where several do."""
+    if not overloads:
+        raise ValueError(f"{call.function_id}: no function to resolve the call against")
+    if len(overloads) == 1:
+        return resolve(overloads[0], call)
+    fn = f"{overloads[0].module}::{overloads[0].name}"
+    if call.function_id != fn:
+        raise ValueError(f"call signature is for {call.function_id}, not {fn}")
+    fits: list[tuple[FunctionInfo, SpecializationPlan]] = []
+    refusals: list[tuple[FunctionInfo, str]] = []
+    for info in overloads:
+        try:
+            fits.append((info, resolve(info, call)))
+        except (TypeError, ValueError) as exc:
+            refusals.append((info, str(exc).removeprefix(f"{fn}: ")))
+    if len(fits) == 1:
+        return fits[0][1]
+    given = ", ".join(_describe(form) for form in call.args) or "no arguments"
+    if fits:
+        listed = "".join(f"\n  {_candidate(info)}" for info, _ in fits)
+        fix = "pass arguments that only one of them takes (a tensor of its parameter's dtype)"
+        if any(info.elsewhere for info, _ in fits):
+            fix = "rename the module's function, or " + fix
+        raise TypeError(
+            f"{fn}: the call ({given}) is ambiguous: {len(fits)} of its {len(overloads)} "
+            f"overloads take it, and none is preferred (as in slangpy):{listed}\n{fix}"
+        )
+    listed = "".join(f"\n  {_candidate(info)}: {why}" for info, why in refusals)
+    raise TypeError(f"{fn}: none of its {len(overloads)} overloads takes ({given}):{listed}")
+
+
+def _candidate(info: FunctionInfo) -> str:
+    """An overload as a message lists it."""
+    where = " (not declared in the module: a Slang built-in, or an import's)"
+    return info.declaration + (where if info.elsewhere else "")
 
 
 def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
@@ -725,6 +770,11 @@ def device_problem(plan: SpecializationPlan, device: str) -> str | None:
     return None
 
 
-def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:
-    """Build the plan from a call-signature string alone, with no tensors at hand."""
-    return resolve(info, parse_call_signature(signature))
+def plan_from_signature(
+    overloads: FunctionInfo | Sequence[FunctionInfo], signature: str
+) -> SpecializationPlan:
+    """Build the plan from a call-signature string alone, with no tensors at hand, for a
+    function or the one of its overloads the call resolves against."""
+    if isinstance(overloads, FunctionInfo):
+        overloads = (overloads,)
+    return resolve_overloads(overloads, parse_call_signature(signature))
