@@ -138,9 +138,14 @@ def test_overloads_that_differ_in_names_or_outputs_say_so_where_it_matters(ov, t
         torch.compile(lambda a: ov.fill(a), fullgraph=True)(i)
 
 
-def test_overloads_under_torch_compile_with_gradients(ov, tdev):
+def test_overloads_under_torch_compile_with_gradients(ov, cache_dir, tdev):
     def f(a, b):
         return ov.twice(a) + ov.twice(b)
+
+    fresh = slangspec.load_source("overloads", SOURCE, cache_dir=cache_dir)
+
+    def by_keyword(a, b):  # looked up while torch traces: keywords bind as the overloads agree
+        return fresh.twice(x=a) + fresh.twice(b, s=2.0)[..., 0]
 
     a = torch.tensor([1.0, 2.0, 3.0], device=tdev, requires_grad=True)
     b = torch.tensor([4, 5, 6], dtype=torch.int32, device=tdev)
@@ -148,6 +153,10 @@ def test_overloads_under_torch_compile_with_gradients(ov, tdev):
     out.sum().backward()
     torch.testing.assert_close(out.detach(), 2.0 * a.detach() + 3.0 * b.float(), **TOL)
     torch.testing.assert_close(a.grad, torch.full_like(a, 2.0), **TOL)
+
+    v = torch.ones(3, 2, device=tdev)
+    out = torch.compile(by_keyword, fullgraph=True)(a.detach(), v)
+    torch.testing.assert_close(out, 2.0 * a.detach() + 2.0, **TOL)
 
 
 def _refuse(*_args, **_kwargs):

@@ -117,6 +117,14 @@ class Module(BuildModule):
         fn = self._functions.get(name) or self._traced_functions[name]
         return fn.agreed("their parameters", _layout)
 
+    @_constant_while_traced
+    def _names_for(self, name: str, count: int) -> tuple[str, ...]:
+        """``parameter_names`` of function ``name`` for a call of ``count`` arguments, for a
+        graph torch is compiling."""
+        self._operator_for(name)
+        fn = self._functions.get(name) or self._traced_functions[name]
+        return tuple(fn.parameter_names(count))
+
 
 class TracedFunction:
     """``m.name`` while torch traces code that had not looked the function up: calls become
@@ -133,7 +141,7 @@ class TracedFunction:
 
         result = keywords.pop("_result", None)
         if keywords:
-            names = [n for n, *_ in self.module._layout_for(self.name)]
+            names = list(self.module._names_for(self.name, len(args) + len(keywords)))
             args = _bound(self.id, names, args, keywords)
         out = traced.traced_call(self.module._operator_for(self.name), *args)
         return out if result is None else _write_result(self.id, out, result)
