@@ -647,7 +647,7 @@ def resolve_overloads(overloads: Sequence[FunctionInfo], call: CallSignature) ->
     if fits:
         listed = "".join(f"\n  {_candidate(info)}" for info, _ in fits)
         fix = "pass arguments that only one of them takes (a tensor of its parameter's dtype)"
-        if any(info.elsewhere for info, _ in fits):
+        if len({info.elsewhere for info, _ in fits}) == 2:
             fix = "rename the module's function, or " + fix
         raise TypeError(
             f"{fn}: the call ({given}) is ambiguous: {len(fits)} of its {len(overloads)} "
