@@ -571,7 +571,7 @@ def test_output_routes_known_from_the_function_are_the_plans_outputs(sf, tdev):
     ]
     for fn, args in calls:
         plan = fn.plan(*args)
-        assert output_routes(fn.info) == tuple((o.source, o.path) for o in plan.outputs), fn
+        assert output_routes(*fn.overloads) == tuple((o.source, o.path) for o in plan.outputs), fn
 
 
 def test_a_nested_struct_dict_compiles_and_differentiates(sf, tdev):

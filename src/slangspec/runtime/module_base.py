@@ -382,15 +382,6 @@ class BuildFunction:
                 self._overloads = self.module.function_overloads(self.name)
         return self._overloads
 
-    @property
-    def info(self) -> FunctionInfo:
-        """The function's description; TypeError for an overload set, whose calls each
-        resolve against one overload (``overloads``)."""
-        if len(self.overloads) != 1:
-            listed = "".join(f"\n  {o.declaration}" for o in self.overloads)
-            raise TypeError(f"{self.id} has {len(self.overloads)} overloads:{listed}")
-        return self.overloads[0]
-
     def agreed(
         self,
         what: str,
