@@ -186,6 +186,14 @@ def test_a_fresh_load_runs_each_overload_from_the_cache(tmp_path, tdev, monkeypa
     again = slangspec.load_source("cached_overloads", SOURCE, cache_dir=cache)
     assert again.twice(f).tolist() == [2.0, 4.0] and again.twice(i).tolist() == [3.0, 6.0]
     assert compile_counts["specialize"] == built
+    stored = {
+        row["preimage"]["signature"]: json.loads(row["plan"])["overload"]
+        for _, row in slangspec.Cache(cache).rows()
+    }
+    assert stored == {
+        again.twice.signature(f): "[Differentiable] float twice(float x)",
+        again.twice.signature(i): "float twice(int x)",
+    }
 
 
 def cli(*args: object):
