@@ -59,7 +59,9 @@ def test_each_call_runs_the_overload_its_argument_types_fit(ov, tdev):
     torch.testing.assert_close(w.detach(), v.detach() * 0.5, **TOL)
     torch.testing.assert_close(v.grad, torch.full_like(v, 0.5), **TOL)
 
-    assert ov.twice(x=i).tolist() == [3.0, 6.0, 21.0]  # the overloads name x alike
+    assert ov.twice(x=i).tolist() == [3.0, 6.0, 21.0]  # the overloads of one parameter name x
+    with pytest.raises(TypeError, match=r"^overloads::twice: argument 2 \('s'\): "):
+        ov.twice(v, object())
 
 
 def test_the_plan_names_the_overload_and_two_overloads_share_no_kernel(ov, tdev):

@@ -213,12 +213,13 @@ class Function(BuildFunction):
         try:
             return call_signature(self.id, args)
         except ArgumentError as exc:
-            raise self._naming(exc) from None
+            raise self._naming(exc, len(args)) from None
 
-    def _naming(self, exc: ArgumentError) -> ArgumentError:
-        """``exc`` naming the argument's parameter too, when this function can be reflected."""
+    def _naming(self, exc: ArgumentError, count: int) -> ArgumentError:
+        """``exc`` naming the argument's parameter too, when this function can be reflected
+        (and its overloads of ``count`` parameters name it alike)."""
         try:
-            names = self.parameter_names()
+            names = self.parameter_names(count)
         except Exception:  # e.g. no such function: the error names the argument by index only
             return exc
         return exc.naming(names[exc.index]) if exc.index < len(names) else exc
@@ -297,7 +298,7 @@ class Function(BuildFunction):
         try:
             signature = call_signature(self.id, args)
         except ArgumentError as exc:
-            raise self._naming(exc) from None
+            raise self._naming(exc, len(args)) from None
         try:
             spec = self._specs.get(signature) or self._specialize(signature)
         except ShapeClassError as exc:
