@@ -93,7 +93,8 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         return
     click.echo(f"key        {result['key']}")
     click.echo(f"signature  {result['signature']}")
-    click.echo(f"overload   {plan.overload}")
+    if len(fn.overloads) > 1:
+        click.echo(f"overload   {plan.overload}")
     if result["hit"]:
         click.echo(f"hit: stored with kernels {', '.join(result['kernels'])}")
         return
