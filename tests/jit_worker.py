@@ -35,7 +35,7 @@ def forbid_compile() -> None:
     miss_path.plan_from_signature = refuse
     miss_path.Builder.front_end = refuse
     module.plan_from_signature = refuse
-    module.Module.function_info = refuse
+    module.Module.function_overloads = refuse
 
 
 def forbid_slang() -> None:

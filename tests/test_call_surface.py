@@ -478,7 +478,7 @@ def refuse(*a, **k):
     raise AssertionError("a warm process must not resolve, generate or reflect")
 if sys.argv[3:] == ["warm"]:
     miss_path.kernel_source = miss_path.plan_from_signature = refuse
-    miss_path.Builder.front_end = module.Module.function_info = refuse
+    miss_path.Builder.front_end = module.Module.function_overloads = refuse
 sf = slangspec.load(sys.argv[2], cache_dir=sys.argv[1])
 dev = "cuda" if sf.device_kind == "cuda" else "cpu"
 torch.manual_seed(1)
@@ -571,7 +571,7 @@ def test_output_routes_known_from_the_function_are_the_plans_outputs(sf, tdev):
     ]
     for fn, args in calls:
         plan = fn.plan(*args)
-        assert output_routes(fn.info) == tuple((o.source, o.path) for o in plan.outputs), fn
+        assert output_routes(*fn.overloads) == tuple((o.source, o.path) for o in plan.outputs), fn
 
 
 def test_a_nested_struct_dict_compiles_and_differentiates(sf, tdev):

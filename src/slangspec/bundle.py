@@ -264,7 +264,8 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         if here["sources"] != pre["sources"] or here["defines"] != pre["defines"]:
             skipped.append({"what": what, "why": "its Slang sources differ here"})
             continue
-        planned = plan_from_signature(m.function_info(pre["function"]), pre["signature"])
+        overloads = m.function_overloads(pre["function"])
+        planned = plan_from_signature(overloads, pre["signature"])
         if json.loads(planned.to_json()) != json.loads(e["plan"]):
             why = "its plan is not the one type resolution makes for its call here"
             skipped.append({"what": what, "why": why})
@@ -274,7 +275,8 @@ def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> 
         key = key_of(here)
         cache.insert(key, here, e["plan"], e["kernels"], {"imported": True})
         # Its plan generated the kernels checked above, which call this function of the module.
-        cache.note_fact(m.functions_fact(pre["function"]), {pre["function"]: True})
+        described = [o.to_json() for o in overloads]
+        cache.note_fact(m.functions_fact(pre["function"]), {pre["function"]: described})
         entries += 1
         if e.get("binaries"):
             data, why = _carried(key_here, e, bundle, here["device"])

@@ -26,17 +26,18 @@ def regenerate_source(plan_json: str, preimage: dict[str, Any], label: str) -> s
     return kernel_source(plan, label)
 
 
-def resolved_plan(description: dict[str, Any], preimage: dict[str, Any]) -> str:
+def resolved_plan(description: list[dict[str, Any]], preimage: dict[str, Any]) -> str:
     """The plan, as JSON, type resolution makes for the call ``preimage`` keys from a function's
-    stored ``description``; ValueError when it does not decode or does not take that call."""
+    stored ``description``, one per overload; ValueError when it does not decode or does not
+    take that call."""
     from .specializer import FunctionInfo, plan_from_signature
 
     try:
-        info = FunctionInfo.from_json(description)
+        overloads = [FunctionInfo.from_json(d) for d in description]
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"it does not decode ({type(exc).__name__}: {exc})") from None
     try:
-        return plan_from_signature(info, preimage["signature"]).to_json()
+        return plan_from_signature(overloads, preimage["signature"]).to_json()
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 

@@ -306,7 +306,7 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError], 
         needle = next(iter(spec), function_id)
         try:
             fn = module_for(item, None, None, read_only=True)[item.function]
-            names = [p.name for p in fn.info.params]
+            names = fn.parameter_names(len(spec))
         except Exception as exc:  # the module does not load, or lacks the function
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise fail(f"cannot name {function_id}'s parameters: {message}", needle) from None

@@ -19,9 +19,10 @@ from .tier import Found, Unusable
 Regenerate = Callable[[str, dict[str, Any], str], str]
 """``regenerate(plan_json, preimage, label)``: the kernel source a stored plan generates for a
 label; ValueError when the plan is not a plan for the call the preimage keys."""
-Replan = Callable[[dict[str, Any], dict[str, Any]], str]
+Replan = Callable[[list[dict[str, Any]], dict[str, Any]], str]
 """``replan(description, preimage)``: the plan (as JSON) type resolution makes for the call the
-preimage keys, from the function's description as its module's functions fact keeps it;
+preimage keys, from the function's description (one per overload) as its module's functions
+fact keeps it;
 ValueError when the description does not decode or does not take that call."""
 
 
@@ -144,7 +145,7 @@ def plan_problem(
         return f"kernel sources {named} are not what its plan generates", sources
     pre = row["preimage"]
     described = tier.fact(entry_facts(pre)[0]).get(pre["function"])
-    if replan is None or not isinstance(described, dict):
+    if replan is None or not isinstance(described, list):
         return None, sources
     try:
         expected = replan(described, pre)
@@ -184,7 +185,10 @@ def _fact_shape(name: str, value: dict[str, Any]) -> str | None:
     if not value:
         return "it does not decode, or is not proven"
     if kind == "functions":
-        ok = all(isinstance(v, bool | dict) for v in value.values())
+        ok = all(
+            v is False or (isinstance(v, list) and v and all(isinstance(d, dict) for d in v))
+            for v in value.values()
+        )
     elif kind == "names":
         names_ = value.get("functions")
         ok = isinstance(names_, list) and all(isinstance(n, str) for n in names_)

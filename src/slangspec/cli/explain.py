@@ -36,7 +36,7 @@ def _signature(fn: Any, text: str) -> str:
             elif part:
                 positional.append(part)
         if named:
-            names = [p.name for p in fn.info.params]
+            names = fn.parameter_names(len(positional) + len(named))
             positional = ordered_specs(function_id, positional, named, names)
         return compose_call_signature(function_id, [arg_signature(a) for a in positional])
     except ValueError as exc:
@@ -84,15 +84,17 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         raise UsageProblem(f"FUNCTION: {exc}") from None
     asked = _signature(fn, signature)
     try:
-        fn.plan_for_signature(asked)  # a call it could not make is no miss
+        plan = fn.plan_for_signature(asked)  # a call it could not make is no miss
     except (TypeError, ValueError) as exc:
         raise UsageProblem(f"SIGNATURE: {exc}") from None
-    result = explain_call(fn, asked)
+    result = {**explain_call(fn, asked), "overload": plan.overload}
     if as_json:
         print_json(result)
         return
     click.echo(f"key        {result['key']}")
     click.echo(f"signature  {result['signature']}")
+    if len(fn.overloads) > 1:
+        click.echo(f"overload   {plan.overload}")
     if result["hit"]:
         click.echo(f"hit: stored with kernels {', '.join(result['kernels'])}")
         return

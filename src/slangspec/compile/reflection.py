@@ -229,6 +229,15 @@ class FunctionReflection:
     def is_overloaded(self) -> bool:
         return bool(self._api.spReflectionFunction_isOverloaded(self._handle))
 
+    @property
+    def overloads(self) -> list[FunctionReflection]:
+        """The functions an overloaded name stands for, each reflected on its own."""
+        api, handle = self._api, self._handle
+        return [
+            FunctionReflection(api, api.spReflectionFunction_getOverload(handle, i))
+            for i in range(api.spReflectionFunction_getOverloadCount(handle))
+        ]
+
     def has_modifier_named(self, modifier: str) -> bool:
         found = self._api.spReflectionFunction_FindModifier(self._handle, Modifier[modifier])
         return bool(found)
@@ -279,6 +288,12 @@ class DeclReflection:
     @property
     def name(self) -> str:
         return _text(self._api.spReflectionDecl_getName(self._handle))
+
+    def as_function(self) -> FunctionReflection:
+        """This declaration as the function it declares (a ``func`` one)."""
+        return FunctionReflection(
+            self._api, self._api.spReflectionDecl_castToFunction(self._handle)
+        )
 
     @property
     def children(self) -> Iterator[DeclReflection]:

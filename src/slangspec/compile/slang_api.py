@@ -104,6 +104,8 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
     "spReflectionFunction_GetResultType": (P, [P]),
     "spReflectionFunction_FindModifier": (P, [P, _INT]),
     "spReflectionFunction_isOverloaded": (ctypes.c_bool, [P]),
+    "spReflectionFunction_getOverloadCount": (_UINT, [P]),
+    "spReflectionFunction_getOverload": (P, [P, _UINT]),
     "spReflectionFunction_specializeWithArgTypes": (P, [P, ctypes.c_int64, ctypes.POINTER(P)]),
     "spReflectionVariable_GetType": (P, [P]),
     "spReflectionVariable_FindModifier": (P, [P, _INT]),
@@ -118,6 +120,7 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
     "spReflectionDecl_getChild": (P, [P, _UINT]),
     "spReflectionDecl_getName": (_STR, [P]),
     "spReflectionDecl_getKind": (_UINT, [P]),
+    "spReflectionDecl_castToFunction": (P, [P]),
 }
 
 

@@ -145,7 +145,7 @@ class Buildable(Protocol):
 
     toolchain: dict[str, Any]
 
-    def function_info(self, name: str) -> FunctionInfo: ...
+    def function_overloads(self, name: str) -> tuple[FunctionInfo, ...]: ...
 
     def preimage(self, function: str, signature: str) -> dict[str, Any]: ...
 
@@ -205,9 +205,9 @@ class Builder:
         _log.info("miss %s (key %s): building it", signature, key[:12])
         start = time.perf_counter()
         compile_counts["specialize"] += 1
-        info = m.function_info(function)
+        overloads = m.function_overloads(function)
         described = time.perf_counter()
-        plan = plan_from_signature(info, signature)
+        plan = plan_from_signature(overloads, signature)
         refused = device_problem(plan, m.device_kind)
         if refused is not None:
             raise TypeError(refused)

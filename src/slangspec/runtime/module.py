@@ -119,14 +119,22 @@ class Module(BuildModule):
         """``_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
         self._operator_for(name)
         fn = self._functions.get(name) or self._traced_functions[name]
-        return _layout(fn.info)
+        return fn.agreed("their parameters", _layout)
+
+    @_constant_while_traced
+    def _names_for(self, name: str, count: int) -> tuple[str, ...]:
+        """``parameter_names`` of function ``name`` for a call of ``count`` arguments, for a
+        graph torch is compiling."""
+        self._operator_for(name)
+        fn = self._functions.get(name) or self._traced_functions[name]
+        return tuple(fn.parameter_names(count))
 
     @_constant_while_traced
     def _result_dims_for(self, name: str) -> int:
         """``_result_dims`` of function ``name``, for a graph torch is compiling."""
         self._operator_for(name)
         fn = self._functions.get(name) or self._traced_functions[name]
-        return _result_dims(fn.info)
+        return fn.agreed("their results' shapes", _result_dims)
 
 
 class TracedFunction:
@@ -144,7 +152,7 @@ class TracedFunction:
 
         result = keywords.pop("_result", None)
         if keywords:
-            names = [n for n, *_ in self.module._layout_for(self.name)]
+            names = list(self.module._names_for(self.name, len(args) + len(keywords)))
             args = _bound(self.id, names, args, keywords)
         args = _shaped(args, result, self.module._result_dims_for(self.name))
         out = traced.traced_call(self.module._operator_for(self.name), *args)
@@ -189,18 +197,13 @@ class Function(BuildFunction):
 
     def slang_doc(self) -> str:
         """What the function is in Slang, and how Python calls it."""
-        info = self.info
-        params = ", ".join(
-            ("no_diff " if p.no_diff else "")
-            + ("" if p.direction == "in" else f"{p.direction} ")
-            + f"{p.type.name} {p.name}"
-            for p in info.params
-        )
-        mark = "[Differentiable] " if info.differentiable else ""
+        overloads = self.overloads
+        what = "function" if len(overloads) == 1 else f"function of {len(overloads)} overloads"
+        declared = "".join(f"    {o.declaration}\n" for o in overloads)
         return (
-            f"{self.id}, the Slang function\n\n"
-            f"    {mark}{info.returns.name} {self.name}({params})\n\n"
-            "Call it with torch tensors (vectorized over their leading dimensions), Python "
+            f"{self.id}, the Slang {what}\n\n{declared}\n"
+            + ("" if len(overloads) == 1 else "Each call runs the one its arguments fit. ")
+            + "Call it with torch tensors (vectorized over their leading dimensions), Python "
             "scalars, slangspec.grid, generators (slangspec.call_id(), ...) and dicts for "
             "structs, by position or by parameter name; "
             "_result= a tensor to write the result into, or the result's form (numpy.ndarray, "
@@ -212,25 +215,31 @@ class Function(BuildFunction):
     @property
     def __signature__(self) -> inspect.Signature:
         """The Python call's: every parameter by position or name, then ``_result``."""
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params = [inspect.Parameter(p.name, kind) for p in self.info.params]
         result = inspect.Parameter("_result", inspect.Parameter.KEYWORD_ONLY, default=None)
-        return inspect.Signature([*params, result])
+        try:
+            names = self.parameter_names()
+        except TypeError:  # overloads naming their parameters apart: by position only
+            return inspect.Signature(
+                [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL), result]
+            )
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        return inspect.Signature([*(inspect.Parameter(n, kind) for n in names), result])
 
     def signature(self, *args: Any) -> str:
         """The call signature of calling this function with ``args``."""
         try:
             return call_signature(self.id, args)
         except ArgumentError as exc:
-            raise self._naming(exc) from None
+            raise self._naming(exc, len(args)) from None
 
-    def _naming(self, exc: ArgumentError) -> ArgumentError:
-        """``exc`` naming the argument's parameter too, when this function can be reflected."""
+    def _naming(self, exc: ArgumentError, count: int) -> ArgumentError:
+        """``exc`` naming the argument's parameter too, when this function can be reflected
+        (and its overloads of ``count`` parameters name it alike)."""
         try:
-            params = self.info.params
+            names = self.parameter_names(count)
         except Exception:  # e.g. no such function: the error names the argument by index only
             return exc
-        return exc.naming(params[exc.index].name) if exc.index < len(params) else exc
+        return exc.naming(names[exc.index]) if exc.index < len(names) else exc
 
     def plan(self, *args: Any) -> SpecializationPlan:
         """The specialization plan for ``args``, without compiling anything."""
@@ -308,7 +317,7 @@ class Function(BuildFunction):
         try:
             signature = call_signature(self.id, args)
         except ArgumentError as exc:
-            raise self._naming(exc) from None
+            raise self._naming(exc, len(args)) from None
         try:
             spec = self._specs.get(signature) or self._specialize(signature)
         except ShapeClassError as exc:
@@ -327,22 +336,25 @@ class Function(BuildFunction):
     def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         """The call, made to this generic function named with the generic arguments that its
         arguments give (``get<3>`` for a ``vector<float, N>`` of a tensor ending in 3)."""
-        values = generic_values(self.info, self._declared or {})
+        overloads = self.overloads
+        values = None
+        if len(overloads) == 1:
+            values = generic_values(overloads[0], self._declared or {})
         if values is None:  # not readable off a call: the plan says why
             self._declared = None
             return self(*args, **keywords)
         result = keywords.pop("_result", None)
         if keywords:
-            args = _bound(self.id, [p.name for p in self.info.params], args, keywords)
+            args = _bound(self.id, self.parameter_names(), args, keywords)
         target = self.module[values.named(args).partition("::")[2]]
         return target(*args) if result is None else target(*args, _result=result)
 
     def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         result = keywords.pop("_result", None)
-        names = [p.name for p in self.info.params]
+        names = self.parameter_names(len(args) + len(keywords))
         if keywords:
             args = _bound(self.id, names, args, keywords)
-        out = self(*_shaped(args, result, _result_dims(self.info)))
+        out = self(*_shaped(args, result, self.agreed("their results' shapes", _result_dims)))
         return out if result is None else _returned(self.id, out, result, names, args)
 
     def return_type(self, kind: Any) -> Callable[..., Any]:
@@ -356,7 +368,7 @@ class Function(BuildFunction):
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
         Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
         arguments not mapped broadcast as usual."""
-        return MappedFunction(self, self.id, _layout(self.info), dims, named)
+        return MappedFunction(self, self.id, self.agreed("their parameters", _layout), dims, named)
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _compilers: dict[tuple[int, str], Compiler] = {}
 M = TypeVar("M", bound="BuildModule")
+_A = TypeVar("_A")
 
 
 class UnknownFunctionError(AttributeError, ValueError):
@@ -240,7 +241,7 @@ class BuildModule:
         name = function_name(self.name, name)
         with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
             known = self._known(name)
-        if known is False:
+        if not known:
             raise UnknownFunctionError(self._missing(name))
         return self.function_type(self, name)
 
@@ -257,10 +258,10 @@ class BuildModule:
             why = unspecialized(self._front_end(), self.text.text, ref)
         return missing if why is None else f"module '{self.name}': '{name}': {why}"
 
-    def _known(self, name: str) -> bool | FunctionInfo:
+    def _known(self, name: str) -> tuple[FunctionInfo, ...]:
         """What the cache remembers of function ``name`` for this very module content (else
-        what reflection finds, remembered): False when the module lacks it, its description
-        when it has one, True when it has one that cannot be described (an overload set)."""
+        what reflection finds, remembered): a description of each of its overloads, none
+        where the module lacks it."""
         known = self._remembered(name)
         if known is None:
             # CUDA machines sharing a remote tier reflect a module once, as they build a key
@@ -276,49 +277,44 @@ class BuildModule:
                 known = self._remembered(name)
                 if known is None:
                     known = self._reflect(name)
-                    remembered = known.to_json() if isinstance(known, FunctionInfo) else known
+                    remembered = [info.to_json() for info in known] or False
                     self.cache.note_fact(self.functions_fact(name), {name: remembered})
         return known
 
-    def _remembered(self, name: str) -> bool | FunctionInfo | None:
-        """What the cache remembers of function ``name``; None when nothing usable."""
+    def _remembered(self, name: str) -> tuple[FunctionInfo, ...] | None:
+        """What the cache remembers of function ``name`` (a description of each overload, or
+        False where the module lacks it); None when nothing usable."""
         known = self.cache.fact(self.functions_fact(name), name).get(name)
-        if isinstance(known, dict):
-            try:
-                return FunctionInfo.from_json(known)
-            except (TypeError, KeyError, ValueError):
-                return None
-        return known if isinstance(known, bool) else None
+        if known is False:
+            return ()
+        if not isinstance(known, list):
+            return None
+        try:
+            return tuple(FunctionInfo.from_json(info) for info in known)
+        except (TypeError, KeyError, ValueError):
+            return None
 
-    def _reflect(self, name: str) -> bool | FunctionInfo:
-        from ..specializer.reflect import function_info, has_function
+    def _reflect(self, name: str) -> tuple[FunctionInfo, ...]:
+        from ..specializer.reflect import function_overloads, has_function
 
         front_end = self._front_end()
         if not has_function(front_end, name):
-            return False
-        try:
-            return function_info(front_end, self.name, name, self.text.text) or False
-        except TypeError:
-            return True  # an overload set: function_info explains it where it is called
+            return ()
+        return function_overloads(front_end, self.name, name, self.text.text)
 
     def _front_end(self) -> spy.SlangModule | FrontEnd:
         if self._slang_module is None:
             self._slang_module = self.builder.front_end()
         return self._slang_module
 
-    def function_info(self, name: str) -> FunctionInfo:
-        """The description of function ``name``: from the cache, else reflected (the Slang
-        front-end compiles the module on first use)."""
+    def function_overloads(self, name: str) -> tuple[FunctionInfo, ...]:
+        """The description of each overload of function ``name`` (one for most functions):
+        from the cache, else reflected (the Slang front-end compiles the module on first
+        use)."""
         known = self._known(name)
-        if isinstance(known, FunctionInfo):
-            return known
-        if known is False:
+        if not known:
             raise UnknownFunctionError(self._missing(name))
-        from ..specializer.reflect import function_info
-
-        info = function_info(self._front_end(), self.name, name, self.text.text)
-        assert info is not None, "the module has the function"
-        return info
+        return known
 
     def function_sources(self, function: str) -> dict[str, str]:
         """The sources that key ``function``'s kernels and description: the module's, its own
@@ -373,21 +369,50 @@ class BuildFunction:
         self.module = module
         self.name = name
         self.id = f"{module.name}::{name}"
-        self._info: FunctionInfo | None = None
+        self._overloads: tuple[FunctionInfo, ...] = ()
 
     def __repr__(self) -> str:
         return f"<slangspec.{type(self).__name__} {self.id}>"
 
     @property
-    def info(self) -> FunctionInfo:
-        if self._info is None:
+    def overloads(self) -> tuple[FunctionInfo, ...]:
+        """The description of each overload of this name: one for most functions."""
+        if not self._overloads:
             with needing_slang(f"{self.id}: its description"):
-                self._info = self.module.function_info(self.name)
-        return self._info
+                self._overloads = self.module.function_overloads(self.name)
+        return self._overloads
+
+    def agreed(
+        self,
+        what: str,
+        of: Callable[[FunctionInfo], _A],
+        overloads: Sequence[FunctionInfo] | None = None,
+    ) -> _A:
+        """What ``of`` makes of each overload (of ``overloads``, default all), where they all
+        agree; TypeError naming ``what`` differs between them where they do not."""
+        overloads = overloads or self.overloads
+        made = [of(o) for o in overloads]
+        if any(m != made[0] for m in made[1:]):
+            listed = "".join(f"\n  {o.declaration}" for o in overloads)
+            raise TypeError(f"{self.id}: its overloads differ in {what}:{listed}")
+        return made[0]
+
+    def parameter_names(self, count: int | None = None) -> list[str]:
+        """The names a call's arguments go by: those of the overloads that take ``count``
+        arguments, where given and some do; TypeError where those name them apart."""
+        overloads = [o for o in self.overloads if count is None or len(o.params) == count]
+        return list(
+            self.agreed(
+                "their parameters' names (pass arguments by position)",
+                lambda o: [p.name for p in o.params],
+                overloads,
+            )
+        )
 
     def plan_for_signature(self, signature: str) -> SpecializationPlan:
-        """The specialization plan for a call-signature string, with no tensors at hand."""
-        return plan_from_signature(self.info, signature)
+        """The specialization plan for a call-signature string, with no tensors at hand: of
+        the one overload the call resolves against."""
+        return plan_from_signature(self.overloads, signature)
 
     def cache_key(self, signature: str) -> str:
         """The disk-cache key of this function's specialization for ``signature``."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 import torch._dynamo
@@ -40,7 +40,9 @@ from .shapes import broadcast
 from .specialization import Specialization, leaf_reader
 
 if TYPE_CHECKING:
-    from ..specializer import SpecializationPlan
+    from ..specializer import FunctionInfo, SpecializationPlan
+
+_A = TypeVar("_A")
 
 
 class Traceable(Protocol):
@@ -55,6 +57,8 @@ class Traceable(Protocol):
     def plan_for_signature(self, signature: str) -> SpecializationPlan: ...
 
     def specialization(self, signature: str) -> Specialization: ...
+
+    def agreed(self, what: str, of: Callable[[FunctionInfo], _A]) -> _A: ...
 
 
 _functions: dict[str, Traceable] = {}
@@ -74,8 +78,11 @@ def operator_name(fn: Traceable) -> str:
 def _written(name: str) -> tuple[int, ...]:
     """The positions of the function's written tensor parameters (``IRWTensor``, ``RWTensor``,
     ``IWTensor``, ``WTensor``)."""
-    params = _functions[name].info.params
-    return tuple(k for k, p in enumerate(params) if p.type.interface in WRITTEN_TENSOR_TYPES)
+    return _functions[name].agreed("the tensors they write", _written_of)
+
+
+def _written_of(info: FunctionInfo) -> tuple[int, ...]:
+    return tuple(k for k, p in enumerate(info.params) if p.type.interface in WRITTEN_TENSOR_TYPES)
 
 
 @torch._dynamo.assume_constant_result
@@ -86,7 +93,7 @@ def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
     returns a value, "writing_returning". And the positions of the arguments it writes."""
     fn = _functions[name]
     written = _written(name)
-    routes = output_routes(fn.info)
+    routes = fn.agreed("their outputs", output_routes)
     if routes and routes != ((RESULT, ()),):
         if written:
             raise TypeError(
@@ -97,7 +104,7 @@ def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
         return "outputs", ()
     if not written:
         return "call", written
-    returns = fn.info.returns.kind != "void"
+    returns = fn.agreed("their results", lambda o: o.returns.kind != "void")
     return ("writing_returning" if returns else "writing"), written
 
 
@@ -105,8 +112,10 @@ def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
 def output_layout(name: str) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], bool]:
     """Where the "outputs" operator's tensors go (``output_routes``), and whether the result
     is a struct."""
-    info = _functions[name].info
-    return output_routes(info), info.returns.kind == "struct"
+    fn = _functions[name]
+    return fn.agreed("their outputs", output_routes), fn.agreed(
+        "their results", lambda o: o.returns.kind == "struct"
+    )
 
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
@@ -527,7 +536,8 @@ class _RecordedOutputs(torch.autograd.Function):
 def _overwritten(name: str, kinds: str) -> set[int]:
     """The positions among the packed tensors of those the call's outputs are copied into:
     in ``out``/``inout`` arguments and written differentiable tensors."""
-    written = {k for k, _ in output_routes(_functions[name].info) if k != RESULT}
+    routes = _functions[name].agreed("their outputs", output_routes)
+    written = {k for k, _ in routes if k != RESULT}
     found: set[int] = set()
     count = tensors = 0  # arguments and tensors seen so far
     for entry in kinds.split(",") if kinds else ():

@@ -144,18 +144,35 @@ class GenericParam:
 
 @dataclass(frozen=True)
 class FunctionInfo:
+    """One function, or one overload of those sharing its name. ``elsewhere`` marks an overload
+    the module's own source does not declare: a Slang built-in, or one an import declares."""
+
     module: str
     name: str
     differentiable: bool
     params: tuple[ParamInfo, ...]
     returns: TypeInfo
     generics: tuple[GenericParam, ...] = ()
+    elsewhere: bool = False
+
+    @property
+    def declaration(self) -> str:
+        """The overload as Slang declares it, for plans and messages: ``float twice(int x)``."""
+        mark = "[Differentiable] " if self.differentiable else ""
+        params = ", ".join(
+            ("no_diff " if p.no_diff else "")
+            + ("" if p.direction == "in" else f"{p.direction} ")
+            + f"{p.type.name} {p.name}"
+            for p in self.params
+        )
+        return f"{mark}{self.returns.name} {self.name}({params})"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "module": self.module,
             "name": self.name,
             "differentiable": self.differentiable,
+            "elsewhere": self.elsewhere,
             "params": [
                 {
                     "name": p.name,
@@ -188,9 +205,10 @@ class FunctionInfo:
             params,
             TypeInfo.from_json(data["returns"]),
             generics,
+            data["elsewhere"],
         )
-        plain = [str, str, bool] + [str, bool, str] * len(params)
-        values = [info.module, info.name, info.differentiable]
+        plain = [str, str, bool, bool] + [str, bool, str] * len(params)
+        values = [info.module, info.name, info.differentiable, info.elsewhere]
         for p in params:
             values += [p.name, p.no_diff, p.direction]
         for g in generics:

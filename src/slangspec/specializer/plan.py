@@ -156,6 +156,7 @@ class SpecializationPlan:
     signature: str
     module: str
     function: str
+    overload: str  # the declaration of the overload the call resolved to (FunctionInfo's)
     differentiable: bool
     params: tuple[ParamPlan, ...]
     args: tuple[ArgPlan, ...]
@@ -624,6 +625,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     fn = f"{info.module}::{info.name}"
     if call.function_id != fn:
         raise ValueError(f"call signature is for {call.function_id}, not {fn}")
+    declaration = info.declaration
     given = call.args
     shaped = isinstance(given[-1], ResultForm) if given else False
     if shaped:
@@ -672,6 +674,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         call.text,
         info.module,
         info.name,
+        declaration,
         info.differentiable,
         tuple(params),
         args,
@@ -713,6 +716,48 @@ def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
         f"{fn}: {argument_label(a.index, a.param)}: call_id into {a.slang_type} needs {need}, "
         f"got a {call_rank}-D call"
     )
+
+
+def resolve_overloads(overloads: Sequence[FunctionInfo], call: CallSignature) -> SpecializationPlan:
+    """The plan of the one overload of ``overloads`` that ``call`` resolves against, picked as
+    slangpy picks one: each overload is resolved on its own, and exactly one must fit (one that
+    fits exactly is not preferred to one that takes a conversion, a Python int for a ``float``).
+    A lone function's errors are its own; otherwise a TypeError lists every candidate, with why
+    each refuses the call where none fits, or those that fit where several do."""
+    if not overloads:
+        raise ValueError(f"{call.function_id}: no function to resolve the call against")
+    if len(overloads) == 1:
+        return resolve(overloads[0], call)
+    fn = f"{overloads[0].module}::{overloads[0].name}"
+    if call.function_id != fn:
+        raise ValueError(f"call signature is for {call.function_id}, not {fn}")
+    fits: list[tuple[FunctionInfo, SpecializationPlan]] = []
+    refusals: list[tuple[FunctionInfo, str]] = []
+    for info in overloads:
+        try:
+            fits.append((info, resolve(info, call)))
+        except (TypeError, ValueError) as exc:
+            refusals.append((info, str(exc).removeprefix(f"{fn}: ")))
+    if len(fits) == 1:
+        return fits[0][1]
+    given = ", ".join(_describe(form) for form in call.args) or "no arguments"
+    if fits:
+        listed = "".join(f"\n  {_candidate(info)}" for info, _ in fits)
+        fix = "pass arguments that only one of them takes (a tensor of its parameter's dtype)"
+        if len({info.elsewhere for info, _ in fits}) == 2:
+            fix = "rename the module's function, or " + fix
+        raise TypeError(
+            f"{fn}: the call ({given}) is ambiguous: {len(fits)} of its {len(overloads)} "
+            f"overloads take it, and none is preferred (as in slangpy):{listed}\n{fix}"
+        )
+    listed = "".join(f"\n  {_candidate(info)}: {why}" for info, why in refusals)
+    raise TypeError(f"{fn}: none of its {len(overloads)} overloads takes ({given}):{listed}")
+
+
+def _candidate(info: FunctionInfo) -> str:
+    """An overload as a message lists it."""
+    where = " (not declared in the module: a Slang built-in, or an import's)"
+    return info.declaration + (where if info.elsewhere else "")
 
 
 def _inferred(info: FunctionInfo, call: CallSignature) -> FunctionInfo:
@@ -822,6 +867,11 @@ def device_problem(plan: SpecializationPlan, device: str) -> str | None:
     return None
 
 
-def plan_from_signature(info: FunctionInfo, signature: str) -> SpecializationPlan:
-    """Build the plan from a call-signature string alone, with no tensors at hand."""
-    return resolve(info, parse_call_signature(signature))
+def plan_from_signature(
+    overloads: FunctionInfo | Sequence[FunctionInfo], signature: str
+) -> SpecializationPlan:
+    """Build the plan from a call-signature string alone, with no tensors at hand, for a
+    function or the one of its overloads the call resolves against."""
+    if isinstance(overloads, FunctionInfo):
+        overloads = (overloads,)
+    return resolve_overloads(overloads, parse_call_signature(signature))

@@ -7,6 +7,7 @@ whose functions the cache already describes runs none of it."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +33,11 @@ _SLANG_NAMES = dict(SLANG_NAME_OF_REFLECTED)
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
 
 
-def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) -> TypeInfo:
-    """Classify one reflected type of ``layout``."""
+def type_info(
+    t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0, structs: bool = True
+) -> TypeInfo:
+    """Classify one reflected type of ``layout``; a struct as "other" unless ``structs`` (Slang
+    crashes reading some of its built-in generic structs, ``CoopVec<T, N>``)."""
     full = t.full_name
     kind = t.kind.name
     if kind == "scalar":
@@ -54,7 +58,7 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
             return TypeInfo("matrix", full, scalar, (rows, cols))
         return TypeInfo("other", full)
     if kind == "array":
-        element = type_info(t.element_type, layout, depth + 1)
+        element = type_info(t.element_type, layout, depth + 1, structs)
         count = _count(t, "element_count")
         if element.kind in VALUE_KINDS and count > 0:
             return TypeInfo("array", full, element.scalar, (count, *element.shape))
@@ -65,7 +69,7 @@ def type_info(t: spy.TypeReflection, layout: spy.ProgramLayout, depth: int = 0) 
         if element in SLANG:
             return TypeInfo("tensor", full, element, (), m.group(1), int(m.group(3)))
         return TypeInfo("other", full)
-    if kind == "struct" and depth < 8:
+    if kind == "struct" and structs and depth < 8:
         fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)
         differentiable = _differentiable(layout, t)
         return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
@@ -129,31 +133,49 @@ def has_function(module: spy.SlangModule, name: str) -> bool:
     return module.layout.find_function_by_name(name) is not None
 
 
-def function_info(
+def function_overloads(
     module: spy.SlangModule, module_name: str, name: str, text: str = ""
-) -> FunctionInfo | None:
-    """Reflect ``name`` in ``module``, whose own source is ``text``; None when the module has no
-    such function."""
+) -> tuple[FunctionInfo, ...]:
+    """Reflect every overload of ``name`` in ``module``, whose own source is ``text``, ordered
+    by declaration (so both front-ends list them alike); () when the module has no such
+    function. Where the module's own function shares its name with Slang's built-ins, these
+    are among the overloads, as a call's resolution sees them."""
     f = module.layout.find_function_by_name(name)
     if f is None:
-        return None
-    if f.is_overloaded:
-        own = sum(d.kind.name == "func" and d.name == name for d in module.module_decl.children)
-        if own <= 1:
-            raise TypeError(
-                f"{module_name}::{name} shares its name with a function Slang declares itself "
-                f"(its built-in {name}); rename it"
-            )
-        raise TypeError(
-            f"{module_name}::{name} is overloaded; slangspec calls only functions with one overload"
+        return ()
+    if not f.is_overloaded:
+        return (_describe(module.layout, f, module_name, name, declared_generics(text, name)),)
+    own = {
+        tuple(p.type.full_name for p in d.as_function().parameters)
+        for d in module.module_decl.children
+        if d.kind.name == "func" and d.name == name
+    }
+    declared = declared_generics(text, name)
+    overloads = []
+    for o in f.overloads:
+        types = tuple(p.type.full_name for p in o.parameters)
+        generic = any(
+            p.type.kind.name == "none" and t.isidentifier()
+            for p, t in zip(o.parameters, types, strict=True)
         )
+        mine = types in own or (generic and bool(declared))
+        info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine)
+        overloads.append(replace(info, elsewhere=not mine))
+    return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
+
+
+def _describe(
+    layout: spy.ProgramLayout,
+    f: spy.FunctionReflection,
+    module_name: str,
+    name: str,
+    declared: dict[str, str],
+    structs: bool = True,
+) -> FunctionInfo:
+    """One function (one overload), its generics' constraints as ``declared``; its struct types
+    described field by field where ``structs``, else as "other"."""
     params = tuple(
-        ParamInfo(
-            p.name,
-            type_info(p.type, module.layout),
-            _has(p, "nodiff"),
-            _direction(p),
-        )
+        ParamInfo(p.name, type_info(p.type, layout, 0, structs), _has(p, "nodiff"), _direction(p))
         for p in f.parameters
     )
     return FunctionInfo(
@@ -161,8 +183,8 @@ def function_info(
         name,
         _has(f, "differentiable"),
         params,
-        type_info(f.return_type, module.layout),
-        _generics(module.layout, f, params, declared_generics(text, name)),
+        type_info(f.return_type, layout, 0, structs),
+        _generics(layout, f, params, declared),
     )
 
 
