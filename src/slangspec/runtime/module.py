@@ -154,7 +154,7 @@ class TracedFunction:
         if keywords:
             names = list(self.module._names_for(self.name, len(args) + len(keywords)))
             args = _bound(self.id, names, args, keywords)
-        args = _shaped(args, result, self.module._result_dims_for(self.name))
+        args = _shaped(args, result, functools.partial(self.module._result_dims_for, self.name))
         out = traced.traced_call(self.module._operator_for(self.name), *args)
         return out if result is None else _returned(self.id, out, result)
 
@@ -354,7 +354,8 @@ class Function(BuildFunction):
         names = self.parameter_names(len(args) + len(keywords))
         if keywords:
             args = _bound(self.id, names, args, keywords)
-        out = self(*_shaped(args, result, self.agreed("their results' shapes", _result_dims)))
+        shapes = functools.partial(self.agreed, "their results' shapes", _result_dims)
+        out = self(*_shaped(args, result, shapes))
         return out if result is None else _returned(self.id, out, result, names, args)
 
     def return_type(self, kind: Any) -> Callable[..., Any]:
@@ -392,15 +393,16 @@ def _result_dims(info: FunctionInfo) -> int:
     return len(info.returns.shape) if info.returns.kind in VALUE_KINDS else 0
 
 
-def _shaped(args: tuple[Any, ...], result: Any, elem_dims: int) -> tuple[Any, ...]:
+def _shaped(args: tuple[Any, ...], result: Any, elem_dims: Callable[[], int]) -> tuple[Any, ...]:
     """``args``, and after them the call shape of ``result`` (its dimensions before its
-    ``elem_dims`` element ones), where an argument is a generator: generators have no shape,
+    ``elem_dims()`` element ones), where an argument is a generator: generators have no shape,
     so ``_result=`` gives the call its shape, as in slangpy."""
-    if not isinstance(result, torch.Tensor) or result.dim() < elem_dims:
+    if not isinstance(result, torch.Tensor) or not any(_generates(a) for a in args):
         return args
-    if not any(_generates(a) for a in args):
+    dims = elem_dims()
+    if result.dim() < dims:
         return args
-    return (*args, result_shape(result.shape[: result.dim() - elem_dims]))
+    return (*args, result_shape(result.shape[: result.dim() - dims]))
 
 
 def _generates(value: Any) -> bool:
