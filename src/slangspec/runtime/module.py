@@ -33,7 +33,7 @@ from ..signature_text import (
 )
 from ..signatures import ArgumentError, call_signature, result_shape
 from ..specializer import SpecializationPlan
-from ..specializer.generic_values import declares_values, generic_values
+from ..specializer.generic_values import GenericValues, declares_values, generic_values
 from ..specializer.info import VALUE_KINDS, FunctionInfo
 from ..specializer.plan import ShapeClassError
 from ..specializer.reflect import declared_generics
@@ -194,6 +194,7 @@ class Function(BuildFunction):
         declared = declared_generics(module.text.text, name) if "<" not in name else {}
         self._declared = declared if declares_values(declared) else None
         """A generic function's parameters, where a call's arguments give its values."""
+        self._values: GenericValues | None = None
 
     def slang_doc(self) -> str:
         """What the function is in Slang, and how Python calls it."""
@@ -336,13 +337,15 @@ class Function(BuildFunction):
     def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         """The call, made to this generic function named with the generic arguments that its
         arguments give (``get<3>`` for a ``vector<float, N>`` of a tensor ending in 3)."""
-        overloads = self.overloads
-        values = None
-        if len(overloads) == 1:
-            values = generic_values(overloads[0], self._declared or {})
-        if values is None:  # not readable off a call: the plan says why
-            self._declared = None
-            return self(*args, **keywords)
+        values = self._values
+        if values is None:
+            overloads = self.overloads
+            if len(overloads) == 1:
+                values = generic_values(overloads[0], self._declared or {})
+            if values is None:  # not readable off a call: the plan says why
+                self._declared = None
+                return self(*args, **keywords)
+            self._values = values
         result = keywords.pop("_result", None)
         if keywords:
             args = _bound(self.id, self.parameter_names(), args, keywords)
