@@ -71,8 +71,8 @@ def test_signature_forms_name_the_kind_and_dims_never_values():
         assert format_arg(parse_arg(text)) == text
 
 
-def test_the_result_shape_joins_the_signature_only_for_generators(m):
-    r = torch.empty(4, 3, dtype=torch.int32)
+def test_the_result_shape_joins_the_signature_only_for_generators(m, tdev):
+    r = torch.empty(4, 3, dtype=torch.int32, device=tdev)
     assert m.hash3.signature(slangspec.wang_hash(3)) == "generators::hash3 call wang_hash[D3]"
     m.hash3(slangspec.wang_hash(3), _result=r)
     assert "generators::hash3 call wang_hash[D3] _result[D1]" in m.hash3._specs
@@ -102,15 +102,21 @@ def test_rand_float_values_lie_in_the_range(m, tdev):
 
 
 def test_call_id_and_thread_id_values(m, tdev):
-    ids = m.ids3(slangspec.call_id(), _result=torch.empty(2, 3, 4, 3, dtype=torch.int32))
+    ids = m.ids3(
+        slangspec.call_id(), _result=torch.empty(2, 3, 4, 3, dtype=torch.int32, device=tdev)
+    )
     expected = np.flip(np.indices((2, 3, 4)).transpose(1, 2, 3, 0), axis=-1)
     np.testing.assert_array_equal(ids.cpu().numpy(), expected)
-    ids2 = m.ids3(slangspec.call_id(), _result=torch.empty(2, 5, 3, dtype=torch.int32))
+    ids2 = m.ids3(slangspec.call_id(), _result=torch.empty(2, 5, 3, dtype=torch.int32, device=tdev))
     expected2 = np.stack([np.indices((2, 5))[1], np.indices((2, 5))[0], np.zeros((2, 5))], -1)
     np.testing.assert_array_equal(ids2.cpu().numpy(), expected2)
-    pairs = m.pair(slangspec.call_id(), _result=torch.empty(3, 2, 2, dtype=torch.int32))
+    pairs = m.pair(
+        slangspec.call_id(), _result=torch.empty(3, 2, 2, dtype=torch.int32, device=tdev)
+    )
     np.testing.assert_array_equal(pairs.cpu().numpy(), np.indices((3, 2)).transpose(1, 2, 0))
-    tid = m.ids3(slangspec.thread_id(), _result=torch.empty(2, 3, 3, dtype=torch.int32))
+    tid = m.ids3(
+        slangspec.thread_id(), _result=torch.empty(2, 3, 3, dtype=torch.int32, device=tdev)
+    )
     expected3 = np.stack([np.arange(6), np.zeros(6), np.zeros(6)], -1).reshape(2, 3, 3)
     np.testing.assert_array_equal(tid.cpu().numpy(), expected3)
 
@@ -143,9 +149,12 @@ def test_a_generator_gets_no_gradient_and_the_backward_sees_its_values(m, tdev):
 def test_under_torch_compile_fullgraph(m, tdev):
     def calls(x: torch.Tensor):
         h = m.hash3(
-            slangspec.wang_hash(seed=9, warmup=2), _result=torch.empty(5, 3, dtype=torch.int32)
+            slangspec.wang_hash(seed=9, warmup=2),
+            _result=torch.empty(5, 3, dtype=torch.int32, device=tdev),
         )
-        ids = m.ids3(slangspec.call_id(), _result=torch.empty(2, 2, 3, dtype=torch.int32))
+        ids = m.ids3(
+            slangspec.call_id(), _result=torch.empty(2, 2, 3, dtype=torch.int32, device=tdev)
+        )
         g = m.at(slangspec.grid((2, 2), offset=(1, 1), stride=(3, 3)))
         s = m.scaled(slangspec.rand_float(0.5, 1.5, seed=4), x)
         return h, ids, g, s
@@ -163,11 +172,16 @@ def test_a_fresh_load_finds_every_generator_call_cached(tmp_path, tdev):
     cache = str(tmp_path / "cache")
 
     def calls(mod):
-        mod.hash3(slangspec.wang_hash(3, seed=1), _result=torch.empty(4, 3, dtype=torch.int32))
-        mod.ids3(slangspec.call_id(), _result=torch.empty(2, 2, 3, dtype=torch.int32))
-        mod.rand3(slangspec.rand_float(), _result=torch.empty(4, 3))
+        mod.hash3(
+            slangspec.wang_hash(3, seed=1),
+            _result=torch.empty(4, 3, dtype=torch.int32, device=tdev),
+        )
+        mod.ids3(slangspec.call_id(), _result=torch.empty(2, 2, 3, dtype=torch.int32, device=tdev))
+        mod.rand3(slangspec.rand_float(), _result=torch.empty(4, 3, device=tdev))
         mod.at(slangspec.grid((2, 2), stride=(2, 2)))
-        return mod.hash3(slangspec.thread_id(), _result=torch.empty(3, 3, dtype=torch.int32))
+        return mod.hash3(
+            slangspec.thread_id(), _result=torch.empty(3, 3, dtype=torch.int32, device=tdev)
+        )
 
     first = calls(slangspec.load_source("generators", SOURCE, cache_dir=cache))
     before = {k: compile_counts[k] for k in ("specialize", "codegen")}
@@ -176,7 +190,7 @@ def test_a_fresh_load_finds_every_generator_call_cached(tmp_path, tdev):
     torch.testing.assert_close(first, again)
 
 
-def test_a_manifest_warms_generator_calls(tmp_path):
+def test_a_manifest_warms_generator_calls(tmp_path, tdev):
     from slangspec.warm import parse_manifest, warm
 
     (tmp_path / "g.slang").write_text(SOURCE.replace("import slangpy;", ""))
@@ -195,7 +209,7 @@ def test_a_manifest_warms_generator_calls(tmp_path):
     assert [r.status for r in warm(items, cache_dir=cache)] == ["built"] * 3
     mod = slangspec.load(tmp_path / "g.slang", cache_dir=cache)
     before = compile_counts["specialize"], compile_counts["codegen"]
-    mod.hash3(slangspec.wang_hash(3), _result=torch.empty(2, 3, dtype=torch.int32))
+    mod.hash3(slangspec.wang_hash(3), _result=torch.empty(2, 3, dtype=torch.int32, device=tdev))
     mod.at(slangspec.grid((2, 2), offset=(1, 1)))
     assert (compile_counts["specialize"], compile_counts["codegen"]) == before
 
@@ -204,11 +218,11 @@ def fails(exc: type[Exception], message: str):
     return pytest.raises(exc, match=re.escape(message))
 
 
-def test_a_generator_into_a_parameter_it_cannot_fill_names_the_argument(m):
+def test_a_generator_into_a_parameter_it_cannot_fill_names_the_argument(m, tdev):
     with fails(TypeError, "generators::pick: argument 2 ('v'): expected a parameter call_id fills"):
         m.pick(slangspec.grid((2,)), slangspec.call_id())
     with fails(TypeError, "argument 1 ('v'): expected a parameter rand_float fills (a float, or"):
-        m.hash1(slangspec.rand_float(), _result=torch.empty(2, dtype=torch.int32))
+        m.hash1(slangspec.rand_float(), _result=torch.empty(2, dtype=torch.int32, device=tdev))
     with fails(TypeError, "argument 1 ('v'): expected a parameter rand_float fills"):
         m.half_noise(slangspec.rand_float())
     with fails(
@@ -225,18 +239,18 @@ def test_a_generator_into_a_parameter_it_cannot_fill_names_the_argument(m):
         m.put(slangspec.wang_hash(), 1)
 
 
-def test_wrong_dims_name_the_argument(m):
+def test_wrong_dims_name_the_argument(m, tdev):
     with fails(
         TypeError,
         "generators::hash3: argument 1 ('v'): expected a parameter of 2 components for "
         "wang_hash(dims=2), got vector<uint,3>",
     ):
-        m.hash3(slangspec.wang_hash(2), _result=torch.empty(2, 3, dtype=torch.int32))
+        m.hash3(slangspec.wang_hash(2), _result=torch.empty(2, 3, dtype=torch.int32, device=tdev))
     with fails(TypeError, "argument 1 ('v'): expected a parameter of 1 component for rand_float"):
         m.rand3(slangspec.rand_float(dim=1))
 
 
-def test_call_id_needs_a_call_shape_of_its_rank(m):
+def test_call_id_needs_a_call_shape_of_its_rank(m, tdev):
     with fails(
         TypeError,
         "generators::ids3: argument 1 ('v'): call_id into vector<int,3> needs a call shape, "
@@ -248,7 +262,7 @@ def test_call_id_needs_a_call_shape_of_its_rank(m):
         "generators::ids3: argument 1 ('v'): call_id into vector<int,3> needs an int[N], or an "
         "intN or int(N+1) vector, for an N-D call, got a 1-D call",
     ):
-        m.ids3(slangspec.call_id(), _result=torch.empty(4, 3, dtype=torch.int32))
+        m.ids3(slangspec.call_id(), _result=torch.empty(4, 3, dtype=torch.int32, device=tdev))
 
 
 def test_bad_grid_offsets_and_strides(m):
@@ -273,12 +287,12 @@ def test_bad_generator_options():
         slangspec.rand_float("a")
 
 
-def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path):
+def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path, tdev):
     from slangspec.explain import explain
 
     mod = slangspec.load_source("explained", SOURCE, cache_dir=str(tmp_path / "cache"))
     mod.at(slangspec.grid((2, 2), offset=(1, 0)))
-    mod.hash3(slangspec.wang_hash(3), _result=torch.empty(2, 3, dtype=torch.int32))
+    mod.hash3(slangspec.wang_hash(3), _result=torch.empty(2, 3, dtype=torch.int32, device=tdev))
     assert explain(mod.at, "explained::at call grid[D2,strided]")["hit"]
     assert explain(mod.hash3, "explained::hash3 call wang_hash[D3] _result[D1]")["hit"]
     missed = explain(mod.at, "explained::at call grid[D2]")
