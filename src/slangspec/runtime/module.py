@@ -115,6 +115,15 @@ class Module(BuildModule):
         return traced.operator_name(fn)
 
     @_constant_while_traced
+    def _generic_values_for(self, name: str) -> tuple[str, tuple[Any, ...]] | None:
+        """``generic_values`` of function ``name`` as plain data, for a graph torch is
+        compiling."""
+        self._operator_for(name)
+        fn = self._functions.get(name) or self._traced_functions[name]
+        values = fn.generic_values()
+        return None if values is None else (values.name, values.sources)
+
+    @_constant_while_traced
     def _layout_for(self, name: str) -> Layout:
         """``_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
         self._operator_for(name)
@@ -154,6 +163,11 @@ class TracedFunction:
         if keywords:
             names = list(self.module._names_for(self.name, len(args) + len(keywords)))
             args = _bound(self.id, names, args, keywords)
+        values = self.module._generic_values_for(self.name)
+        if values is not None:
+            named = GenericValues(*values).named(args).partition("::")[2]
+            target = TracedFunction(self.module, named)
+            return target(*args) if result is None else target(*args, _result=result)
         args = _shaped(args, result, functools.partial(self.module._result_dims_for, self.name))
         out = traced.traced_call(self.module._operator_for(self.name), *args)
         return out if result is None else _returned(self.id, out, result)
@@ -334,18 +348,23 @@ class Function(BuildFunction):
             args = spec.leaves(args)
         return spec(args)
 
+    def generic_values(self) -> GenericValues | None:
+        """Where a call's arguments give this generic function its value parameters; None
+        for a function they do not name (not generic, or not readable off a call)."""
+        if self._values is None and self._declared is not None:
+            overloads = self.overloads
+            if len(overloads) == 1:
+                self._values = generic_values(overloads[0], self._declared)
+            if self._values is None:  # not readable off a call: the plan says why
+                self._declared = None
+        return self._values
+
     def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
         """The call, made to this generic function named with the generic arguments that its
         arguments give (``get<3>`` for a ``vector<float, N>`` of a tensor ending in 3)."""
-        values = self._values
+        values = self.generic_values()
         if values is None:
-            overloads = self.overloads
-            if len(overloads) == 1:
-                values = generic_values(overloads[0], self._declared or {})
-            if values is None:  # not readable off a call: the plan says why
-                self._declared = None
-                return self(*args, **keywords)
-            self._values = values
+            return self(*args, **keywords)
         result = keywords.pop("_result", None)
         if keywords:
             args = _bound(self.id, self.parameter_names(), args, keywords)
