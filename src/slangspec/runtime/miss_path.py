@@ -528,6 +528,7 @@ class Builder:
                 self._forget_session()
                 return None  # built again from the plan, where a failure that stays is raised
             self._keep_binary(key, label, kernel)
+            self.cache.enforce_bound()  # the compile kept Slang's caches and a cubin
             return kernel
         if not quiet and self.cache.names(key, name):
             warnings.warn(
