@@ -551,21 +551,25 @@ class Builder:
         }
         self.cache.amend(key, binary_added(label, binary))
 
-    def load_binary(self, key: str, label: str, binary: dict[str, Any]) -> DriverKernel | None:
-        """The kernel from its cached cubin; None (the binary dropped, with a warning) when the
-        file is missing or damaged or the driver refuses it."""
+    def load_binary(
+        self, key: str, label: str, binary: dict[str, Any]
+    ) -> DriverKernel | Unloaded | None:
+        """The kernel from its cached cubin (not loaded where this process runs nothing);
+        None (the binary dropped, with a warning) when the file is missing or damaged or the
+        driver refuses it."""
         data = self.cache.read_blob(binary["file"])
         why = "missing or damaged"
         if data is None and not self.cache.names(key, binary["file"]):
             return None  # evicted by another process since this one read the entry
         if data is not None:
-            # Backward runs on torch's autograd thread, which may have no current context.
-            make_current(self.module.context)
             try:
                 entry = binary.get("entry", ENTRY_POINT)
-                return DriverKernel.from_binary(
-                    CachedBinary(data, binary["layout"], binary["group"], entry)
-                )
+                cached = CachedBinary(data, binary["layout"], binary["group"], entry)
+                if self.module.builds_only:
+                    return Unloaded(cached)  # kept already, and this process runs nothing
+                # Backward runs on torch's autograd thread, which may have no current context.
+                make_current(self.module.context)
+                return DriverKernel.from_binary(cached)
             except (CudaDriverError, Unpackable, KeyError, TypeError, ValueError) as exc:
                 why = f"unusable ({exc})"
         warnings.warn(
