@@ -11,6 +11,8 @@ import torch
 # The suite makes what CUDA builds need itself, whatever an install prepared (test_prepared.py
 # tests reading prepared files).
 os.environ["SLANGSPEC_PREPARED_DIR"] = os.path.join(tempfile.gettempdir(), "slangspec-unprepared")
+# Processes of the suite build in-process; test_compile_server.py starts servers of its own.
+os.environ["SLANGSPEC_COMPILE_SERVER"] = "off"
 DEVICE_KIND = os.environ.get("SLANGSPEC_DEVICE", "vulkan")
 TORCH_DEVICE = "cuda" if DEVICE_KIND == "cuda" else "cpu"
 

@@ -25,6 +25,8 @@ BAD = {
     "SLANGSPEC_REMOTE_TRUST_ALL": "yes",
     "SLANGSPEC_SECRET": "short",
     "SLANGSPEC_LOG": "loud",
+    "SLANGSPEC_COMPILE_SERVER": "sometimes",
+    "SLANGSPEC_SERVE_IDLE": "-5",
 }
 KEY = secrets.token_hex(32)
 """What the secrets' example describes."""
@@ -41,6 +43,8 @@ EXAMPLE_READS = {
     "SLANGSPEC_SECRET": KEY.encode(),
     "SLANGSPEC_LOG": "info",
     "SLANGSPEC_PREPARED_DIR": "/opt/slangspec-prepared",
+    "SLANGSPEC_COMPILE_SERVER": "off",
+    "SLANGSPEC_SERVE_IDLE": 1800.0,
 }
 
 

@@ -230,6 +230,8 @@ def _prepare(cuda: bool, output: int | None) -> None:
         os.dup2(output, 1)
         os.dup2(output, 2)
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    # Workers build side by side; one server would take their builds one at a time.
+    os.environ["SLANGSPEC_COMPILE_SERVER"] = "off"
     if cuda and os.environ.get("SLANGSPEC_CUDA_ARCH") is None:
         # Device 0 is torch's current device in a new process. Without a driver or a GPU this
         # leaves the worker as it was; its first build reports why.

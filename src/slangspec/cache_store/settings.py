@@ -24,6 +24,7 @@ DEVICE_KINDS = ("cuda", "vulkan")
 REMOTE_MODES = ("readwrite", "read")
 REMOTE_SCHEMES = ("redis", "rediss", "unix")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+SERVER_MODES = ("auto", "use", "off")
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,24 @@ SETTINGS: dict[str, Setting] = {
             f"at least {MIN_SECRET_BYTES} bytes",
             "the key of the MAC that lets cubins travel in bundles; the same on both machines",
             secret=True,
+        ),
+        Setting(
+            "SLANGSPEC_COMPILE_SERVER",
+            _choice(*SERVER_MODES, any_case=True),
+            "auto",
+            "off",
+            f"one of {', '.join(SERVER_MODES)}",
+            "CUDA builds of a miss through the user's compile server of this cache root "
+            "(`specialize serve`): `auto` asks it and starts it on the first miss when none "
+            "runs, `use` only asks one that runs, `off` builds in the process",
+        ),
+        Setting(
+            "SLANGSPEC_SERVE_IDLE",
+            _positive_duration,
+            600.0,
+            "30m",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long the compile server waits for a request before it exits (10 min by default)",
         ),
         Setting(
             "SLANGSPEC_LOG",

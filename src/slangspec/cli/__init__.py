@@ -17,6 +17,7 @@ from .cache import cache
 from .common import UsageProblem
 from .explain import explain
 from .prepare import prepare
+from .serve import serve
 from .warm import warm
 
 
@@ -39,6 +40,7 @@ main.add_command(warm)
 main.add_command(cache)
 main.add_command(explain)
 main.add_command(prepare)
+main.add_command(serve)
 
 
 def run(args: Sequence[str] | None = None) -> NoReturn:

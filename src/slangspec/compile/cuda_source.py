@@ -155,6 +155,11 @@ def _loaded(
     return loaded
 
 
+def held_modules() -> list[str]:
+    """The names of the user modules whose sessions this process keeps."""
+    return [key[3].name for key in _sessions]
+
+
 def forget(module: ModuleText, content: str) -> None:
     """Drop the kept sessions of ``module`` with ``content`` (on the session's thread, or
     before any is made): after a failed build, the next loads everything afresh."""

@@ -289,6 +289,11 @@ _precompiled: dict[str, _Precompiled] = {}
 _warmed: set[str] = set()
 
 
+def precompiled_archs() -> list[str]:
+    """The architectures this process holds the CUDA prelude precompiled for."""
+    return list(_precompiled)
+
+
 def warm_up(arch: str, prelude: str | None = None) -> None:
     """Start NVRTC (its first compile in a process costs about 0.2 s more than later ones) on
     a thread of its own, so that it starts while Slang works: with ``prelude``, by

@@ -7,6 +7,8 @@ process) or "taken" (built by another process while this one waited on the lease
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import logging
 import tempfile
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     import slangpy as spy
 
     from ..compile.cuda_build import BuiltKernel
+    from ..compile.cuda_source import Kernel as KernelSource
     from ..compile.reflection import FrontEnd
     from ..compiler import CompiledKernel, Compiler
 
@@ -483,19 +486,91 @@ class Builder:
     def _cuda_built(self, sources: dict[str, str], apart: Apart | None) -> dict[str, Kernel]:
         """Build the kernels ``sources`` holds (by name) for the GPU's architecture in one
         compile (Slang's C API, then NVRTC: no slangpy device), loaded into torch's context."""
-        from ..compile.cuda_build import build
+        from ..compile.cuda_build import build, prelude_path
         from ..compile.cuda_source import Kernel as KernelSource
 
         m = self.module
         guard, paths, text, kernel_dir = self._cuda_places(apart)
-        prelude = self._start_nvrtc(guard)
         library = self._cuda_library(guard, text)
         kernels = [KernelSource(n, src, kernel_dir / f"{n}.slang") for n, src in sources.items()]
-        built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
+        prelude = prelude_path(guard, m.toolchain)
+        built = None if apart else self._served_build(text, kernels, paths, library, prelude)
+        if built is None:
+            self._start_nvrtc(guard)
+            built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
         if not apart:
             self.cache.files.note_compiled(m.module_names)
             self.cache.files.note_kept(prelude)
         return {name: self._launchable(b) for name, b in built.items()}
+
+    def _server_request(
+        self, op: str, text: ModuleText, paths: list[Path], library: Path | None
+    ) -> dict[str, Any]:
+        m = self.module
+        return {
+            "op": op,
+            "module": {"name": text.name, "path": str(text.path), "text": text.text},
+            "module_name": m.name,
+            "include_paths": [str(p) for p in paths],
+            "defines": dict(m.defines),
+            "library": None if library is None else str(library),
+            "content": m.content,
+        }
+
+    def described_by_server(self, function: str) -> tuple[FunctionInfo, ...] | None:
+        """Each overload of ``function`` as the user's compile server reflects it; None when
+        this process reflects it itself (``server_client.ask``)."""
+        from ..compile.server_client import ask
+
+        guard, paths, text, _ = self._cuda_places(None)
+        library = self._cuda_library(guard, text)
+        self._module_written()
+        request = {**self._server_request("describe", text, paths, library), "function": function}
+        reply = ask(self.cache.root, request, self.module.arch)
+        if reply is None:
+            return None
+        try:
+            overloads = reply["overloads"]
+            found = () if overloads is False else tuple(map(FunctionInfo.from_json, overloads))
+        except (TypeError, KeyError, ValueError):
+            return None
+        compile_counts["served"] += 1
+        return found
+
+    def _served_build(
+        self,
+        text: ModuleText,
+        kernels: list[KernelSource],
+        paths: list[Path],
+        library: Path | None,
+        prelude: Path,
+    ) -> dict[str, BuiltKernel] | None:
+        """``kernels`` built by the user's compile server; None when this process builds them
+        itself (``server_client.ask``)."""
+        from ..compile.cuda_build import BuiltKernel
+        from ..compile.server_client import ask
+
+        request = {
+            **self._server_request("build", text, paths, library),
+            "kernels": [{"name": k.name, "source": k.source, "path": str(k.path)} for k in kernels],
+            "arch": self.module.arch,
+            "prelude": str(prelude),
+        }
+        reply = ask(self.cache.root, request, self.module.arch)
+        if reply is None:
+            return None
+        try:
+            built = {
+                k.name: BuiltKernel(
+                    base64.b64decode(b["cubin"], validate=True), b["entry"], b["layout"], b["group"]
+                )
+                for k in kernels
+                for b in (reply["kernels"][k.name],)
+            }
+        except (TypeError, KeyError, ValueError, binascii.Error):
+            return None
+        compile_counts["served"] += len(built)
+        return built
 
     def _launchable(self, built: BuiltKernel) -> DriverKernel | Unloaded:
         """The kernel loaded into torch's context; only kept where this process builds for

@@ -297,6 +297,10 @@ class BuildModule:
     def _reflect(self, name: str) -> tuple[FunctionInfo, ...]:
         from ..specializer.reflect import function_overloads, has_function
 
+        if self.device_kind == "cuda" and self._slang_module is None:
+            served = self.builder.described_by_server(name)
+            if served is not None:
+                return served
         front_end = self._front_end()
         if not has_function(front_end, name):
             return ()

@@ -1,0 +1,281 @@
+"""The compile server: one process per user and cache root that keeps Slang's session, the
+modules it loaded and NVRTC (its CUDA prelude precompiled) warm between the user's processes,
+and builds CUDA kernels for them.
+
+Requests are plain data (``frames``): ``describe`` a module's function, ``build`` kernels into
+one cubin, ``status``, ``stop``. Only a process of the server's own user is answered (its peer
+credentials are checked on every connection). While it works on a request the server sends a
+heartbeat every ``HEARTBEAT_S``, so a client tells a busy server from a stopped one. It exits
+after ``SLANGSPEC_SERVE_IDLE`` without requests, or as soon as its socket is no longer its own.
+
+    python -m slangspec.compile.server --cache-dir DIR [--arch sm_90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import logging
+import os
+import resource
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..cache_store.settings import setting
+from ..module_text import ModuleText
+from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
+from .server_place import ServerPlace, server_place
+
+HEARTBEAT_S = 0.5
+_log = logging.getLogger("slangspec.server")
+
+
+class CompileServer:
+    def __init__(self, place: ServerPlace, idle_s: float) -> None:
+        self.place = place
+        self.idle_s = idle_s
+        self.started = time.time()
+        self.last_request = time.monotonic()
+        self.requests = 0
+        self.refused = 0
+        self.built: dict[str, int] = {}
+        self.active = 0
+        self.stopping = False
+        self._work = threading.Lock()  # Slang's session and NVRTC take one request at a time
+        self._count = threading.Lock()
+
+    # -- the listening loop --------------------------------------------------------------------
+
+    def serve(self, listener: socket.socket) -> None:
+        identity = os.stat(self.place.socket).st_ino
+        listener.settimeout(1.0)
+        while not self.stopping:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if self._should_leave(identity):
+                    break
+                continue
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+        with contextlib.suppress(OSError):
+            if os.stat(self.place.socket).st_ino == identity:
+                self.place.socket.unlink()
+
+    def _should_leave(self, identity: int) -> bool:
+        try:
+            if os.stat(self.place.socket).st_ino != identity:
+                _log.info("the socket was removed or replaced: leaving")
+                return True
+        except OSError:
+            _log.info("the socket was removed: leaving")
+            return True
+        idle = time.monotonic() - self.last_request
+        return self.active == 0 and idle > self.idle_s
+
+    def _connection(self, conn: socket.socket) -> None:
+        with conn:
+            uid = peer_uid(conn)
+            if uid != os.getuid():
+                self.refused += 1
+                _log.warning("refused a connection from user %d", uid)
+                return
+            conn.settimeout(10.0)
+            try:
+                request = receive(conn, REQUEST_LIMIT)
+            except (FrameError, OSError) as exc:
+                _log.warning("an unreadable request: %s", exc)
+                return
+            with self._counted():
+                reply = self._answer(conn, request)
+            with contextlib.suppress(OSError):
+                send(conn, reply)
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        with self._count:
+            self.active += 1
+            self.requests += 1
+        try:
+            yield
+        finally:
+            with self._count:
+                self.active -= 1
+                self.last_request = time.monotonic()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _answer(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "status":
+            return {"ok": True, **self.status()}
+        if op == "stop":
+            self.stopping = True
+            return {"ok": True}
+        work = {"describe": _describe, "build": _build}.get(op)  # type: ignore[arg-type]
+        if work is None:
+            return {"ok": False, "error": f"unknown request {op!r}"}
+        try:
+            with _heartbeat(conn), self._work:
+                start = time.perf_counter()
+                reply = work(request)
+                reply["server_s"] = time.perf_counter() - start
+        except Exception as exc:  # the client compiles in-process, where the error is its own
+            _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        self.built[op] = self.built.get(op, 0) + 1
+        return {"ok": True, **reply}
+
+    def status(self) -> dict[str, Any]:
+        from . import cuda_source, nvrtc
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self.started, 1),
+            "requests": self.requests,
+            "refused": self.refused,
+            "done": dict(self.built),
+            "modules_held": len(cuda_source.held_modules()),
+            "prelude_precompiled_for": sorted(nvrtc.precompiled_archs()),
+            "memory_bytes": _resident_bytes(),
+            "peak_memory_bytes": usage.ru_maxrss * 1024,
+            "idle_exit_s": self.idle_s,
+        }
+
+
+@contextlib.contextmanager
+def _heartbeat(conn: socket.socket) -> Iterator[None]:
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            try:
+                send(conn, {"working": True})
+            except OSError:
+                return
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _module(request: dict[str, Any]) -> tuple[ModuleText, list[Path], dict[str, str], Any]:
+    m = request["module"]
+    module = ModuleText(str(m["name"]), Path(m["path"]), str(m["text"]))
+    paths = [Path(p) for p in request["include_paths"]]
+    defines = {str(k): str(v) for k, v in request["defines"].items()}
+    library = Path(request["library"]) if request.get("library") else None
+    return module, paths, defines, library
+
+
+def _describe(request: dict[str, Any]) -> dict[str, Any]:
+    from ..specializer.reflect import function_overloads, has_function
+    from .cuda_source import front_end
+
+    module, paths, defines, library = _module(request)
+    name = str(request["function"])
+    fe = front_end(module, paths, defines, None, library, str(request["content"]))
+    if not has_function(fe, name):
+        return {"overloads": False}
+    found = function_overloads(fe, str(request["module_name"]), name, module.text)
+    return {"overloads": [info.to_json() for info in found]}
+
+
+def _build(request: dict[str, Any]) -> dict[str, Any]:
+    from . import nvrtc
+    from .cuda_build import build, stored_prelude
+    from .cuda_source import Kernel
+
+    module, paths, defines, library = _module(request)
+    arch = str(request["arch"])
+    prelude = Path(request["prelude"])
+    nvrtc.warm_up(arch, stored_prelude(prelude))
+    kernels = [
+        Kernel(str(k["name"]), str(k["source"]), Path(k["path"])) for k in request["kernels"]
+    ]
+    content = str(request["content"])
+    built = build(module, kernels, paths, defines, arch, library, content, prelude)
+    return {
+        "kernels": {
+            name: {
+                "cubin": base64.b64encode(b.cubin).decode(),
+                "entry": b.entry,
+                "layout": b.layout,
+                "group": b.group,
+            }
+            for name, b in built.items()
+        }
+    }
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def run(cache_root: Path, arch: str | None = None) -> bool:
+    """Serve ``cache_root`` until idle or stopped; False at once when another server holds
+    the root already (two clients starting one at once get one)."""
+    place = server_place(cache_root)
+    with open(place.lock, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            place.socket.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with listener:
+            old = os.umask(0o077)
+            try:
+                listener.bind(str(place.socket))
+            finally:
+                os.umask(old)
+            listener.listen(64)
+            server = CompileServer(place, setting("SLANGSPEC_SERVE_IDLE"))
+            _log.info("serving %s at %s (pid %d)", cache_root, place.socket, os.getpid())
+            _start(arch)
+            server.serve(listener)
+    _log.info("left after %d requests", server.requests)
+    return True
+
+
+def _start(arch: str | None) -> None:
+    """Start what every request needs, before the first one comes: Slang's global session and,
+    for ``arch``, NVRTC."""
+    from . import nvrtc
+    from .slang_api import global_session
+
+    global_session()
+    if arch is not None:
+        nvrtc.warm_up(arch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m slangspec.compile.server")
+    parser.add_argument("--cache-dir", required=True, type=Path)
+    parser.add_argument("--arch")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(message)s", stream=sys.stderr
+    )
+    run(args.cache_dir, args.arch)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Asking the user's compile server of a cache root (``server``) to describe a function or
+build kernels, and starting it.
+
+Every failure of the server costs a client at most ``REPLY_WAIT_S`` of silence and then an
+in-process compile: a server that is gone, stopped, answering garbage or another user's is
+never asked again by this process (one that is merely absent is started, once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..cache_store.settings import setting
+from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
+from .server_place import ServerPlace, UnsafePlace, server_place
+
+CONNECT_WAIT_S = 0.5
+REPLY_WAIT_S = 2.0
+"""Silence past this, with neither a reply nor a heartbeat, and the server is taken as gone."""
+
+_log = logging.getLogger("slangspec.server")
+_given_up: set[Path] = set()
+_started: set[Path] = set()
+
+
+class NotTheUsersServer(Exception):
+    """The process listening at the server's socket runs as another user."""
+
+
+def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] | None:
+    """The server's reply to ``request``, or None when this process compiles itself: the
+    setting is off, no server runs (under ``auto`` one is started for later misses), it
+    failed, or it could not do what was asked."""
+    mode = setting("SLANGSPEC_COMPILE_SERVER")
+    root = Path(cache_root)
+    if mode == "off" or root in _given_up:
+        return None
+    try:
+        place = server_place(root)
+    except (UnsafePlace, OSError) as exc:
+        return _give_up(root, f"no safe place for it: {exc}")
+    try:
+        reply = exchange(place, request)
+    except (FileNotFoundError, ConnectionRefusedError):
+        if mode == "auto":
+            start(root, arch, place)
+        return None
+    except (OSError, FrameError, NotTheUsersServer) as exc:
+        return _give_up(root, f"{type(exc).__name__}: {exc}")
+    if reply.get("ok") is not True:
+        _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
+        return None
+    return reply
+
+
+def _give_up(root: Path, why: str) -> None:
+    _given_up.add(root)
+    _log.warning("compile server of %s not used by this process: %s", root, why)
+    return None
+
+
+def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
+    """Send ``request`` to the server at ``place``; its reply, past its heartbeats."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(CONNECT_WAIT_S)
+        sock.connect(str(place.socket))
+        uid = peer_uid(sock)
+        if uid != os.getuid():
+            raise NotTheUsersServer(f"the socket's server runs as user {uid}")
+        sock.settimeout(REPLY_WAIT_S)
+        send(sock, request)
+        while True:
+            reply = receive(sock, REPLY_LIMIT)
+            if reply != {"working": True}:
+                return reply
+
+
+def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
+    """Start the server of ``cache_root`` detached from this process (once per process: when
+    another is starting one too, one of them serves and the other leaves at once)."""
+    if cache_root in _started:
+        return
+    _started.add(cache_root)
+    command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache_root)]
+    if arch is not None:
+        command += ["--arch", arch]
+    try:
+        with open(place.log, "ab") as log:
+            subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+    except OSError as exc:
+        _give_up(cache_root, f"it could not be started: {exc}")
+        return
+    _log.info("started the compile server of %s", cache_root)
+
+
+def status(cache_root: Path) -> dict[str, Any] | None:
+    """What the server of ``cache_root`` reports of itself; None when none answers."""
+    try:
+        reply = exchange(server_place(cache_root), {"op": "status"})
+    except (OSError, FrameError, NotTheUsersServer, UnsafePlace):
+        return None
+    return reply if reply.get("ok") is True else None
+
+
+def stop(cache_root: Path) -> bool:
+    """Ask the server of ``cache_root`` to leave; whether one was there to ask."""
+    try:
+        return exchange(server_place(cache_root), {"op": "stop"}).get("ok") is True
+    except (OSError, FrameError, NotTheUsersServer, UnsafePlace):
+        return False

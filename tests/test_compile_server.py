@@ -1,0 +1,299 @@
+"""The compile server (``specialize serve``): a process that misses on CUDA has the user's server
+describe the function and build its kernels, and every way the server can fail (stopped, killed
+mid-request, its socket removed or replaced, garbage or oversized replies, another user at the
+door, the cache cleared under it) costs the client a bounded wait and an in-process build, never
+a wrong kernel or a hang.
+
+On a machine without a GPU the clients build for sm_90 and run nothing (``SLANGSPEC_CUDA_ARCH``,
+as ``warm --arch`` does); on a GPU they call the kernels and check them against torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_arch_build import cubins
+from test_cuda_step import elf_arch, needs_nvrtc
+
+import slangspec
+from slangspec.compile import server_client
+from slangspec.compile.server_place import UnsafePlace, runtime_directory, server_place
+
+pytestmark = needs_nvrtc
+
+HERE = Path(__file__).parent
+BUILD_ONLY = """
+import json, sys
+from pathlib import Path
+import slangspec
+from slangspec.counts import compile_counts
+from slangspec.runtime.module_base import BuildModule, load_module
+here = Path(sys.argv[2])
+m = load_module(BuildModule, here / "shaders" / "cached.slang",
+                include_paths=[here / "slang_lib"], cache=slangspec.Cache(sys.argv[1]),
+                device="cuda")
+for g in sys.argv[3:]:
+    m.poly.warm(f"cached::poly call [D1,S6,G1,V1] [D1,S6,G{g},Vx]")
+print(json.dumps({"counts": dict(compile_counts), "ok": True}))
+"""
+
+
+@pytest.fixture
+def run_dir(monkeypatch):
+    """A runtime directory of the test's own (short: a socket's path has a bound), and every
+    server started in it killed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix="ss-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(directory))
+    yield directory
+    for pid in _servers(directory):
+        os.kill(pid, signal.SIGKILL)
+    subprocess.run(["rm", "-rf", str(directory)], check=False)
+
+
+def _servers(run_dir: Path) -> list[int]:
+    """The pids of the compile servers whose environment names ``run_dir``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"slangspec.compile.server" in command and str(run_dir).encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+def _env(mode: str, kind: str) -> dict[str, str]:
+    env = {**os.environ, "SLANGSPEC_COMPILE_SERVER": mode, "SLANGSPEC_DEVICE": "cuda"}
+    if kind != "cuda":
+        env["SLANGSPEC_CUDA_ARCH"] = "sm_90"
+    return env
+
+
+def client(cache: Path, mode: str, kind: str, *grads: str) -> subprocess.Popen:
+    """A process missing ``poly`` for each grad flag of ``x`` in ``grads``: on a GPU it calls
+    it and checks values and gradients against torch (tests/jit_worker.py), else it builds."""
+    if kind == "cuda":
+        command = [str(HERE / "jit_worker.py"), str(cache), "--signatures", str(len(grads))]
+    else:
+        command = ["-c", BUILD_ONLY, str(cache), str(HERE), *grads]
+    return subprocess.Popen(
+        [sys.executable, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(mode, kind),
+    )
+
+
+def finished(proc: subprocess.Popen, timeout: float = 120) -> dict:
+    """The client's report; it must end within ``timeout`` (a hang fails here)."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"client failed ({proc.returncode}):\n{out}\n{err}"
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["ok"], report
+    return report
+
+
+def serving(cache: Path, kind: str) -> subprocess.Popen:
+    """A server of ``cache`` in the foreground, once it answers."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env("off", kind),
+    )
+    deadline = time.monotonic() + 60
+    while server_client.status(cache) is None:
+        assert proc.poll() is None, "the server left before it answered"
+        assert time.monotonic() < deadline, "the server never answered"
+        time.sleep(0.1)
+    return proc
+
+
+def in_process(report: dict) -> bool:
+    counts = report["counts"]
+    return counts.get("served", 0) == 0 and counts.get("kernel", 0) > 0
+
+
+def served(report: dict) -> bool:
+    counts = report["counts"]
+    return counts.get("served", 0) > 0 and counts.get("kernel", 0) == 0
+
+
+def verified(cache: Path) -> None:
+    assert slangspec.Cache(cache).verify()["problems"] == []
+
+
+def test_a_running_server_describes_and_builds_what_a_process_misses(tmp_path, run_dir, kind):
+    cache, alone = tmp_path / "cache", tmp_path / "alone"
+    server = serving(cache, kind)
+    report = finished(client(cache, "use", kind, "1", "0"))
+    assert served(report) and report["counts"].get("front_end", 0) == 0
+    # The same kernels as a process builds by itself: the same entries, each an sm_90 cubin.
+    assert in_process(finished(client(alone, "off", kind, "1", "0")))
+    rows = {k: r for k, r in slangspec.Cache(cache).rows()}
+    assert rows.keys() == {k for k, _ in slangspec.Cache(alone).rows()}
+    for key, row in slangspec.Cache(alone).rows():
+        for label, binary in row["binaries"].items():
+            theirs = rows[key]["binaries"][label]
+            assert (theirs["layout"], theirs["group"]) == (binary["layout"], binary["group"])
+    if kind != "cuda":
+        assert {elf_arch(c) for c in cubins(cache)} == {90}
+    verified(cache)
+    status = server_client.status(cache)
+    assert status["done"]["describe"] == 1 and status["done"]["build"] >= 2
+    assert status["pid"] == server.pid and status["memory_bytes"] > 0
+    assert server_client.stop(cache)
+    assert server.wait(timeout=10) == 0
+    assert server_client.status(cache) is None
+
+
+def test_clients_racing_to_start_it_get_one_server_that_later_ones_use(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    first = [client(cache, "auto", kind, "1") for _ in range(2)]
+    for proc in first:
+        finished(proc)  # none ran when they missed: both started one
+    deadline = time.monotonic() + 60
+    while server_client.status(cache) is None:
+        assert time.monotonic() < deadline, "no server answered after the first misses"
+        time.sleep(0.1)
+    time.sleep(1)  # a second server, had one started, would be up by now
+    assert len(_servers(run_dir)) == 1
+    assert served(finished(client(cache, "auto", kind, "0")))
+    verified(cache)
+
+
+def test_a_stopped_server_costs_a_bounded_wait_then_an_in_process_build(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    server = serving(cache, kind)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    verified(cache)
+
+
+def test_a_server_killed_mid_request_costs_an_in_process_build(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    server = serving(cache, kind)
+    os.kill(server.pid, signal.SIGSTOP)  # it takes the request, and never answers
+    waiting = client(cache, "use", kind, "1")
+    time.sleep(1.0)
+    server.kill()
+    assert in_process(finished(waiting, timeout=60))
+    verified(cache)
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced by a regular file"])
+def test_a_server_whose_socket_is_taken_away_leaves(tmp_path, run_dir, kind, how):
+    cache = tmp_path / "cache"
+    server = serving(cache, kind)
+    path = server_place(cache).socket
+    path.unlink()
+    if how != "removed":
+        path.write_text("not a socket")
+    assert server.wait(timeout=10) == 0
+    assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    verified(cache)
+
+
+def frame(message: object) -> bytes:
+    data = json.dumps(message).encode()
+    return struct.pack("!I", len(data)) + data
+
+
+def _answering(path: Path, reply: bytes) -> threading.Thread:
+    """A listener at ``path`` that reads one request and answers ``reply``, bytes as given."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def answer() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(1 << 20)
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        struct.pack("!I", 5) + b"hello",
+        struct.pack("!I", 0x7FFFFFFF) + b"x" * 64,
+        frame([1, 2, 3]),
+        frame({"ok": True, "overloads": 7}),
+        struct.pack("!I", 4096) + b"{",
+    ],
+    ids=["not JSON", "oversized", "not an object", "wrong content", "cut short"],
+)
+def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, kind, reply):
+    cache = tmp_path / "cache"
+    path = server_place(cache).socket
+    answering = _answering(path, reply)
+    assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    answering.join(timeout=10)
+    verified(cache)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="running a client as another user needs root")
+def test_another_user_is_refused(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    serving(cache, kind)
+    place = server_place(cache)
+    # Open the way to the socket, as a careless setup would: the peer check still holds.
+    place.socket.parent.chmod(0o711)
+    place.socket.chmod(0o777)
+    place.socket.parent.parent.chmod(0o711)
+    as_nobody = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
+        "try:\n"
+        "    s.sendall(sys.stdin.buffer.read())\n"
+        "    print('answered' if s.recv(100) else 'refused')\n"
+        "except OSError:\n"
+        "    print('refused')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", as_nobody, str(place.socket)],
+        input=frame({"op": "status"}),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.stdout.startswith(b"refused"), done.stdout + done.stderr
+    place.socket.parent.chmod(0o700)
+    assert server_client.status(cache)["refused"] == 1
+
+
+def test_a_runtime_directory_others_may_enter_is_not_used(run_dir):
+    (run_dir / "slangspec").mkdir(mode=0o755)
+    (run_dir / "slangspec").chmod(0o755)
+    with pytest.raises(UnsafePlace, match="may be entered by others"):
+        runtime_directory()
+
+
+def test_the_cache_cleared_while_it_serves(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    serving(cache, kind)
+    assert served(finished(client(cache, "use", kind, "1")))
+    slangspec.Cache(cache).clear()
+    assert served(finished(client(cache, "use", kind, "1", "0")))
+    verified(cache)
