@@ -21,7 +21,10 @@ session, or a baseline tree's slangpy device) is inside it, and so is importing 
 it has ``specialize prepare``, as an install leaves them: ``installed.py``). The phases are
 summed over the process by ``phase_timer`` (inclusive: a Slang compile holds the front-end it
 starts). ``--baseline`` runs every mode a second time with another tree's ``src`` first on
-the path (phases its code lacks are not timed), interleaved with this one.
+the path (phases its code lacks are not timed), interleaved with this one. Every tree builds
+in-process (``SLANGSPEC_COMPILE_SERVER=off``) except ``--server``'s, a third run of this tree
+whose caches have a compile server, started before the trial and warmed by the trial's first
+builds (another module); its ``empty`` mode finds none, and starts one as a first miss does.
 """
 
 from __future__ import annotations
@@ -113,8 +116,15 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     return out
 
 
-def run_child(src: Path, path: Path, functions: list[str], kind: str, cache: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def _tree_env(src: Path, server: str) -> dict[str, str]:
+    path = f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    return {**os.environ, "PYTHONPATH": path, "SLANGSPEC_COMPILE_SERVER": server}
+
+
+def run_child(
+    src: Path, path: Path, functions: list[str], kind: str, cache: Path, server: str = "off"
+) -> dict:
+    env = _tree_env(src, server)
     with tempfile.TemporaryDirectory() as phases:
         out = subprocess.run(
             [
@@ -137,18 +147,48 @@ def run_child(src: Path, path: Path, functions: list[str], kind: str, cache: Pat
 class Trial:
     """One tree's modes, each call a fresh module (and a fresh cache where the mode says)."""
 
-    def __init__(self, src: Path, kind: str, root: Path) -> None:
+    def __init__(self, src: Path, kind: str, root: Path, server: bool = False) -> None:
         self.src, self.kind, self.root = src, kind, root
+        self.server = "auto" if server else "off"
         self.count = 0
         self.used = self._place("used")
+        self.ten = self._place("ten") / "ten.slang"
+        self.ten_cache = self._place("ten cache")
+        self.servers = [self._serve(c) for c in (self.used, self.ten_cache)] if server else []
         # A cache that has compiled something else: slangpy's library is in it.
         module = self._module("mix2", 9.0)
-        run_child(src, module, ["mix2"], kind, self.used)
-        self.ten = self._place("ten") / "ten.slang"
+        self._run(module, ["mix2"], self.used)
         self.constants = {f"c{k}": f"{k + 1}.0" for k in range(TEN)}
         self.ten.write_text(TEN_FUNCTIONS.format(**self.constants))
-        self.ten_cache = self._place("ten cache")
-        run_child(src, self.ten, [f"f{k}" for k in range(TEN)], kind, self.ten_cache)
+        self._run(self.ten, [f"f{k}" for k in range(TEN)], self.ten_cache)
+
+    def _run(self, path: Path, functions: list[str], cache: Path) -> dict:
+        return run_child(self.src, path, functions, self.kind, cache, self.server)
+
+    def _serve(self, cache: Path) -> subprocess.Popen:
+        """A compile server of ``cache``, once it answers."""
+        env = _tree_env(self.src, "off")
+        command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache)]
+        proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        asking = "from slangspec.compile import server_client as c; import sys; "
+        asking += "sys.exit(c.status(sys.argv[1]) is None)"
+        while subprocess.run([sys.executable, "-c", asking, str(cache)], env=env).returncode:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the compile server of {cache} left before it answered")
+            time.sleep(0.2)
+        return proc
+
+    def close(self) -> None:
+        """Stop every compile server of this trial's caches, those a first miss started too."""
+        if self.server == "off":
+            return
+        for proc in self.servers:
+            proc.kill()
+        env = _tree_env(self.src, "off")
+        stopping = "from slangspec.compile import server_client as c; import sys; "
+        stopping += "[c.stop(p) for p in sys.argv[1:]]"
+        places = [str(p) for p in self.root.iterdir()]
+        subprocess.run([sys.executable, "-c", stopping, *places], env=env, check=False)
 
     def _place(self, what: str) -> Path:
         self.count += 1
@@ -163,20 +203,18 @@ class Trial:
 
     def empty(self, function: str) -> dict:
         constant = 100.0 + self.count
-        return run_child(
-            self.src, self._module(function, constant), [function], self.kind, self._place("c")
-        )
+        return self._run(self._module(function, constant), [function], self._place("c"))
 
     def new(self, function: str) -> dict:
         module = self._module(function, 100.0 + self.count)
-        return run_child(self.src, module, [function], self.kind, self.used)
+        return self._run(module, [function], self.used)
 
     def edited(self) -> dict:
         self.constants[f"c{EDITED}"] = f"{100.0 + self.count}"
         self.count += 1
         self.ten.write_text(TEN_FUNCTIONS.format(**self.constants))
         order = [f"f{EDITED}", *(f"f{k}" for k in range(TEN) if k != EDITED)]
-        return run_child(self.src, self.ten, order, self.kind, self.ten_cache)
+        return self._run(self.ten, order, self.ten_cache)
 
 
 TIMES = ("load", "forward", "backward", "total")
@@ -196,6 +234,7 @@ def main() -> None:
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--baseline", type=Path, default=None, help="another tree's src directory")
+    p.add_argument("--server", action="store_true", help="also this tree with compile servers")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -215,12 +254,20 @@ def main() -> None:
     runs: dict[tuple[str, str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as root:
         trials = {tree: Trial(src, kind, Path(root) / tree) for tree, src in trees.items()}
-        for _ in range(args.repeat):
-            for function, mode in MODES:
-                for tree, trial in trials.items():
-                    result = trial.edited() if mode == "edited" else getattr(trial, mode)(function)
-                    runs.setdefault((function, mode, tree), []).append(result)
-                    print(f"{function} {mode} ({tree}): {result['total'] * 1e3:.0f} ms", flush=True)
+        if args.server:
+            trials["this tree, server"] = Trial(SRC, kind, Path(root) / "server", server=True)
+        try:
+            for _ in range(args.repeat):
+                for function, mode in MODES:
+                    for tree, trial in trials.items():
+                        run = trial.edited if mode == "edited" else getattr(trial, mode)
+                        result = run() if mode == "edited" else run(function)
+                        runs.setdefault((function, mode, tree), []).append(result)
+                        total = result["total"] * 1e3
+                        print(f"{function} {mode} ({tree}): {total:.0f} ms", flush=True)
+        finally:
+            for trial in trials.values():
+                trial.close()
     print(f"{kind}, medians of {args.repeat} fresh processes\n")
     print("| function | mode | tree | load | forward | backward | total | the nine others |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")

@@ -64,6 +64,8 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     "reflection to FunctionInfo": [("slangspec.specializer.reflect", "function_info")],
     "Slang to CUDA source": [("slangspec.compile.cuda_build", "cuda_source")],
     "NVRTC": [("slangspec.compile.nvrtc", "Nvrtc.compile")],
+    "the compile server (client's wait)": [("slangspec.compile.server_client", "exchange")],
+    "starting the compile server": [("slangspec.compile.server_client", "start")],
     "cubin into the CUDA context": [("slangspec.runtime.cuda_driver", "DriverKernel.from_binary")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")

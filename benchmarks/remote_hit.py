@@ -117,6 +117,9 @@ def child(kind: str, function: str, cache: Path, remote_url: str | None) -> dict
 
 
 def main() -> None:
+    # Each process builds its own misses, as measured before the compile server existed
+    # (edit_loop.py --server measures the server).
+    os.environ.setdefault("SLANGSPEC_COMPILE_SERVER", "off")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--device", choices=["cuda", "vulkan"], default="vulkan")
     p.add_argument("--repeat", type=int, default=5)

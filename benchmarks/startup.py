@@ -278,6 +278,9 @@ def fresh_and_reused(
 
 
 def main() -> None:
+    # Each process builds its own misses, as measured before the compile server existed
+    # (edit_loop.py --server measures the server).
+    os.environ.setdefault("SLANGSPEC_COMPILE_SERVER", "off")
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

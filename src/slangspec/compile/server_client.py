@@ -35,12 +35,12 @@ class NotTheUsersServer(Exception):
 
 def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] | None:
     """The server's reply to ``request``, or None when this process compiles itself: the
-    setting is off, no server runs (under ``auto`` one is started for later misses), it
+    setting is off, no server runs (under ``auto`` one is started for later processes), it
     failed, or it could not do what was asked."""
     mode = setting("SLANGSPEC_COMPILE_SERVER")
     root = Path(cache_root)
-    if mode == "off" or root in _given_up:
-        return None
+    if mode == "off" or root in _given_up or root in _started:
+        return None  # a server this process started is still starting: it is for later ones
     try:
         place = server_place(root)
     except (UnsafePlace, OSError) as exc:
