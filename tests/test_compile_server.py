@@ -171,7 +171,7 @@ def test_clients_racing_to_start_it_get_one_server_that_later_ones_use(tmp_path,
         time.sleep(0.1)
     time.sleep(1)  # a second server, had one started, would be up by now
     assert len(_servers(run_dir)) == 1
-    assert served(finished(client(cache, "auto", kind, "0")))
+    assert served(finished(client(cache, "auto", kind, "1", "0")))  # the second is new
     verified(cache)
 
 
