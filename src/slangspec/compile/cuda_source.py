@@ -116,6 +116,12 @@ holds about 70 MB); an older one lives on only while a ``FrontEnd`` of it does."
 _sessions: OrderedDict[tuple[Any, ...], _Loaded] = OrderedDict()
 
 
+_SPARE_MODULE = "slangspec_library_preloaded"
+_spares: OrderedDict[tuple[Any, ...], Session] = OrderedDict()
+"""Sessions with slangpy's library loaded and no user module yet, by owner, search paths and
+defines: the next new module searched and defined so is loaded into one (``make_spare``)."""
+
+
 class _Loaded:
     """A ``com_session.Session`` with the user's module loaded in it, released when the last
     holder lets go of it."""
@@ -126,8 +132,9 @@ class _Loaded:
         module: ModuleText,
         search: list[Path],
         defines: Mapping[str, str],
+        spare: Session | None = None,
     ) -> None:
-        self.session = Session(owner, search, defines)
+        self.session = spare or Session(owner, search, defines)
         weakref.finalize(self, owner.run, self.session.release).atexit = False
         self.module = self.session.load(module.name, module.path, module.text)
 
@@ -143,16 +150,63 @@ def _loaded(
     """The session holding ``module`` searched and defined as given (on the session's
     thread): made and the module loaded on first use, then kept for the same text and
     ``content`` (what identifies the files it imports: a session keeps what it loaded)."""
-    search = _search([*([library] if library is not None else []), *include_paths])
-    defined = _defines(defines)
-    key = (id(session), tuple(map(str, search)), tuple(sorted(defined.items())), module, content)
+    search, defined, where = _place(include_paths, defines, session, library)
+    key = (*where, module, content)
     loaded = _sessions.get(key)
     if loaded is None:
-        loaded = _sessions[key] = _Loaded(session, module, search, defined)
+        spare = _spares.pop(where, None)
+        loaded = _sessions[key] = _Loaded(session, module, search, defined, spare)
         while len(_sessions) > _SESSIONS_KEPT:
             _sessions.popitem(last=False)
     _sessions.move_to_end(key)
     return loaded
+
+
+def _place(
+    include_paths: Sequence[Path],
+    defines: Mapping[str, str] | None,
+    session: SlangSession,
+    library: Path | None,
+) -> tuple[list[Path], dict[str, str], tuple[Any, ...]]:
+    """The search paths and defines of a session for modules searched and defined as given,
+    and what identifies such sessions."""
+    search = _search([*([library] if library is not None else []), *include_paths])
+    defined = _defines(defines)
+    return search, defined, (id(session), tuple(map(str, search)), tuple(sorted(defined.items())))
+
+
+def make_spare(
+    include_paths: Sequence[Path],
+    defines: Mapping[str, str] | None,
+    library: Path,
+    session: SlangSession | None = None,
+) -> None:
+    """Make a session searched and defined as given with slangpy's library (``library``, as
+    ``library_dir`` gives it) loaded, which the next new module searched and defined so is
+    loaded into: a process that compiles one module after another (the compile server) loads
+    the library while it waits for the next. One spare is kept."""
+    owner = session or global_session()
+    search, defined, where = _place(include_paths, defines, owner, library)
+    if where in _spares:
+        return
+
+    def made() -> Session:
+        spare = Session(owner, search, defined)
+        try:
+            spare.load(_SPARE_MODULE, library / f"{_SPARE_MODULE}.slang", f"import {LIBRARY};\n")
+        except BaseException:
+            spare.release()
+            raise
+        return spare
+
+    _spares[where] = owner.run(made)
+    while len(_spares) > 1:
+        owner.run(_spares.popitem(last=False)[1].release)
+
+
+def spare_sessions() -> int:
+    """How many sessions ``make_spare`` made wait for a module."""
+    return len(_spares)
 
 
 def held_modules() -> list[str]:

@@ -34,6 +34,9 @@ from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
 from .server_place import ServerPlace, server_place
 
 HEARTBEAT_S = 0.5
+SPARE_AFTER_S = 0.3
+"""Idle this long after a request for a module that imports slangpy's library, the server
+loads the library into a session for the next new module."""
 _log = logging.getLogger("slangspec.server")
 
 
@@ -48,6 +51,7 @@ class CompileServer:
         self.built: dict[str, int] = {}
         self.active = 0
         self.stopping = False
+        self._spare_for: dict[str, Any] | None = None
         self._work = threading.Lock()  # Slang's session and NVRTC take one request at a time
         self._count = threading.Lock()
 
@@ -55,15 +59,17 @@ class CompileServer:
 
     def serve(self, listener: socket.socket) -> None:
         identity = os.stat(self.place.socket).st_ino
-        listener.settimeout(1.0)
+        listener.settimeout(0.25)
         while not self.stopping:
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                if self._should_leave(identity):
-                    break
-                continue
-            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+                pass
+            else:
+                threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+            if self._should_leave(identity):
+                break
+            self._spare_when_idle()
         with contextlib.suppress(OSError):
             if os.stat(self.place.socket).st_ino == identity:
                 self.place.socket.unlink()
@@ -92,16 +98,30 @@ class CompileServer:
             except (FrameError, OSError) as exc:
                 _log.warning("an unreadable request: %s", exc)
                 return
-            with self._counted():
-                reply = self._answer(conn, request)
+            with self._count:
+                self.requests += 1
+            reply = self._answer(conn, request)
             with contextlib.suppress(OSError):
                 send(conn, reply)
+
+    def _spare_when_idle(self) -> None:
+        request = self._spare_for
+        if request is None or self.active or time.monotonic() - self.last_request < SPARE_AFTER_S:
+            return
+        self._spare_for = None
+        from .cuda_source import make_spare
+
+        try:
+            with self._work:
+                _, paths, defines, library = _module(request)
+                make_spare(paths, defines, library)
+        except Exception as exc:  # the next module makes its session as it would have
+            _log.info("no spare session: %s: %s", type(exc).__name__, exc)
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:
         with self._count:
             self.active += 1
-            self.requests += 1
         try:
             yield
         finally:
@@ -122,7 +142,7 @@ class CompileServer:
         if work is None:
             return {"ok": False, "error": f"unknown request {op!r}"}
         try:
-            with _heartbeat(conn), self._work:
+            with self._counted(), _heartbeat(conn), self._work:
                 start = time.perf_counter()
                 reply = work(request)
                 reply["server_s"] = time.perf_counter() - start
@@ -130,6 +150,8 @@ class CompileServer:
             _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         self.built[op] = self.built.get(op, 0) + 1
+        if request.get("library"):
+            self._spare_for = request
         return {"ok": True, **reply}
 
     def status(self) -> dict[str, Any]:
@@ -143,6 +165,7 @@ class CompileServer:
             "refused": self.refused,
             "done": dict(self.built),
             "modules_held": len(cuda_source.held_modules()),
+            "spare_sessions": cuda_source.spare_sessions(),
             "prelude_precompiled_for": sorted(nvrtc.precompiled_archs()),
             "memory_bytes": _resident_bytes(),
             "peak_memory_bytes": usage.ru_maxrss * 1024,
