@@ -169,7 +169,7 @@ class Trial:
         """A compile server of ``cache``, once it answers."""
         env = _tree_env(self.src, "off")
         command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache)]
-        proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, env=env)  # its log goes to this one's stderr
         asking = "from slangspec.compile import server_client as c; import sys; "
         asking += "sys.exit(c.status(sys.argv[1]) is None)"
         while subprocess.run([sys.executable, "-c", asking, str(cache)], env=env).returncode:
