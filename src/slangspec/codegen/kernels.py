@@ -62,6 +62,22 @@ def _member(path: tuple[str, ...]) -> str:
     return "".join(f".{name}" for name in path)
 
 
+def _access(a: ArgPlan, point: tuple[int, ...]) -> str:
+    """Where leaf ``a``'s element at ``point`` (of its ``elem``) sits within its parameter's
+    value: each step of its path after the indices of the arrays of structs it is taken in,
+    then the rest of ``point``: ``[2].center[1]`` of field ``center`` of a ``Sphere[4]``."""
+    at, parts = 0, []
+    for name, extents in zip(a.path, a.arrays or ((),) * len(a.path), strict=True):
+        parts.append(f"{_subscript(point[at : at + len(extents)])}.{name}")
+        at += len(extents)
+    return "".join(parts) + _subscript(point[at:])
+
+
+def _lanes(a: ArgPlan) -> list[tuple[int, ...]]:
+    """Every index into the arrays of structs leaf ``a`` is taken in, row-major."""
+    return _points(tuple(e for extents in a.arrays for e in extents))
+
+
 class _Writer:
     def __init__(self, plan: SpecializationPlan, mask: str | None) -> None:
         self.plan = plan
@@ -238,18 +254,34 @@ class _Writer:
         self.line(f"{p.slang_type} s{k}{' = {}' if p.direction == 'out' else ''};")
         for j in leaves:
             a = self.plan.args[j]
-            if a.kind != "target":
-                self.line(f"s{k}{_member(a.path)} = {self.value(j, a)};")
+            if a.kind == "target":
+                continue
+            value = self.value(j, a)
+            # A tensor's value holds one element per struct of the arrays; any other the one
+            # value every struct takes.
+            each = a.kind == "elementwise"
+            for lane in _lanes(a):
+                at = _access(a, lane) if a.arrays else _member(a.path)
+                self.line(f"s{k}{at} = {value}{_subscript(lane) if each else ''};")
         return f"s{k}"
 
-    def store(self, target: str, scalar: str, elem: tuple[int, ...], expr: str) -> None:
-        """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``."""
+    def store(
+        self,
+        target: str,
+        scalar: str,
+        elem: tuple[int, ...],
+        expr: str,
+        leaf: ArgPlan | None = None,
+    ) -> None:
+        """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``;
+        with ``leaf``, ``expr`` is a value of its parameter, where the leaf sits."""
         self.params.append(f"uniform {SLANG[scalar].storage}* {target}")
         points = _points(elem)
         store = SLANG[scalar].store
         for flat, point in enumerate(points):
             at = f"_tid.x * {len(points)} + {flat}" if elem else "_tid.x"
-            self.line(f"{target}[{at}] = {store.format(expr + _subscript(point))};")
+            value = expr + (_subscript(point) if leaf is None else _access(leaf, point))
+            self.line(f"{target}[{at}] = {store.format(value)};")
 
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
@@ -363,7 +395,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
             if a.kind == "elementwise" and w.in_mask(j):
-                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d{_member(a.path)}")
+                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d", a)
     return w.source(_GUARD)
 
 

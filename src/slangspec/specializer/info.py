@@ -56,7 +56,9 @@ class TypeInfo:
     for ``float[5]``, ``(4, 3)`` for ``float3[4]``; ``interface`` names a tensor type
     (``IDiffTensor``, ``RWTensor``, ...) of element ``scalar`` and rank ``dims``; ``fields`` are a
     struct's, in declaration order, and ``differentiable`` says whether
-    it conforms to ``IDifferentiable``. A ``generic`` type is a function's type parameter
+    it conforms to ``IDifferentiable``. A ``struct`` with a ``shape`` is an array of structs
+    (``Sphere[4]``: ``(4,)``, outermost first, as for arrays of values), its fields and
+    differentiability its element's. A ``generic`` type is a function's type parameter
     (``T`` of ``T add<T : IFloat>(T a, T b)``), named ``name``, which each call infers.
     """
 

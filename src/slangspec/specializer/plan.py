@@ -102,6 +102,10 @@ class ArgPlan:
     param: str  # the parameter's name, with the field path of a struct's leaf: "p.b"
     index: int  # the parameter's position
     path: tuple[str, ...] = ()
+    arrays: tuple[tuple[int, ...], ...] = ()
+    """Per step of ``path``, the extents of the arrays of structs the step is taken in, () where
+    there are none: ``((4,),)`` for field ``center`` of a ``Sphere[4]``, where every sphere's
+    ``center`` is the leaf's (its ``elem`` starts with those extents where it is a tensor's)."""
     kind: ArgKind
     slang_type: str
     scalar: str  # Slang element scalar type
@@ -186,7 +190,15 @@ class SpecializationPlan:
         d = json.loads(text)
         d["params"] = tuple(ParamPlan(**p) for p in d["params"])
         d["args"] = tuple(
-            ArgPlan(**{**a, "path": tuple(a["path"]), "elem": tuple(a["elem"])}) for a in d["args"]
+            ArgPlan(
+                **{
+                    **a,
+                    "path": tuple(a["path"]),
+                    "arrays": tuple(tuple(e) for e in a["arrays"]),
+                    "elem": tuple(a["elem"]),
+                }
+            )
+            for a in d["args"]
         )
         d["outputs"] = tuple(
             OutputPlan(**{**o, "path": tuple(o["path"]), "elem": tuple(o["elem"])})
@@ -223,6 +235,14 @@ class _Resolver:
         """The leaves of one argument."""
         t = param.type
         if t.kind == "struct":
+            if t.shape and param.direction != "in":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    param.name,
+                    "an 'in' parameter for an array of structs",
+                    f"'{param.direction}' {t.name}",
+                )
             return self.struct_leaves(index, param, t, form, (), self.carries(param))
         return [self.leaf(index, param, t, form, (), self.carries(param))]
 
@@ -245,7 +265,11 @@ class _Resolver:
         form: ArgForm,
         path: tuple[str, ...],
         diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
     ) -> list[ArgPlan]:
+        """The leaves of struct ``t`` (an array of structs where it has a shape) at ``path``
+        within the parameter; ``arrays`` the extents of the arrays of structs each step of
+        ``path`` is taken in."""
         name = ".".join((param.name, *path))
         if not isinstance(form, DictForm):
             raise self.fail(
@@ -270,11 +294,11 @@ class _Resolver:
             )
         leaves: list[ArgPlan] = []
         for f in t.fields:
-            sub = (*path, f.name)
+            sub, steps = (*path, f.name), (*arrays, t.shape)
             if f.type.kind == "struct":
-                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff)
+                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff, steps)
             else:
-                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff))
+                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff, steps))
         return leaves
 
     def leaf(
@@ -285,9 +309,23 @@ class _Resolver:
         form: ArgForm,
         path: tuple[str, ...],
         may_diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
     ) -> ArgPlan:
         name = ".".join((param.name, *path))
         base = {"param": name, "index": index, "path": path, "direction": param.direction}
+        lanes = tuple(e for step in arrays for e in step)
+        if lanes:
+            base["arrays"] = arrays
+            if t.kind == "tensor":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    name,
+                    "a field of an array of structs that is a value",
+                    f"{t.name} (pass a whole tensor as a parameter of its own)",
+                )
+            if isinstance(form, TensorForm) and t.kind in VALUE_KINDS:
+                t = _lanes_of(t, lanes)
         if t.kind in VALUE_KINDS:
             if param.direction == "out":
                 return self.target(index, name, t, form, base)
@@ -498,7 +536,7 @@ class _Resolver:
     ) -> list[tuple[tuple[str, ...], TypeInfo]]:
         if t.kind in VALUE_KINDS:
             return [(path, t)]
-        if t.kind == "struct" and t.fields:
+        if t.kind == "struct" and t.fields and not t.shape:
             leaves = []
             for f in t.fields:
                 leaves += self.result_leaves(f.type, (*path, f.name))
@@ -549,6 +587,13 @@ def _element_plan(
         call_dims=form.rank - len(t.shape),
         **fields,
     )
+
+
+def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
+    """The type a tensor feeding field ``t`` of an array of structs (of extents ``lanes``)
+    holds one of per call point: an array of ``t`` over ``lanes``, outermost first."""
+    suffix = "".join(f"[{n}]" for n in reversed(lanes))
+    return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
 
 
 def _arg_plan(

@@ -62,6 +62,8 @@ def type_info(
         count = _count(t, "element_count")
         if element.kind in VALUE_KINDS and count > 0:
             return TypeInfo("array", full, element.scalar, (count, *element.shape))
+        if element.kind == "struct" and count > 0:
+            return replace(element, name=full, shape=(count, *element.shape))
         return TypeInfo("other", full)
     m = _GENERIC_RE.fullmatch(full)
     if m and m.group(1) in TENSOR_TYPES and kind in ("interface", "struct"):
