@@ -30,6 +30,9 @@ from ..specializer.plan import (
 )
 
 ENTRY_POINT = "slangspec_main"
+_CONCRETE = "slangspec_concrete"
+"""The function a kernel calls in place of one with interface parameters: the same call, with
+the structs the call names as its parameters' types, which ``bwd_diff`` can differentiate."""
 _TENSOR_PARTS = {
     "DiffTensor": ("._primal", "._grad_out"),
     "WDiffTensor": ("._primal", "._grad_in"),
@@ -298,6 +301,7 @@ class _Writer:
         if any(a.kind == "tensor" for a in p.args):
             imports.append("import slangpy;")
         params = ",\n    ".join(self.params)
+        concrete = _concrete(p)
         return "\n".join(
             [
                 f"// slangspec generated: {_callee(p)} {self.mask or 'forward'}",
@@ -305,6 +309,7 @@ class _Writer:
                 *imports,
                 "",
                 *self.helpers.values(),
+                *concrete,
                 '[shader("compute")]',
                 f"[numthreads({THREADS_PER_GROUP}, 1, 1)]",
                 f"void {ENTRY_POINT}(\n    {params})",
@@ -315,6 +320,32 @@ class _Writer:
                 "",
             ]
         )
+
+
+def _concrete(plan: SpecializationPlan) -> list[str]:
+    """The definition of ``_CONCRETE`` for a plan with interface parameters; none for another."""
+    if not any(p.interface for p in plan.params):
+        return []
+    declared = []
+    for k, p in enumerate(plan.params):
+        frozen = plan.differentiable and p.direction == "in" and not p.differentiable
+        direction = "" if p.direction == "in" else f"{p.direction} "
+        declared.append(f"{'no_diff ' if frozen else ''}{direction}{p.slang_type} x{k}")
+    passed = ", ".join(f"x{k}" for k in range(len(plan.params)))
+    call = f"{_callee(plan)}({passed})"
+    return [
+        *(["[Differentiable]"] if plan.differentiable else []),
+        f"{plan.result or 'void'} {_CONCRETE}({', '.join(declared)})",
+        "{",
+        f"    {'return ' if plan.result else ''}{call};",
+        "}",
+        "",
+    ]
+
+
+def _called(plan: SpecializationPlan) -> str:
+    """The function a kernel calls: the plan's, or ``_CONCRETE`` standing for it."""
+    return _CONCRETE if any(p.interface for p in plan.params) else _callee(plan)
 
 
 def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:
@@ -343,7 +374,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     w = _Writer(plan, None)
     w.index()
     exprs = [w.argument(k, p) for k, p in enumerate(plan.params)]
-    call = f"{_callee(plan)}({', '.join(exprs)})"
+    call = f"{_called(plan)}({', '.join(exprs)})"
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
         if not plan.is_whole(out):
@@ -390,7 +421,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         passed.append(value)
     if "_d" in declared:
         passed.append("_d")
-    w.line(f"bwd_diff({_callee(plan)})({', '.join(passed)});")
+    w.line(f"bwd_diff({_called(plan)})({', '.join(passed)});")
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]

@@ -17,6 +17,7 @@ from ..generators import GENERATOR
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
+    TYPE_KEY,
     ArgForm,
     CallSignature,
     DictForm,
@@ -26,6 +27,7 @@ from ..signature_text import (
     ResultForm,
     ScalarForm,
     TensorForm,
+    TypeNameForm,
     argument_label,
     extent_classes,
     parse_call_signature,
@@ -131,6 +133,7 @@ class ParamPlan:
     differentiable: bool  # passed as a differential pair (or its differential) in backward
     first: int
     count: int
+    interface: str = ""  # the interface it is declared as ("" for none): slang_type is a struct
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,31 @@ class _Resolver:
             return self.struct_leaves(index, param, t, form, (), self.carries(param))
         return [self.leaf(index, param, t, form, (), self.carries(param))]
 
+    def concrete(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TypeInfo:
+        """The struct a value of interface ``t`` given as ``form`` is: the one of its
+        conformances the dict names in ``TYPE_KEY``."""
+        names = [c.name for c in t.conformances]
+        listed = ", ".join(names) if names else "the module declares none"
+        named = dict(form.fields).get(TYPE_KEY) if isinstance(form, DictForm) else None
+        if not isinstance(named, TypeNameForm):
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"a dict of a struct's fields and its name in '{TYPE_KEY}', a struct that "
+                f"conforms to {t.name} ({listed})",
+                _describe(form),
+            )
+        if named.name not in names:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"'{TYPE_KEY}' to name a struct of the module that conforms to {t.name} ({listed})",
+                f"'{named.name}', which is not one",
+            )
+        return t.conformances[names.index(named.name)]
+
     def carries(self, param: ParamInfo) -> bool:
         """Whether a derivative can flow through ``param``: a parameter of a differentiable
         function, not ``no_diff``, and of a struct type only one that conforms to
@@ -276,6 +304,16 @@ class _Resolver:
                 TypeError, index, name, f"a dict of the fields of {t.name}", _describe(form)
             )
         given = dict(form.fields)
+        named = given.pop(TYPE_KEY, None)
+        element = t.name.partition("[")[0] if t.shape else t.name
+        if isinstance(named, TypeNameForm) and named.name != element:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"the fields of {element} ('{TYPE_KEY}' naming it, where given)",
+                f"'{TYPE_KEY}' '{named.name}'",
+            )
         wanted = [f.name for f in t.fields]
         missing = [f for f in wanted if f not in given]
         extra = [f for f in given if f not in wanted]
@@ -295,6 +333,14 @@ class _Resolver:
         leaves: list[ArgPlan] = []
         for f in t.fields:
             sub, steps = (*path, f.name), (*arrays, t.shape)
+            if f.type.kind == "interface":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    ".".join((param.name, *sub)),
+                    "a struct field of a struct, value or tensor type",
+                    f"the interface {f.type.name} (take it as a parameter of its own)",
+                )
             if f.type.kind == "struct":
                 leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff, steps)
             else:
@@ -509,8 +555,8 @@ class _Resolver:
                 name = ".".join(("result", *path))
                 outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
-            whole = args[p.first]
-            if whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
+            whole = args[p.first] if p.count else None  # a struct of no fields has no leaf
+            if whole is not None and whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
                 outputs.append(
                     _output(
                         whole.param,
@@ -662,6 +708,8 @@ def _describe(form: ArgForm) -> str:
         return f"a dict of {', '.join(k for k, _ in form.fields)}"
     if isinstance(form, NumbersForm):
         return f"a tuple of {form.length} Python {_NUMBER_NAMES[form.kind]}"
+    if isinstance(form, TypeNameForm):
+        return f"the struct name '{form.name}'"
     return _PY_NAMES[form.kind]
 
 
@@ -685,13 +733,30 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     params: list[ParamPlan] = []
     leaves: list[ArgPlan] = []
     for k, (p, form) in enumerate(zip(info.params, given, strict=True)):
+        interface = p.type.name if p.type.kind == "interface" else ""
+        if interface:
+            if p.direction != "in":
+                raise TypeError(
+                    f"{fn}: {argument_label(k, p.name)}: expected an 'in' parameter for an "
+                    f"interface, got '{p.direction}' {p.type.name}"
+                )
+            p = replace(p, type=resolver.concrete(k, p.name, p.type, form))
         mine = resolver.param(k, p, form)
+        if interface and any(a.grad for a in mine) and _has_vectors(p.type):
+            raise TypeError(
+                f"{fn}: {argument_label(k, p.name)}: Slang (slangpy 0.43.1's) cannot "
+                f"differentiate through the interface {interface} into {p.type.name}, whose "
+                "fields hold vectors or matrices (it stops on an internal error); pass its "
+                "tensors without grad, or declare such fields as arrays (float[3])"
+            )
         struct = p.type.kind == "struct"
         diff = resolver.carries(p) and (
             struct or (p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS)
         )
         params.append(
-            ParamPlan(p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine))
+            ParamPlan(
+                p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine), interface
+            )
         )
         leaves += mine
     if shaped:
@@ -728,6 +793,17 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         r.kind == "struct",
         outputs,
         tuple(masks),
+    )
+
+
+def _has_vectors(t: TypeInfo) -> bool:
+    """Whether struct ``t`` holds a vector or a matrix (an array of them included), in its
+    fields' structs too."""
+    return any(
+        _has_vectors(f.type)
+        if f.type.kind == "struct"
+        else "vector<" in f.type.name or "matrix<" in f.type.name
+        for f in t.fields
     )
 
 

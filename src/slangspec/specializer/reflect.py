@@ -75,6 +75,8 @@ def type_info(
         fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)
         differentiable = _differentiable(layout, t)
         return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
+    if kind == "interface" and structs:
+        return TypeInfo("interface", full)
     if kind == "none" and full == "void":
         return TypeInfo("void", full)
     if kind == "none" and full.isidentifier():
@@ -146,7 +148,8 @@ def function_overloads(
     if f is None:
         return ()
     if not f.is_overloaded:
-        return (_describe(module.layout, f, module_name, name, declared_generics(text, name)),)
+        info = _describe(module.layout, f, module_name, name, declared_generics(text, name))
+        return (_with_conformances(module, info),)
     own = {
         tuple(p.type.full_name for p in d.as_function().parameters)
         for d in module.module_decl.children
@@ -162,7 +165,7 @@ def function_overloads(
         )
         mine = types in own or (generic and bool(declared))
         info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine)
-        overloads.append(replace(info, elsewhere=not mine))
+        overloads.append(replace(_with_conformances(module, info), elsewhere=not mine))
     return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
 
 
@@ -188,6 +191,40 @@ def _describe(
         type_info(f.return_type, layout, 0, structs),
         _generics(layout, f, params, declared),
     )
+
+
+def _with_conformances(module: spy.SlangModule, info: FunctionInfo) -> FunctionInfo:
+    """``info`` with each interface type of its parameters listing the structs the module
+    declares that conform to it."""
+    found: dict[str, tuple[TypeInfo, ...]] = {}
+
+    def conformances(interface: str) -> tuple[TypeInfo, ...]:
+        if interface not in found:
+            layout = module.layout
+            wanted = layout.find_type_by_name(interface)
+            structs = [
+                t
+                for t in (
+                    layout.find_type_by_name(d.name)
+                    for d in module.module_decl.children
+                    if d.kind.name == "struct"
+                )
+                if t is not None and t.kind.name == "struct"
+            ]
+            found[interface] = tuple(
+                type_info(t, layout)
+                for t in structs
+                if wanted is not None and layout.is_sub_type(t, wanted)
+            )
+        return found[interface]
+
+    params = tuple(
+        replace(p, type=replace(p.type, conformances=conformances(p.type.name)))
+        if p.type.kind == "interface"
+        else p
+        for p in info.params
+    )
+    return info if params == info.params else replace(info, params=params)
 
 
 _BINDABLE = tuple(sorted(set(SLANG_OF_DTYPE.values()) | set(SLANG_OF_PYTHON.values())))
