@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from ..function_ref import canonical_name
+from ..function_ref import FunctionRef, canonical_name, parse_function_ref
 from ..generators import GENERATOR
 from ..scalars import SLANG
 from ..specializer.plan import (
@@ -31,8 +31,10 @@ from ..specializer.plan import (
 
 ENTRY_POINT = "slangspec_main"
 _CONCRETE = "slangspec_concrete"
-"""The function a kernel calls in place of one with interface parameters: the same call, with
-the structs the call names as its parameters' types, which ``bwd_diff`` can differentiate."""
+"""The function a kernel calls in place of a method, or of a function with interface
+parameters: the same call as a free function of the call's types (the structs the call names
+for interfaces, the struct first for a method's ``this``), which ``bwd_diff`` can
+differentiate."""
 _TENSOR_PARTS = {
     "DiffTensor": ("._primal", "._grad_out"),
     "WDiffTensor": ("._primal", "._grad_in"),
@@ -322,17 +324,29 @@ class _Writer:
         )
 
 
+def _wrapped(plan: SpecializationPlan) -> bool:
+    """Whether a kernel calls ``plan``'s function through ``_CONCRETE``: a method, or a
+    function with interface parameters."""
+    return "." in plan.function or any(p.interface for p in plan.params)
+
+
 def _concrete(plan: SpecializationPlan) -> list[str]:
-    """The definition of ``_CONCRETE`` for a plan with interface parameters; none for another."""
-    if not any(p.interface for p in plan.params):
+    """The definition of ``_CONCRETE`` for a plan that needs it (``_wrapped``); none for
+    another."""
+    if not _wrapped(plan):
         return []
     declared = []
     for k, p in enumerate(plan.params):
         frozen = plan.differentiable and p.direction == "in" and not p.differentiable
         direction = "" if p.direction == "in" else f"{p.direction} "
         declared.append(f"{'no_diff ' if frozen else ''}{direction}{p.slang_type} x{k}")
-    passed = ", ".join(f"x{k}" for k in range(len(plan.params)))
-    call = f"{_callee(plan)}({passed})"
+    passed = [f"x{k}" for k in range(len(plan.params))]
+    callee, ref = _callee(plan), parse_function_ref(plan.function)
+    if ref.owner is not None and plan.params and plan.params[0].name == "this":
+        method = FunctionRef(ref.name, ref.args).text
+        call = f"x0.{method}({', '.join(passed[1:])})"
+    else:
+        call = f"{callee}({', '.join(passed)})"
     return [
         *(["[Differentiable]"] if plan.differentiable else []),
         f"{plan.result or 'void'} {_CONCRETE}({', '.join(declared)})",
@@ -345,7 +359,7 @@ def _concrete(plan: SpecializationPlan) -> list[str]:
 
 def _called(plan: SpecializationPlan) -> str:
     """The function a kernel calls: the plan's, or ``_CONCRETE`` standing for it."""
-    return _CONCRETE if any(p.interface for p in plan.params) else _callee(plan)
+    return _CONCRETE if _wrapped(plan) else _callee(plan)
 
 
 def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ..function_ref import FunctionRef
+from ..function_ref import FunctionRef, parse_function_ref
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .info import (
     TENSOR_TYPES,
@@ -147,8 +147,11 @@ def function_overloads(
     f = module.layout.find_function_by_name(name)
     if f is None:
         return ()
+    ref = parse_function_ref(name)
+    owner = None if ref.owner is None else module.layout.find_type_by_name(ref.owner.text)
     if not f.is_overloaded:
-        info = _describe(module.layout, f, module_name, name, declared_generics(text, name))
+        declared = declared_generics(text, name)
+        info = _describe(module.layout, f, module_name, name, declared, owner=owner)
         return (_with_conformances(module, info),)
     own = {
         tuple(p.type.full_name for p in d.as_function().parameters)
@@ -163,8 +166,9 @@ def function_overloads(
             p.type.kind.name == "none" and t.isidentifier()
             for p, t in zip(o.parameters, types, strict=True)
         )
-        mine = types in own or (generic and bool(declared))
-        info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine)
+        # A method is the struct's own: none of Slang's built-ins are named after it.
+        mine = owner is not None or types in own or (generic and bool(declared))
+        info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine, owner)
         overloads.append(replace(_with_conformances(module, info), elsewhere=not mine))
     return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
 
@@ -176,20 +180,27 @@ def _describe(
     name: str,
     declared: dict[str, str],
     structs: bool = True,
+    owner: spy.TypeReflection | None = None,
 ) -> FunctionInfo:
     """One function (one overload), its generics' constraints as ``declared``; its struct types
-    described field by field where ``structs``, else as "other"."""
+    described field by field where ``structs``, else as "other". A method of struct ``owner``
+    that is not ``static`` takes the struct first, as parameter ``this``: ``inout`` where the
+    method is ``[mutating]``."""
     params = tuple(
         ParamInfo(p.name, type_info(p.type, layout, 0, structs), _has(p, "nodiff"), _direction(p))
         for p in f.parameters
     )
+    generics = _generics(layout, f, params, declared)
+    if owner is not None and not _has(f, "static"):
+        this = type_info(owner, layout, 0, structs)
+        params = (ParamInfo("this", this, False, "inout" if _has(f, "mutating") else "in"), *params)
     return FunctionInfo(
         module_name,
         name,
         _has(f, "differentiable"),
         params,
         type_info(f.return_type, layout, 0, structs),
-        _generics(layout, f, params, declared),
+        generics,
     )
 
 
