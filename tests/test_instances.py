@@ -72,6 +72,13 @@ def test_a_differentiable_mutating_method_carries_gradients_through_this(kd, tde
     compare(this["velocity"], ref, [v, angle], [vt, at])
 
 
+def test_a_method_takes_whole_tensors_ints_and_no_diff_values_beside_this(kd, tdev):
+    scale, w = leaf(4, tdev=tdev), leaf(4, tdev=tdev)
+    st, wt = twin(scale), twin(w)
+    y = kd["Gain.apply"]({"scale": scale}, w, slangspec.grid((4,)), 0.5)
+    compare(y, wt * st + 0.5, [scale, w], [st, wt])
+
+
 def test_an_instance_list_calls_methods_on_its_data(kd, tdev):
     particles = slangspec.InstanceList(
         kd,

@@ -327,7 +327,8 @@ class _Writer:
 def _wrapped(plan: SpecializationPlan) -> bool:
     """Whether a kernel calls ``plan``'s function through ``_CONCRETE``: a method, or a
     function with interface parameters."""
-    return "." in plan.function or any(p.interface for p in plan.params)
+    method = parse_function_ref(plan.function).owner is not None
+    return method or any(p.interface for p in plan.params)
 
 
 def _concrete(plan: SpecializationPlan) -> list[str]:
