@@ -24,7 +24,20 @@ def test_the_grammar_renders_canonical_names():
     assert canonical_name("  f < vector < float , 3 > , 1.50 >  ") == "f<vector<float,3>,1.5>"
     assert canonical_name("f<-1, 2u, 1e3f>") == "f<-1,2u,1000.0f>"
     assert parse_function_ref("poly").args is None and parse_function_ref("g<>").args == ()
-    for bad in [*ISSUE_NAMES, "", " ", "3f", "f<3x>", "a" * 600, "f" + "<g" * 9 + ">" * 9]:
+    assert canonical_name(" Particle . reset ") == "Particle.reset"
+    assert canonical_name("Box<float, 2>.get<3>") == "Box<float,2>.get<3>"
+    assert parse_function_ref("Particle.reset").owner == parse_function_ref("Particle")
+    bad_methods = ["a.b.c", ".x", "a.", "f<a.b>", "a.3"]
+    for bad in [
+        *ISSUE_NAMES,
+        *bad_methods,
+        "",
+        " ",
+        "3f",
+        "f<3x>",
+        "a" * 600,
+        "f" + "<g" * 9 + ">" * 9,
+    ]:
         with pytest.raises(FunctionNameError):
             canonical_name(bad)
 
@@ -51,6 +64,14 @@ def test_mangled_names_are_unknown_functions_and_reach_no_kernel(hn, tdev, cache
         if intended is None:
             assert not hasattr(hn, name), name
             with pytest.raises(UnknownFunctionError, match="is not a function name"):
+                hn[name]
+            refused.append(name)
+            continue
+        if "." in intended:  # a method's name, of a struct the module does not have
+            assert not hasattr(hn, name), name
+            with pytest.raises(
+                UnknownFunctionError, match=f"has no function '{re.escape(intended)}'"
+            ):
                 hn[name]
             refused.append(name)
             continue

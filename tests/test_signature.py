@@ -147,6 +147,19 @@ def test_malformed_argument_signatures(bad):
         parse_arg(bad)
 
 
+def test_a_dict_naming_its_struct_has_the_name_among_its_fields():
+    value = {"radius": torch.zeros(3), "_type": "ns::Disc"}
+    text = slangspec.signature(value)
+    assert text == "{_type:@ns::Disc,radius:[D1,S6,G0,V3]}"
+    assert format_arg(parse_arg(text)) == text
+    assert call_signature("m::f", (value,)) == f"m::f call {text}"
+    for bad in ("{_type:Disc,r:f}", "{_type:@a<b>,r:f}", "{r:@Disc}", "@Disc"):
+        with pytest.raises(ValueError):
+            parse_arg(bad)
+    with pytest.raises(ValueError, match="field '_type': cannot name the struct 'a b'"):
+        slangspec.signature({"_type": "a b"})
+
+
 def test_malformed_call_signatures():
     with pytest.raises(ValueError, match="malformed call signature"):
         parse_call_signature("f call f")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .generators import rand_float as rand_float
     from .generators import thread_id as thread_id
     from .generators import wang_hash as wang_hash
+    from .runtime.instances import InstanceList as InstanceList
     from .runtime.miss_path import SlangUnavailableError as SlangUnavailableError
     from .runtime.module import Function as Function
     from .runtime.module import Module as Module
@@ -42,6 +43,7 @@ _HOME = {
     "CacheWarning": ".cache_store",
     "DeviceUnavailableError": ".devices",
     "EntryFilter": ".cache_store",
+    "InstanceList": ".runtime.instances",
     "Function": ".runtime.module",
     "Module": ".runtime.module",
     "SlangCompileError": ".compile.slang_api",

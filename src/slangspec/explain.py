@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
-from .signature_text import DictForm, TensorForm, argument_label, format_arg, parse_call_signature
+from .signature_text import (
+    TYPE_KEY,
+    DictForm,
+    TensorForm,
+    argument_label,
+    format_arg,
+    parse_call_signature,
+)
 
 
 def _describe_argument(what: str, old: Any, new: Any) -> list[str]:
@@ -25,6 +32,9 @@ def _describe_argument(what: str, old: Any, new: Any) -> list[str]:
         return out
     if isinstance(old, DictForm) and isinstance(new, DictForm):
         a, b = dict(old.fields), dict(new.fields)
+        named = [getattr(d.get(TYPE_KEY), "name", "(none)") for d in (a, b)]
+        if named[0] != named[1]:
+            return [f"struct {what} names: {named[0]} stored, {named[1]} asked"]
         if set(a) != set(b):
             return [f"fields of {what}: {', '.join(a)} stored, {', '.join(b)} asked"]
         out = []

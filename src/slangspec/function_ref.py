@@ -1,7 +1,8 @@
 """How a function is named: one grammar, ``name`` or ``name<arg, ...>``, where each generic
 argument is an integer or floating-point literal or a type (an identifier, itself optionally
-generic). A name is parsed, never pasted: Slang, slangpy, cache keys and generated kernels see
-only the canonical text ``FunctionRef.text`` renders from the parsed parts."""
+generic), and a struct's method after its struct and a dot, ``Particle.reset``. A name is
+parsed, never pasted: Slang, slangpy, cache keys and generated kernels see only the canonical
+text ``FunctionRef.text`` renders from the parsed parts."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _TOKEN = re.compile(
     r"\s*(?:"
     r"(?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?:[A-Za-z]+)?(?![\w.]))"
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<punct>[<>,]))"
+    r"|(?P<punct>[<>,.]))"
 )
 _INTEGER = re.compile(r"([+-]?\d+)([uUlL]*)")
 _FLOAT = re.compile(r"([+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)([fFhHlL]?)")
@@ -37,17 +38,19 @@ class Literal:
 @dataclass(frozen=True)
 class FunctionRef:
     """A parsed function or type reference: an identifier and, when it was written with angle
-    brackets, its generic arguments."""
+    brackets, its generic arguments; for a method, the struct it is a method of."""
 
     name: str
     args: tuple[FunctionRef | Literal, ...] | None = None
+    owner: FunctionRef | None = None
 
     @property
     def text(self) -> str:
         """The canonical spelling: no spaces, numbers as their values print."""
+        owner = "" if self.owner is None else f"{self.owner.text}."
         if self.args is None:
-            return self.name
-        return f"{self.name}<{','.join(a.text for a in self.args)}>"
+            return owner + self.name
+        return f"{owner}{self.name}<{','.join(a.text for a in self.args)}>"
 
 
 def _number(token: str) -> Literal:
@@ -68,7 +71,8 @@ class _Parser:
     def fail(self, what: str) -> FunctionNameError:
         return FunctionNameError(
             f"{self.text!r} is not a function name: {what} at character {self.at}; expected "
-            "an identifier, optionally with generic arguments ('f<float, 3>')"
+            "an identifier, optionally with generic arguments ('f<float, 3>'), or a struct's "
+            "method ('Particle.reset')"
         )
 
     def token(self) -> tuple[str, str] | None:
@@ -132,6 +136,10 @@ def parse_function_ref(text: str) -> FunctionRef:
     parser = _Parser(text)
     ref = parser.reference(0)
     rest = parser.token()
+    if rest == ("punct", "."):
+        method = parser.reference(0)
+        ref = FunctionRef(method.name, method.args, ref)
+        rest = parser.token()
     if rest is not None:
         raise parser.fail(f"unexpected {rest[1]!r} after the name")
     return ref

@@ -5,8 +5,10 @@ The text is split into top-level declarations. Functions, types, namespaces, typ
 ``static const`` values are *named*; every other declaration (imports, extensions, shader
 parameters, anything not recognised) is *common* and always reached. From the function's
 name (with any explicit generic arguments) and the identifiers of every common declaration,
-a named declaration is reached when an identifier of a reached declaration names it, or when
-one of its attributes names a reached declaration (a derivative declared for it elsewhere).
+a named declaration is reached when an identifier of a reached declaration names it, when
+one of its attributes names a reached declaration (a derivative declared for it elsewhere), or
+when it is a type whose head names a reached declaration (a struct that conforms to a reached
+interface, which a call may name as the concrete type of an interface parameter).
 Names are matched as bare identifiers, so overloads, members and shadowing can only add to
 what is reached.
 
@@ -50,6 +52,8 @@ class _Decl:
     """What it declares; empty for a common declaration."""
     refs: set[str] = field(default_factory=set)
     attribute_refs: set[str] = field(default_factory=set)
+    bases: set[str] = field(default_factory=set)
+    """What a type declaration's head (before its body) names: the types it conforms to."""
 
 
 def _tokens(source: str) -> list[tuple[str, str, bool]]:
@@ -161,11 +165,15 @@ def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
         attribute_refs |= {t[1] for t in tokens[at:end] if t[0] == "ident"}
         at = end
     text = "".join((_SPACED if spaced else "") + t for _, t, spaced in tokens).strip()
+    rest = tokens[at:]
+    head = next((i for i, t in enumerate(rest) if t[1] in ("{", ";")), len(rest))
+    typed = any(t[1] in _TYPE_WORDS for t in rest[:head])
     return _Decl(
         text,
-        _declared(tokens[at:]),
+        _declared(rest),
         {t[1] for t in tokens if t[0] == "ident"},
         attribute_refs,
+        {t[1] for t in rest[:head] if t[0] == "ident"} if typed else set(),
     )
 
 
@@ -186,7 +194,9 @@ def reached_text(source: str, roots: Iterable[str]) -> str | None:
     while grew:
         grew = False
         for i, d in enumerate(decls):
-            if reached[i] or not (d.names & names or d.attribute_refs & declared):
+            if reached[i] or not (
+                d.names & names or (d.attribute_refs | d.bases - d.names) & declared
+            ):
                 continue
             reached[i] = True
             names |= d.refs

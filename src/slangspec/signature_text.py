@@ -108,13 +108,36 @@ class ResultForm:
 
 
 @dataclass(frozen=True)
+class TypeNameForm:
+    """The struct a dict names as the concrete type of its value, under ``TYPE_KEY``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class DictForm:
-    """A parsed dict signature: a struct's fields, by name, in sorted order."""
+    """A parsed dict signature: a struct's fields, by name, in sorted order (``TYPE_KEY``
+    among them, as a ``TypeNameForm``, where the dict names its type)."""
 
     fields: tuple[tuple[str, ArgForm], ...]
 
 
-ArgForm = TensorForm | ScalarForm | NumbersForm | GridForm | GeneratorForm | ResultForm | DictForm
+ArgForm = (
+    TensorForm
+    | ScalarForm
+    | NumbersForm
+    | GridForm
+    | GeneratorForm
+    | ResultForm
+    | DictForm
+    | TypeNameForm
+)
+
+TYPE_KEY = "_type"
+"""The key of a dict that names the struct its fields are of, as slangpy's dicts do: the
+concrete type of a value for an interface parameter."""
+TYPE_NAME = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+"""How a dict names a struct: an identifier, with its namespaces before it."""
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
 _GRID_RE = re.compile(r"grid\[D(\d+)(,strided)?\]")
@@ -138,6 +161,8 @@ def format_arg(form: ArgForm) -> str:
         return f"_result[D{form.rank}]"
     if isinstance(form, DictForm):
         return "{" + ",".join(f"{k}:{format_arg(v)}" for k, v in form.fields) + "}"
+    if isinstance(form, TypeNameForm):
+        return f"@{form.name}"
     number = NUMBER_OF_DTYPE[form.dtype]
     prefix = "np" if form.numpy else ""
     return f"{prefix}[D{form.rank},S{number},G{int(form.grad)},V{form.extents}]"
@@ -197,6 +222,11 @@ def _parse_dict(text: str) -> DictForm:
         name, sep, inner = part.partition(":")
         if not sep or not _FIELD_RE.fullmatch(name):
             raise ValueError(f"malformed dict field {part!r} in {text!r}")
+        if name == TYPE_KEY:
+            if not (inner.startswith("@") and TYPE_NAME.fullmatch(inner[1:])):
+                raise ValueError(f"dict signature {text!r}: expected {TYPE_KEY}:@<struct name>")
+            fields.append((name, TypeNameForm(inner[1:])))
+            continue
         fields.append((name, parse_arg(inner)))
     names = [name for name, _ in fields]
     if names != sorted(set(names)):

@@ -23,7 +23,9 @@ nothing that cannot. Forms, by argument kind:
 - the call shape ``_result=`` gives a call with generators: ``_result[Dn]``, after the
   arguments, ``n`` the result's dimensions before its element shape.
 - dict (a struct's fields): ``{name:form,...}``, each field's own form, names sorted; nested
-  dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``.
+  dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``. A dict's ``"_type"``
+  entry names the struct its fields are of (slangpy's spelling, for an interface parameter):
+  ``_type:@Circle``, sorted among the fields.
 
 A call signature is ``"<function> <mode> <arg> <arg> ..."``, space separated: the function's
 identity (``module::function``), the call mode (``call``: a kernel call whose forward kernel
@@ -46,11 +48,14 @@ import torch
 from .generators import Generator
 from .scalars import NUMBER_OF_DTYPE, SLANG
 from .signature_text import (
+    TYPE_KEY,
+    TYPE_NAME,
     GeneratorForm,
     GridForm,
     NumbersForm,
     ResultForm,
     TensorForm,
+    TypeNameForm,
     argument_label,
     compose_call_signature,
     extent_classes,
@@ -257,10 +262,32 @@ def _dict_signature(value: dict[Any, Any]) -> str:
     parts = []
     for k in sorted(value):
         try:
-            parts.append(f"{k}:{signature(value[k])}")
+            form = type_name_form(value[k]) if k == TYPE_KEY else signature(value[k])
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"field {k!r}: {exc}") from None
+        parts.append(f"{k}:{form}")
     return "{" + ",".join(parts) + "}"
+
+
+@functools.cache
+def _type_name_form(name: str) -> str:
+    if not TYPE_NAME.fullmatch(name):
+        raise ValueError(
+            f"cannot name the struct {name!r}; expected a struct's name, an identifier with "
+            "its namespaces (ns::Circle)"
+        )
+    return format_arg(TypeNameForm(name))
+
+
+def type_name_form(value: Any) -> str:
+    """The form of a dict's ``"_type"`` entry, the struct it names; TypeError or ValueError
+    for what does not name one."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"cannot name a struct with a value of type {type(value).__name__}; expected the "
+            "struct's name as a str"
+        )
+    return _type_name_form(value)
 
 
 _field_orders: dict[tuple[Any, ...], tuple[str, ...]] = {}
@@ -282,6 +309,8 @@ def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
         v = value[k]
         if isinstance(v, torch.Tensor):
             parts.append(f"{k}:{flagged_tensor_signature(v, grad_on and v.requires_grad)}")
+        elif k == TYPE_KEY:
+            parts.append(f"{k}:{type_name_form(v)}")
         elif type(v) is dict:
             parts.append(f"{k}:{_dict_form(v, grad_on)}")
         else:

@@ -11,7 +11,7 @@ from .slangpy_install import VersionMemo, Versions, slangpy_versions
 
 CACHE_FORMAT = 1
 """Bumped whenever the entry layout or the preimage changes shape."""
-PLAN_FORMAT = 5
+PLAN_FORMAT = 7
 """Bumped whenever a specialization plan's fields or meaning change."""
 CODEGEN_FORMAT = 4
 """Bumped whenever generated sources change for the same plan."""

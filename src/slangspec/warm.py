@@ -27,7 +27,8 @@ Argument specs::
                                         _result= gives a call with generators
     scalar  float | int | bool          a Python scalar
     struct  { origin = "f32[N, 3] grad", dir = "f32[N, 3]" }   a dict, field by field (in
-            a command line: {origin: f32[N, 3] grad, dir: f32[N, 3]})
+            a command line: {origin: f32[N, 3] grad, dir: f32[N, 3]}); a "_type" field
+            names the struct, as a call's dict does: { _type = "Circle", radius = "f32[N]" }
     raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
 """
 
@@ -49,6 +50,8 @@ from .generators import GENERATOR
 from .module_text import checked_defines
 from .scalars import MANIFEST_DTYPES
 from .signature_text import (
+    TYPE_KEY,
+    TYPE_NAME,
     DictForm,
     GeneratorForm,
     GridForm,
@@ -56,6 +59,7 @@ from .signature_text import (
     ResultForm,
     ScalarForm,
     TensorForm,
+    TypeNameForm,
     call_arguments,
     compose_call_signature,
     extent_classes,
@@ -166,8 +170,19 @@ def _dict_signature(fields: dict[str, Any]) -> str:
     for name in fields:
         if not _FIELD.fullmatch(name):
             raise ValueError(f"argument spec: {name!r} is not a struct field name")
-    forms = tuple(sorted((k, parse_arg(arg_signature(v))) for k, v in fields.items()))
+    forms = tuple(
+        sorted(
+            (k, _type_name(v) if k == TYPE_KEY else parse_arg(arg_signature(v)))
+            for k, v in fields.items()
+        )
+    )
     return format_arg(DictForm(forms))
+
+
+def _type_name(spec: Any) -> TypeNameForm:
+    if not (isinstance(spec, str) and TYPE_NAME.fullmatch(spec.strip())):
+        raise ValueError(f"argument spec: {TYPE_KEY} {spec!r}: expected a struct's name")
+    return TypeNameForm(spec.strip())
 
 
 def _fields(text: str, spec: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from ..function_ref import canonical_name
+from ..function_ref import FunctionRef, canonical_name, parse_function_ref
 from ..generators import GENERATOR
 from ..scalars import SLANG
 from ..specializer.plan import (
@@ -30,6 +30,11 @@ from ..specializer.plan import (
 )
 
 ENTRY_POINT = "slangspec_main"
+_CONCRETE = "slangspec_concrete"
+"""The function a kernel calls in place of a method, or of a function with interface
+parameters: the same call as a free function of the call's types (the structs the call names
+for interfaces, the struct first for a method's ``this``), which ``bwd_diff`` can
+differentiate."""
 _TENSOR_PARTS = {
     "DiffTensor": ("._primal", "._grad_out"),
     "WDiffTensor": ("._primal", "._grad_in"),
@@ -60,6 +65,22 @@ def _subscript(index: tuple[int, ...]) -> str:
 
 def _member(path: tuple[str, ...]) -> str:
     return "".join(f".{name}" for name in path)
+
+
+def _access(a: ArgPlan, point: tuple[int, ...]) -> str:
+    """Where leaf ``a``'s element at ``point`` (of its ``elem``) sits within its parameter's
+    value: each step of its path after the indices of the arrays of structs it is taken in,
+    then the rest of ``point``: ``[2].center[1]`` of field ``center`` of a ``Sphere[4]``."""
+    at, parts = 0, []
+    for name, extents in zip(a.path, a.arrays or ((),) * len(a.path), strict=True):
+        parts.append(f"{_subscript(point[at : at + len(extents)])}.{name}")
+        at += len(extents)
+    return "".join(parts) + _subscript(point[at:])
+
+
+def _lanes(a: ArgPlan) -> list[tuple[int, ...]]:
+    """Every index into the arrays of structs leaf ``a`` is taken in, row-major."""
+    return _points(tuple(e for extents in a.arrays for e in extents))
 
 
 class _Writer:
@@ -238,18 +259,34 @@ class _Writer:
         self.line(f"{p.slang_type} s{k}{' = {}' if p.direction == 'out' else ''};")
         for j in leaves:
             a = self.plan.args[j]
-            if a.kind != "target":
-                self.line(f"s{k}{_member(a.path)} = {self.value(j, a)};")
+            if a.kind == "target":
+                continue
+            value = self.value(j, a)
+            # A tensor's value holds one element per struct of the arrays; any other the one
+            # value every struct takes.
+            each = a.kind == "elementwise"
+            for lane in _lanes(a):
+                at = _access(a, lane) if a.arrays else _member(a.path)
+                self.line(f"s{k}{at} = {value}{_subscript(lane) if each else ''};")
         return f"s{k}"
 
-    def store(self, target: str, scalar: str, elem: tuple[int, ...], expr: str) -> None:
-        """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``."""
+    def store(
+        self,
+        target: str,
+        scalar: str,
+        elem: tuple[int, ...],
+        expr: str,
+        leaf: ArgPlan | None = None,
+    ) -> None:
+        """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``;
+        with ``leaf``, ``expr`` is a value of its parameter, where the leaf sits."""
         self.params.append(f"uniform {SLANG[scalar].storage}* {target}")
         points = _points(elem)
         store = SLANG[scalar].store
         for flat, point in enumerate(points):
             at = f"_tid.x * {len(points)} + {flat}" if elem else "_tid.x"
-            self.line(f"{target}[{at}] = {store.format(expr + _subscript(point))};")
+            value = expr + (_subscript(point) if leaf is None else _access(leaf, point))
+            self.line(f"{target}[{at}] = {store.format(value)};")
 
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
@@ -266,6 +303,7 @@ class _Writer:
         if any(a.kind == "tensor" for a in p.args):
             imports.append("import slangpy;")
         params = ",\n    ".join(self.params)
+        concrete = _concrete(p)
         return "\n".join(
             [
                 f"// slangspec generated: {_callee(p)} {self.mask or 'forward'}",
@@ -273,6 +311,7 @@ class _Writer:
                 *imports,
                 "",
                 *self.helpers.values(),
+                *concrete,
                 '[shader("compute")]',
                 f"[numthreads({THREADS_PER_GROUP}, 1, 1)]",
                 f"void {ENTRY_POINT}(\n    {params})",
@@ -283,6 +322,45 @@ class _Writer:
                 "",
             ]
         )
+
+
+def _wrapped(plan: SpecializationPlan) -> bool:
+    """Whether a kernel calls ``plan``'s function through ``_CONCRETE``: a method, or a
+    function with interface parameters."""
+    method = parse_function_ref(plan.function).owner is not None
+    return method or any(p.interface for p in plan.params)
+
+
+def _concrete(plan: SpecializationPlan) -> list[str]:
+    """The definition of ``_CONCRETE`` for a plan that needs it (``_wrapped``); none for
+    another."""
+    if not _wrapped(plan):
+        return []
+    declared = []
+    for k, p in enumerate(plan.params):
+        frozen = plan.differentiable and p.direction == "in" and not p.differentiable
+        direction = "" if p.direction == "in" else f"{p.direction} "
+        declared.append(f"{'no_diff ' if frozen else ''}{direction}{p.slang_type} x{k}")
+    passed = [f"x{k}" for k in range(len(plan.params))]
+    callee, ref = _callee(plan), parse_function_ref(plan.function)
+    if ref.owner is not None and plan.params and plan.params[0].name == "this":
+        method = FunctionRef(ref.name, ref.args).text
+        call = f"x0.{method}({', '.join(passed[1:])})"
+    else:
+        call = f"{callee}({', '.join(passed)})"
+    return [
+        *(["[Differentiable]"] if plan.differentiable else []),
+        f"{plan.result or 'void'} {_CONCRETE}({', '.join(declared)})",
+        "{",
+        f"    {'return ' if plan.result else ''}{call};",
+        "}",
+        "",
+    ]
+
+
+def _called(plan: SpecializationPlan) -> str:
+    """The function a kernel calls: the plan's, or ``_CONCRETE`` standing for it."""
+    return _CONCRETE if _wrapped(plan) else _callee(plan)
 
 
 def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:
@@ -311,7 +389,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     w = _Writer(plan, None)
     w.index()
     exprs = [w.argument(k, p) for k, p in enumerate(plan.params)]
-    call = f"{_callee(plan)}({', '.join(exprs)})"
+    call = f"{_called(plan)}({', '.join(exprs)})"
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
         if not plan.is_whole(out):
@@ -358,12 +436,12 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         passed.append(value)
     if "_d" in declared:
         passed.append("_d")
-    w.line(f"bwd_diff({_callee(plan)})({', '.join(passed)});")
+    w.line(f"bwd_diff({_called(plan)})({', '.join(passed)});")
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
             if a.kind == "elementwise" and w.in_mask(j):
-                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d{_member(a.path)}")
+                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d", a)
     return w.source(_GUARD)
 
 

@@ -33,8 +33,15 @@ import torch
 import torch._dynamo
 
 from ..generators import GENERATOR_CLASS, Generator, packed, rebuilt
-from ..signature_text import compose_call_signature
-from ..signatures import call_signature, flagged_tensor_signature, grid, result_shape, signature
+from ..signature_text import TYPE_KEY, compose_call_signature
+from ..signatures import (
+    call_signature,
+    flagged_tensor_signature,
+    grid,
+    result_shape,
+    signature,
+    type_name_form,
+)
 from ..specializer.plan import RESULT, WRITTEN, WRITTEN_TENSOR_TYPES, output_routes
 from .shapes import broadcast
 from .specialization import Specialization, leaf_reader
@@ -125,7 +132,7 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
     of numbers their letters in parentheses, ``(fif)``), floats, ints (grid extents, offsets
     and strides, generators' int fields among them). A dict (a struct's fields) is flattened:
     each value's kind says where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...``
-    an empty dict."""
+    an empty dict, ``n<name>@...`` the struct a dict names (its ``"_type"``)."""
     tensors: list[torch.Tensor] = []
     grads: list[bool] = []
     kinds: list[str] = []
@@ -136,7 +143,10 @@ def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list
     for k, a in enumerate(args):
         _flatten(a, f"@{k}", flat) if isinstance(a, dict) else flat.append((a, ""))
     for a, where in flat:
-        if isinstance(a, torch.Tensor):
+        if where.endswith(f".{TYPE_KEY}"):
+            type_name_form(a)  # raises for what names no struct
+            kinds.append(f"n{a}")
+        elif isinstance(a, torch.Tensor):
             tensors.append(a)
             grads.append(a.requires_grad and grad_mode)
             kinds.append("t")
@@ -207,6 +217,8 @@ def unpack(
             value = tuple(numbers[letter]() for letter in kind[1:-1])
         elif kind == "e":
             value = {}
+        elif kind.startswith("n"):
+            value = kind[1:]
         elif kind.startswith("x"):
             name, _, dims = kind[1:].partition(":")
             cls = GENERATOR_CLASS[name]

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 TypeKind = Literal[
-    "scalar", "vector", "matrix", "array", "struct", "tensor", "generic", "void", "other"
+    "scalar",
+    "vector",
+    "matrix",
+    "array",
+    "struct",
+    "interface",
+    "tensor",
+    "generic",
+    "void",
+    "other",
 ]
 Direction = Literal["in", "out", "inout"]
 
@@ -56,8 +65,12 @@ class TypeInfo:
     for ``float[5]``, ``(4, 3)`` for ``float3[4]``; ``interface`` names a tensor type
     (``IDiffTensor``, ``RWTensor``, ...) of element ``scalar`` and rank ``dims``; ``fields`` are a
     struct's, in declaration order, and ``differentiable`` says whether
-    it conforms to ``IDifferentiable``. A ``generic`` type is a function's type parameter
-    (``T`` of ``T add<T : IFloat>(T a, T b)``), named ``name``, which each call infers.
+    it conforms to ``IDifferentiable``. A ``struct`` with a ``shape`` is an array of structs
+    (``Sphere[4]``: ``(4,)``, outermost first, as for arrays of values), its fields and
+    differentiability its element's. An ``interface`` type's ``conformances`` are the structs
+    of the module that conform to it, each a call may name as the concrete type of its value.
+    A ``generic`` type is a function's type parameter (``T`` of ``T add<T : IFloat>(T a, T
+    b)``), named ``name``, which each call infers.
     """
 
     kind: TypeKind
@@ -68,6 +81,7 @@ class TypeInfo:
     dims: int = 0
     fields: tuple[FieldInfo, ...] = ()
     differentiable: bool = False  # a struct that conforms to IDifferentiable
+    conformances: tuple[TypeInfo, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +93,7 @@ class TypeInfo:
             "dims": self.dims,
             "fields": [[f.name, f.type.to_json()] for f in self.fields],
             "differentiable": self.differentiable,
+            "conformances": [c.to_json() for c in self.conformances],
         }
 
     @classmethod
@@ -99,6 +114,7 @@ class TypeInfo:
             if not (isinstance(f, list) and len(f) == 2 and type(f[0]) is str):
                 raise ValueError(f"struct field {f!r}")
             fields.append(FieldInfo(f[0], cls.from_json(f[1], depth + 1)))
+        conformances = tuple(cls.from_json(c, depth + 1) for c in data["conformances"])
         return cls(
             data["kind"],
             data["name"],
@@ -108,6 +124,7 @@ class TypeInfo:
             data["dims"],
             tuple(fields),
             data["differentiable"],
+            conformances,
         )
 
 
@@ -120,6 +137,7 @@ _TYPE_FIELDS = {
     "dims": int,
     "fields": list,
     "differentiable": bool,
+    "conformances": list,
 }
 
 

@@ -17,6 +17,7 @@ from ..generators import GENERATOR
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
+    TYPE_KEY,
     ArgForm,
     CallSignature,
     DictForm,
@@ -26,6 +27,7 @@ from ..signature_text import (
     ResultForm,
     ScalarForm,
     TensorForm,
+    TypeNameForm,
     argument_label,
     extent_classes,
     parse_call_signature,
@@ -102,6 +104,10 @@ class ArgPlan:
     param: str  # the parameter's name, with the field path of a struct's leaf: "p.b"
     index: int  # the parameter's position
     path: tuple[str, ...] = ()
+    arrays: tuple[tuple[int, ...], ...] = ()
+    """Per step of ``path``, the extents of the arrays of structs the step is taken in, () where
+    there are none: ``((4,),)`` for field ``center`` of a ``Sphere[4]``, where every sphere's
+    ``center`` is the leaf's (its ``elem`` starts with those extents where it is a tensor's)."""
     kind: ArgKind
     slang_type: str
     scalar: str  # Slang element scalar type
@@ -127,6 +133,7 @@ class ParamPlan:
     differentiable: bool  # passed as a differential pair (or its differential) in backward
     first: int
     count: int
+    interface: str = ""  # the interface it is declared as ("" for none): slang_type is a struct
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,15 @@ class SpecializationPlan:
         d = json.loads(text)
         d["params"] = tuple(ParamPlan(**p) for p in d["params"])
         d["args"] = tuple(
-            ArgPlan(**{**a, "path": tuple(a["path"]), "elem": tuple(a["elem"])}) for a in d["args"]
+            ArgPlan(
+                **{
+                    **a,
+                    "path": tuple(a["path"]),
+                    "arrays": tuple(tuple(e) for e in a["arrays"]),
+                    "elem": tuple(a["elem"]),
+                }
+            )
+            for a in d["args"]
         )
         d["outputs"] = tuple(
             OutputPlan(**{**o, "path": tuple(o["path"]), "elem": tuple(o["elem"])})
@@ -223,8 +238,41 @@ class _Resolver:
         """The leaves of one argument."""
         t = param.type
         if t.kind == "struct":
+            if t.shape and param.direction != "in":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    param.name,
+                    "an 'in' parameter for an array of structs",
+                    f"'{param.direction}' {t.name}",
+                )
             return self.struct_leaves(index, param, t, form, (), self.carries(param))
         return [self.leaf(index, param, t, form, (), self.carries(param))]
+
+    def concrete(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TypeInfo:
+        """The struct a value of interface ``t`` given as ``form`` is: the one of its
+        conformances the dict names in ``TYPE_KEY``."""
+        names = [c.name for c in t.conformances]
+        listed = ", ".join(names) if names else "the module declares none"
+        named = dict(form.fields).get(TYPE_KEY) if isinstance(form, DictForm) else None
+        if not isinstance(named, TypeNameForm):
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"a dict of a struct's fields and its name in '{TYPE_KEY}', a struct that "
+                f"conforms to {t.name} ({listed})",
+                _describe(form),
+            )
+        if named.name not in names:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"'{TYPE_KEY}' to name a struct of the module that conforms to {t.name} ({listed})",
+                f"'{named.name}', which is not one",
+            )
+        return t.conformances[names.index(named.name)]
 
     def carries(self, param: ParamInfo) -> bool:
         """Whether a derivative can flow through ``param``: a parameter of a differentiable
@@ -245,13 +293,27 @@ class _Resolver:
         form: ArgForm,
         path: tuple[str, ...],
         diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
     ) -> list[ArgPlan]:
+        """The leaves of struct ``t`` (an array of structs where it has a shape) at ``path``
+        within the parameter; ``arrays`` the extents of the arrays of structs each step of
+        ``path`` is taken in."""
         name = ".".join((param.name, *path))
         if not isinstance(form, DictForm):
             raise self.fail(
                 TypeError, index, name, f"a dict of the fields of {t.name}", _describe(form)
             )
         given = dict(form.fields)
+        named = given.pop(TYPE_KEY, None)
+        element = t.name.partition("[")[0] if t.shape else t.name
+        if isinstance(named, TypeNameForm) and named.name != element:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"the fields of {element} ('{TYPE_KEY}' naming it, where given)",
+                f"'{TYPE_KEY}' '{named.name}'",
+            )
         wanted = [f.name for f in t.fields]
         missing = [f for f in wanted if f not in given]
         extra = [f for f in given if f not in wanted]
@@ -270,11 +332,19 @@ class _Resolver:
             )
         leaves: list[ArgPlan] = []
         for f in t.fields:
-            sub = (*path, f.name)
+            sub, steps = (*path, f.name), (*arrays, t.shape)
+            if f.type.kind == "interface":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    ".".join((param.name, *sub)),
+                    "a struct field of a struct, value or tensor type",
+                    f"the interface {f.type.name} (take it as a parameter of its own)",
+                )
             if f.type.kind == "struct":
-                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff)
+                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff, steps)
             else:
-                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff))
+                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff, steps))
         return leaves
 
     def leaf(
@@ -285,9 +355,23 @@ class _Resolver:
         form: ArgForm,
         path: tuple[str, ...],
         may_diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
     ) -> ArgPlan:
         name = ".".join((param.name, *path))
         base = {"param": name, "index": index, "path": path, "direction": param.direction}
+        lanes = tuple(e for step in arrays for e in step)
+        if lanes:
+            base["arrays"] = arrays
+            if t.kind == "tensor":
+                raise self.fail(
+                    TypeError,
+                    index,
+                    name,
+                    "a field of an array of structs that is a value",
+                    f"{t.name} (pass a whole tensor as a parameter of its own)",
+                )
+            if isinstance(form, TensorForm) and t.kind in VALUE_KINDS:
+                t = _lanes_of(t, lanes)
         if t.kind in VALUE_KINDS:
             if param.direction == "out":
                 return self.target(index, name, t, form, base)
@@ -471,8 +555,8 @@ class _Resolver:
                 name = ".".join(("result", *path))
                 outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
-            whole = args[p.first]
-            if whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
+            whole = args[p.first] if p.count else None  # a struct of no fields has no leaf
+            if whole is not None and whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
                 outputs.append(
                     _output(
                         whole.param,
@@ -498,7 +582,7 @@ class _Resolver:
     ) -> list[tuple[tuple[str, ...], TypeInfo]]:
         if t.kind in VALUE_KINDS:
             return [(path, t)]
-        if t.kind == "struct" and t.fields:
+        if t.kind == "struct" and t.fields and not t.shape:
             leaves = []
             for f in t.fields:
                 leaves += self.result_leaves(f.type, (*path, f.name))
@@ -549,6 +633,13 @@ def _element_plan(
         call_dims=form.rank - len(t.shape),
         **fields,
     )
+
+
+def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
+    """The type a tensor feeding field ``t`` of an array of structs (of extents ``lanes``)
+    holds one of per call point: an array of ``t`` over ``lanes``, outermost first."""
+    suffix = "".join(f"[{n}]" for n in reversed(lanes))
+    return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
 
 
 def _arg_plan(
@@ -617,6 +708,8 @@ def _describe(form: ArgForm) -> str:
         return f"a dict of {', '.join(k for k, _ in form.fields)}"
     if isinstance(form, NumbersForm):
         return f"a tuple of {form.length} Python {_NUMBER_NAMES[form.kind]}"
+    if isinstance(form, TypeNameForm):
+        return f"the struct name '{form.name}'"
     return _PY_NAMES[form.kind]
 
 
@@ -640,13 +733,30 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     params: list[ParamPlan] = []
     leaves: list[ArgPlan] = []
     for k, (p, form) in enumerate(zip(info.params, given, strict=True)):
+        interface = p.type.name if p.type.kind == "interface" else ""
+        if interface:
+            if p.direction != "in":
+                raise TypeError(
+                    f"{fn}: {argument_label(k, p.name)}: expected an 'in' parameter for an "
+                    f"interface, got '{p.direction}' {p.type.name}"
+                )
+            p = replace(p, type=resolver.concrete(k, p.name, p.type, form))
         mine = resolver.param(k, p, form)
+        if interface and any(a.grad for a in mine) and _has_vectors(p.type):
+            raise TypeError(
+                f"{fn}: {argument_label(k, p.name)}: Slang (slangpy 0.43.1's) cannot "
+                f"differentiate through the interface {interface} into {p.type.name}, whose "
+                "fields hold vectors or matrices (it stops on an internal error); pass its "
+                "tensors without grad, or declare such fields as arrays (float[3])"
+            )
         struct = p.type.kind == "struct"
         diff = resolver.carries(p) and (
             struct or (p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS)
         )
         params.append(
-            ParamPlan(p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine))
+            ParamPlan(
+                p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine), interface
+            )
         )
         leaves += mine
     if shaped:
@@ -683,6 +793,17 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         r.kind == "struct",
         outputs,
         tuple(masks),
+    )
+
+
+def _has_vectors(t: TypeInfo) -> bool:
+    """Whether struct ``t`` holds a vector or a matrix (an array of them included), in its
+    fields' structs too."""
+    return any(
+        _has_vectors(f.type)
+        if f.type.kind == "struct"
+        else "vector<" in f.type.name or "matrix<" in f.type.name
+        for f in t.fields
     )
 
 

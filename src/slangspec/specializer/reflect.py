@@ -11,7 +11,7 @@ from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ..function_ref import FunctionRef
+from ..function_ref import FunctionRef, parse_function_ref
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .info import (
     TENSOR_TYPES,
@@ -62,6 +62,8 @@ def type_info(
         count = _count(t, "element_count")
         if element.kind in VALUE_KINDS and count > 0:
             return TypeInfo("array", full, element.scalar, (count, *element.shape))
+        if element.kind == "struct" and count > 0:
+            return replace(element, name=full, shape=(count, *element.shape))
         return TypeInfo("other", full)
     m = _GENERIC_RE.fullmatch(full)
     if m and m.group(1) in TENSOR_TYPES and kind in ("interface", "struct"):
@@ -73,6 +75,8 @@ def type_info(
         fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)
         differentiable = _differentiable(layout, t)
         return TypeInfo("struct", full, fields=fields, differentiable=differentiable)
+    if kind == "interface" and structs:
+        return TypeInfo("interface", full)
     if kind == "none" and full == "void":
         return TypeInfo("void", full)
     if kind == "none" and full.isidentifier():
@@ -143,8 +147,12 @@ def function_overloads(
     f = module.layout.find_function_by_name(name)
     if f is None:
         return ()
+    ref = parse_function_ref(name)
+    owner = None if ref.owner is None else module.layout.find_type_by_name(ref.owner.text)
     if not f.is_overloaded:
-        return (_describe(module.layout, f, module_name, name, declared_generics(text, name)),)
+        declared = declared_generics(text, name)
+        info = _describe(module.layout, f, module_name, name, declared, owner=owner)
+        return (_with_conformances(module, info),)
     own = {
         tuple(p.type.full_name for p in d.as_function().parameters)
         for d in module.module_decl.children
@@ -158,9 +166,10 @@ def function_overloads(
             p.type.kind.name == "none" and t.isidentifier()
             for p, t in zip(o.parameters, types, strict=True)
         )
-        mine = types in own or (generic and bool(declared))
-        info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine)
-        overloads.append(replace(info, elsewhere=not mine))
+        # A method is the struct's own: none of Slang's built-ins are named after it.
+        mine = owner is not None or types in own or (generic and bool(declared))
+        info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine, owner)
+        overloads.append(replace(_with_conformances(module, info), elsewhere=not mine))
     return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
 
 
@@ -171,21 +180,62 @@ def _describe(
     name: str,
     declared: dict[str, str],
     structs: bool = True,
+    owner: spy.TypeReflection | None = None,
 ) -> FunctionInfo:
     """One function (one overload), its generics' constraints as ``declared``; its struct types
-    described field by field where ``structs``, else as "other"."""
+    described field by field where ``structs``, else as "other". A method of struct ``owner``
+    that is not ``static`` takes the struct first, as parameter ``this``: ``inout`` where the
+    method is ``[mutating]``."""
     params = tuple(
         ParamInfo(p.name, type_info(p.type, layout, 0, structs), _has(p, "nodiff"), _direction(p))
         for p in f.parameters
     )
+    generics = _generics(layout, f, params, declared)
+    if owner is not None and not _has(f, "static"):
+        this = type_info(owner, layout, 0, structs)
+        params = (ParamInfo("this", this, False, "inout" if _has(f, "mutating") else "in"), *params)
     return FunctionInfo(
         module_name,
         name,
         _has(f, "differentiable"),
         params,
         type_info(f.return_type, layout, 0, structs),
-        _generics(layout, f, params, declared),
+        generics,
     )
+
+
+def _with_conformances(module: spy.SlangModule, info: FunctionInfo) -> FunctionInfo:
+    """``info`` with each interface type of its parameters listing the structs the module
+    declares that conform to it."""
+    found: dict[str, tuple[TypeInfo, ...]] = {}
+
+    def conformances(interface: str) -> tuple[TypeInfo, ...]:
+        if interface not in found:
+            layout = module.layout
+            wanted = layout.find_type_by_name(interface)
+            structs = [
+                t
+                for t in (
+                    layout.find_type_by_name(d.name)
+                    for d in module.module_decl.children
+                    if d.kind.name == "struct"
+                )
+                if t is not None and t.kind.name == "struct"
+            ]
+            found[interface] = tuple(
+                type_info(t, layout)
+                for t in structs
+                if wanted is not None and layout.is_sub_type(t, wanted)
+            )
+        return found[interface]
+
+    params = tuple(
+        replace(p, type=replace(p.type, conformances=conformances(p.type.name)))
+        if p.type.kind == "interface"
+        else p
+        for p in info.params
+    )
+    return info if params == info.params else replace(info, params=params)
 
 
 _BINDABLE = tuple(sorted(set(SLANG_OF_DTYPE.values()) | set(SLANG_OF_PYTHON.values())))
