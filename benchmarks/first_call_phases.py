@@ -27,7 +27,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
 
     import slangspec
     from slangspec import devices
-    from slangspec.compiler import CompiledKernel
+    from slangspec.compile.vulkan_compiler import CompiledKernel
 
     tdev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)

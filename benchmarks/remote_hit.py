@@ -50,7 +50,8 @@ sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
 warm = torch.ones(2, device=tdev, requires_grad=True)
 (warm * 2).backward(torch.ones_like(warm))
 import slangpy, slangspec
-from slangspec import compiler, devices
+from slangspec import devices
+from slangspec.compile import vulkan_compiler
 from slangspec.compile import cuda_build, nvrtc
 from slangspec.cache_store import module_cache, remote
 from slangspec.runtime import miss_path
@@ -69,9 +70,9 @@ def timed(owner, name, phase):
 timed(devices, "open_device", "open slangpy's device")
 timed(remote.RemoteTier, "get", "fetch entries from the server")
 timed(module_cache.ModuleCacheGuard, "check", "module cache: check, fetch compiled modules")
-timed(compiler.Compiler, "_library", "slangpy's library (IR, or front-end)")
-timed(compiler.Compiler, "_loaded", "module front-end (with the library)")
-timed(compiler.Compiler, "kernel", "Slang to target code (Vulkan)")
+timed(vulkan_compiler.Compiler, "_library", "slangpy's library (IR, or front-end)")
+timed(vulkan_compiler.Compiler, "_loaded", "module front-end (with the library)")
+timed(vulkan_compiler.Compiler, "kernel", "Slang to target code (Vulkan)")
 timed(cuda_build, "cuda_source", "Slang to CUDA source")
 timed(cuda_build, "slangpy_library", "slangpy's library to IR (CUDA)")
 timed(nvrtc.Nvrtc, "compile", "NVRTC")

@@ -40,16 +40,16 @@ def forbid_compile() -> None:
 
 def forbid_slang() -> None:
     """Also make every path into Slang (sessions, module loads, kernel builds) raise."""
-    from slangspec import compiler
+    from slangspec.compile import vulkan_compiler
 
     forbid_compile()
 
     def refuse(*_a, **_k):
         raise AssertionError("a warm CUDA process must not start Slang")
 
-    compiler.Compiler.session = refuse
-    compiler.Compiler.load_module = refuse
-    compiler.Compiler.kernel = refuse
+    vulkan_compiler.Compiler.session = refuse
+    vulkan_compiler.Compiler.load_module = refuse
+    vulkan_compiler.Compiler.kernel = refuse
 
 
 class BlockSlangpy:

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import slangspec
-from slangspec import toolchain
 from slangspec.bundle import BUNDLE_VERSION
 from slangspec.cli import main
+from slangspec.compile import toolchain
 from workers import run
 
 HERE = Path(__file__).parent
@@ -211,11 +211,11 @@ def test_warm_workers_import_neither_torch_nor_slangpy_into_the_command():
     """``warm --jobs`` forks its workers before this process imports anything heavy; each
     imports slangspec's builder itself (and slangpy, on Vulkan: a CUDA worker builds through
     Slang's C API), and never torch."""
-    from slangspec.warm_pool import wants_cuda
+    from slangspec.compile.warm_pool import wants_cuda
 
     code = (
         "import multiprocessing, sys\n"
-        "from slangspec import warm_pool\n"
+        "from slangspec.compile import warm_pool\n"
         "pool = warm_pool.start(3, None)\n"
         "print(len(multiprocessing.active_children()), sorted(\n"
         "    m for m in ('torch', 'slangpy') if m in sys.modules))\n"
@@ -245,7 +245,7 @@ def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(bef
     code = (
         "import threading, time\n"
         f"{before}"
-        "from slangspec import warm_pool\n"
+        "from slangspec.compile import warm_pool\n"
         "pool = warm_pool.start(1, 'vulkan')\n"
         "print(pool._mp_context.get_start_method(), pool.submit(sum, [1, 2]).result())\n"
         "pool.shutdown()\n"
@@ -344,7 +344,7 @@ def test_warm_workers_write_to_the_commands_standard_error():
     (which carries ``--json``)."""
     code = (
         "import os\n"
-        "from slangspec import warm_pool\n"
+        "from slangspec.compile import warm_pool\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
         "pool.submit(print, 'printed by a worker').result()\n"
         "pool.submit(os.write, 2, b'written by a worker\\n').result()\n"
@@ -362,7 +362,7 @@ def test_the_commands_output_ends_when_it_exits_not_when_its_workers_do(tmp_path
     pids = tmp_path / "workers"
     code = (
         "import multiprocessing, os, sys, time\n"
-        "from slangspec import warm_pool\n"
+        "from slangspec.compile import warm_pool\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
         "pool.submit(time.sleep, 120)\n"
         "pool.submit(os.getpid).result()\n"
@@ -392,7 +392,7 @@ def test_a_released_warm_pool_does_not_wait_for_its_workers_to_exit(then):
     and its collection both take a lock its manager thread holds while it joins the workers."""
     code = (
         "import gc, multiprocessing, multiprocessing.util as util, os, time\n"
-        "from slangspec import warm_pool\n"
+        "from slangspec.compile import warm_pool\n"
         "def exit_slowly():\n"
         "    util.Finalize(None, time.sleep, args=(30,), exitpriority=0)\n"
         "pool = warm_pool.start(2, 'vulkan')\n"

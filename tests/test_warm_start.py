@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slangspec.slangpy_install import install_stamp, wheel_stamp
+from slangspec.compile.slangpy_install import install_stamp, wheel_stamp
 from workers import HERE, SHADERS, run, worker
 
 
@@ -136,7 +136,7 @@ def test_slangpy_versions_come_from_the_cache_without_importing_it(tmp_path):
         if sys.argv[2] == "blocked":
             sys.modules["slangpy"] = None
         from slangspec.cache_store import Cache
-        from slangspec.toolchain import toolchain
+        from slangspec.compile.toolchain import toolchain
         print(json.dumps(toolchain(Cache(sys.argv[1]))))
     """
     noted = python(code, str(tmp_path), "importable")
@@ -232,7 +232,7 @@ def test_a_cuda_miss_where_slangpy_cannot_be_used_says_what_was_missing(tmp_path
 
 def test_loading_where_slangpy_is_not_installed_says_so(tmp_path, monkeypatch):
     import slangspec
-    from slangspec import slangpy_install, toolchain
+    from slangspec.compile import slangpy_install, toolchain
 
     monkeypatch.setattr(toolchain, "_slangpy", None)  # as a fresh process has it
     monkeypatch.setattr(slangpy_install, "find_install", lambda: None)

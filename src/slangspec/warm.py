@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .cache import Cache
 from .cache_store import FORWARD, lease_seconds, setting
+from .compile.warm_pool import released, stall_watch, start
 from .devices import device_kind
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
@@ -68,7 +69,6 @@ from .signature_text import (
     parse_call_signature,
     split_outside_brackets,
 )
-from .warm_pool import released, stall_watch, start
 
 if TYPE_CHECKING:
     from .runtime.module_base import BuildFunction, BuildModule

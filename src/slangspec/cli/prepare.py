@@ -32,7 +32,7 @@ def prepare(directory: str | None, force: bool, as_json: bool) -> None:
     already, whole."""
     from ..compile.prepared import DEFAULT_ROOT, FILES, directory_of, prepared
     from ..compile.prepared import prepare as make
-    from ..toolchain import toolchain
+    from ..compile.toolchain import toolchain
 
     root = Path(directory or setting("SLANGSPEC_PREPARED_DIR") or DEFAULT_ROOT)
     tools = toolchain()

@@ -97,7 +97,7 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
     from ..cache_store import setting
-    from ..warm_pool import fork_safe, released, start
+    from ..compile.warm_pool import fork_safe, released, start
 
     if archs:
         if device not in (None, "cuda"):

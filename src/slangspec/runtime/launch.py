@@ -17,7 +17,7 @@ from .cuda_driver import DriverKernel
 from .shapes import contiguous_strides
 
 if TYPE_CHECKING:
-    from ..compiler import CompiledKernel
+    from ..compile.vulkan_compiler import CompiledKernel
     from ..specializer.plan import SpecializationPlan
     from .cuda_call import BackwardCall, ForwardCall
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..compile.cuda_build import BuiltKernel
     from ..compile.cuda_source import Kernel as KernelSource
     from ..compile.reflection import FrontEnd
-    from ..compiler import CompiledKernel, Compiler
+    from ..compile.vulkan_compiler import CompiledKernel, Compiler
 
 _log = logging.getLogger(__name__)
 Outcome = Literal["cached", "built", "taken"]
@@ -348,7 +348,7 @@ class Builder:
             with self._apart() as (private, include_paths, text):
                 if m.device_kind == "cuda":
                     return self._cuda_front_end((private, include_paths, text))
-                from ..compiler import Compiler
+                from ..compile.vulkan_compiler import Compiler
 
                 compiler = Compiler(m.device, private / "slang", private)
                 return compiler.load_module(text, include_paths, m.defines, m.content)
@@ -466,7 +466,7 @@ class Builder:
         m = self.module
         if m.device_kind == "cuda":
             return self._cuda_built(sources, apart)
-        from ..compiler import Compiler
+        from ..compile.vulkan_compiler import Compiler
 
         if apart is None:
             compiler, paths, text = m.compiler, m.include_paths, m.text

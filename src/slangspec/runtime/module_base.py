@@ -22,6 +22,7 @@ import xxhash
 
 from ..cache import Cache
 from ..cache_store import FORWARD, check_all, kernel_lease, key_of, module_facts, setting
+from ..compile.toolchain import toolchain
 from ..cuda_api import primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
@@ -30,7 +31,6 @@ from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
 from ..reach import reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
-from ..toolchain import toolchain
 from .miss_path import Builder, needing_slang
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..cache_store import ModuleCacheGuard
     from ..compile.prepared import Prepared
     from ..compile.reflection import FrontEnd
-    from ..compiler import Compiler
+    from ..compile.vulkan_compiler import Compiler
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _compilers: dict[tuple[int, str], Compiler] = {}
@@ -170,7 +170,7 @@ class BuildModule:
     def compiler(self) -> Compiler:
         """The compiler on ``device``, shared by every module of that device and cache."""
         if self._compiler is None:
-            from ..compiler import Compiler
+            from ..compile.vulkan_compiler import Compiler
 
             key = (id(self.device), str(self.cache.files.module_cache))
             compiler = _compilers.get(key)

@@ -18,7 +18,7 @@ from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
-    from ..compiler import CompiledKernel
+    from ..compile.vulkan_compiler import CompiledKernel
     from .cuda_call import BackwardCall
     from .cuda_driver import DriverKernel
 

@@ -10,7 +10,7 @@ import numpy as np
 import slangpy as spy
 import torch
 
-from ..compiler import CompiledKernel
+from ..compile.vulkan_compiler import CompiledKernel
 from .shapes import contiguous_strides
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Literal, cast
 
+from ..compile.toolchain import PLAN_FORMAT
 from ..generators import GENERATOR
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
@@ -32,7 +33,6 @@ from ..signature_text import (
     extent_classes,
     parse_call_signature,
 )
-from ..toolchain import PLAN_FORMAT
 from .info import (
     TENSOR_TYPE,
     VALUE_KINDS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._version import __version__
-from .signature_text import SIGNATURE_FORMAT
+from .._version import __version__
+from ..signature_text import SIGNATURE_FORMAT
 from .slangpy_install import VersionMemo, Versions, slangpy_versions
 
 CACHE_FORMAT = 1

@@ -27,9 +27,9 @@ import time
 from collections.abc import Iterator
 from typing import TypeVar
 
-from .cache_store import process_stat, setting
-from .cuda_api import CudaDriverError
-from .devices import cuda_arch, gpu_driver_present, opened
+from ..cache_store import process_stat, setting
+from ..cuda_api import CudaDriverError
+from ..devices import cuda_arch, gpu_driver_present, opened
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
