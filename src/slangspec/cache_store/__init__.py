@@ -19,7 +19,14 @@ from .entry import (
     kernel_lease,
 )
 from .keys import are_versions, canonical, entry_facts, key_of, module_facts, source_name
-from .location import CacheWarning, lease_seconds, process_gone, process_stat, write_atomic
+from .location import (
+    CacheWarning,
+    cache_root,
+    lease_seconds,
+    process_gone,
+    process_stat,
+    write_atomic,
+)
 from .module_cache import ModuleCacheGuard
 from .module_seals import ModuleSeals
 from .policy import EntryFilter, Regenerate, regenerated, select
@@ -45,6 +52,7 @@ __all__ = [
     "binary_added",
     "binary_dropped",
     "blobs_of",
+    "cache_root",
     "canonical",
     "check_all",
     "entry_facts",

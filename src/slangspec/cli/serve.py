@@ -21,7 +21,7 @@ def serve(cache_dir: str | None, show: bool, stop: bool, arch: str | None, as_js
     """Keep Slang, the modules it loaded and NVRTC warm for this user's processes, and build
     their CUDA kernels, until idle for SLANGSPEC_SERVE_IDLE. Exit 1 from --status or --stop
     when no server answers."""
-    from ..cache_store.location import cache_root
+    from ..cache_store import cache_root
     from ..compile import server, server_client
 
     root = cache_root(cache_dir)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cache_store.settings import setting
+from ..cache_store import setting
 from ..module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
 from .server_place import ServerPlace, server_place

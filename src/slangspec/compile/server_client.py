@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cache_store.settings import setting
+from ..cache_store import setting
 from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
 from .server_place import ServerPlace, UnsafePlace, server_place
 
