@@ -174,7 +174,8 @@ def test_clients_racing_to_start_it_get_one_server_that_later_ones_use(tmp_path,
     while len(_servers(run_dir)) != 1:
         assert time.monotonic() < deadline, f"servers left running: {_servers(run_dir)}"
         time.sleep(0.1)
-    assert served(finished(client(cache, "auto", kind, "1", "0")))  # the second is new
+    later = finished(client(cache, "auto", kind, "1", "0"))  # the second is new
+    assert served(later), (later, server_place(cache).log.read_text())
     verified(cache)
 
 
