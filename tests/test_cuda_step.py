@@ -289,9 +289,18 @@ def test_nvrtc_says_its_version():
     assert major >= 12 and minor >= 0
 
 
+SLANGPY_SIDE = {
+    "vulkan_compiler.py": "Vulkan builds go through slangpy's device",
+    "slangpy_install.py": "it imports slangpy only where it cannot read slangpy's install",
+}
+"""The modules of the compile path that may import slangpy, and why."""
+
+
 def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
     compile_dir = Path(nvrtc.__file__).parent
     for path in compile_dir.glob("*.py"):
+        if path.name in SLANGPY_SIDE:
+            continue
         text = path.read_text()
         assert not re.search(r"^\s*(import|from) (torch|slangpy)\b", text, re.M), path.name
 
