@@ -680,6 +680,9 @@ def main() -> None:
     p.add_argument("--only", action="append", choices=TRIALS, help="run only these kinds")
     args = p.parse_args()
     os.environ["SLANGSPEC_DEVICE"] = args.device
+    # Each process builds its own misses: under the default, every trial's cache root would
+    # start a compile server of its own (tests/test_compile_server.py tries the server's faults).
+    os.environ.setdefault("SLANGSPEC_COMPILE_SERVER", "off")
     tdev = "cuda" if args.device == "cuda" else "cpu"
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
