@@ -44,6 +44,17 @@ def specialize(*args: object, env: dict[str, str] | None = None) -> subprocess.C
     )
 
 
+def statuses_built_for_sm_90(manifest: Path, cache: Path) -> list[str]:
+    """``specialize warm MANIFEST --device cuda --arch sm_90`` with no GPU visible: the status
+    of each specialization it reports."""
+    done = specialize(
+        "warm", manifest, "--device", "cuda", "--arch", "sm_90", "--cache-dir", cache, "--json",
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [r["status"] for r in json.loads(done.stdout)]
+
+
 def cubins(cache: Path) -> list[bytes]:
     """Every kept binary of ``cache``, read through its entries."""
     c = slangspec.Cache(cache)
