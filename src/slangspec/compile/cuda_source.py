@@ -211,7 +211,7 @@ def spare_sessions() -> int:
 
 def held_modules() -> list[str]:
     """The names of the user modules whose sessions this process keeps."""
-    return [key[3].name for key in _sessions]
+    return [key[3].name for key in list(_sessions)]  # status asks from another thread
 
 
 def forget(module: ModuleText, content: str) -> None:

@@ -146,11 +146,11 @@ class CompileServer:
                 start = time.perf_counter()
                 reply = work(request)
                 reply["server_s"] = time.perf_counter() - start
+                self.built[op] = self.built.get(op, 0) + 1
             _log.info("%s of module %s: %.3f s", op, request["module"]["name"], reply["server_s"])
         except Exception as exc:  # the client compiles in-process, where the error is its own
             _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        self.built[op] = self.built.get(op, 0) + 1
         if request.get("library"):
             self._spare_for = request
         return {"ok": True, **reply}
