@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 from test_arch_build import statuses_built_for_sm_90
+from test_cli import cli
 from test_cuda_step import needs_nvrtc
 
 import slangspec
 from parity import F32 as TOL
 from parity import compare, leaf, twin
-from slangspec.cli import main
 from slangspec.counts import compile_counts
 
 KINDS = Path(__file__).parent / "shaders" / "kinds.slang"
@@ -147,10 +146,6 @@ def test_methods_under_torch_compile(cache_dir, tdev):
     c, s = torch.cos(at), torch.sin(at)
     spun = torch.stack([vt[:, 0] * c - vt[:, 1] * s, vt[:, 0] * s + vt[:, 1] * c], 1)
     compare(out, (pt + 2.0 * spun).sum(-1), inputs, [pt, vt, at])
-
-
-def cli(*args: object):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 MANIFEST = """

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 from test_arch_build import statuses_built_for_sm_90
+from test_cli import cli
 from test_cuda_step import needs_nvrtc
 
 import slangspec
 from parity import F32 as TOL
 from parity import compare, leaf, twin
-from slangspec.cli import main
 from slangspec.counts import compile_counts
 
 KINDS = Path(__file__).parent / "shaders" / "kinds.slang"
@@ -161,10 +160,6 @@ def test_a_wrong_struct_name_is_the_same_error_under_torch_compile(cache_dir, td
     compiled = torch.compile(lambda r: fresh.scaled_area({"_type": "Plain", "x": r}, 1.0))
     with pytest.raises(Exception, match=r"got 'Plain', which is not one"):
         compiled(torch.rand(3, device=tdev))
-
-
-def cli(*args: object):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 MANIFEST = """

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 from test_arch_build import statuses_built_for_sm_90
+from test_cli import cli
 from test_cuda_step import needs_nvrtc
 
 import slangspec
 from parity import F32 as TOL
 from parity import compare, leaf, twin
-from slangspec.cli import main
 from slangspec.counts import compile_counts
 
 KINDS = Path(__file__).parent / "shaders" / "kinds.slang"
@@ -144,10 +143,6 @@ def test_an_array_of_structs_under_torch_compile(cache_dir, tdev):
         twins[2] * twins[3][..., None] * 2.0
     ).sum((1, 2, 3))
     compare(out, ref, inputs, twins)
-
-
-def cli(*args: object):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 MANIFEST = """
