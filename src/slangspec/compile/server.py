@@ -212,7 +212,7 @@ def _describe(request: dict[str, Any]) -> dict[str, Any]:
     fe = front_end(module, paths, defines, None, library, str(request["content"]))
     if not has_function(fe, name):
         return {"overloads": False}
-    found = function_overloads(fe, str(request["module_name"]), name, module.text)
+    found = function_overloads(fe, module.name, name, module.text)
     return {"overloads": [info.to_json() for info in found]}
 
 

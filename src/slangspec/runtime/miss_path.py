@@ -386,15 +386,14 @@ class Builder:
         private, paths, text = apart
         return ModuleCacheGuard(ModuleSeals(private / "slang"), None, ""), paths, text, private
 
-    def _start_nvrtc(self, guard: ModuleCacheGuard) -> Path:
+    def _start_nvrtc(self, guard: ModuleCacheGuard) -> None:
         """Start NVRTC on a thread of its own, precompiling the CUDA prelude ``guard``'s module
-        cache kept from an earlier build if it has one; where that prelude is kept."""
+        cache kept from an earlier build if it has one."""
         from ..compile.cuda_build import prelude_path, stored_prelude
         from ..compile.nvrtc import warm_up
 
         path = prelude_path(guard, self.module.toolchain)
         warm_up(self.module.arch, stored_prelude(path, self.module.prepared()))
-        return path
 
     def _cuda_library(self, guard: ModuleCacheGuard, text: ModuleText) -> Path | None:
         """slangpy's Slang library as IR in ``guard``'s module cache, for a module that imports
@@ -510,7 +509,6 @@ class Builder:
         return {
             "op": op,
             "module": {"name": text.name, "path": str(text.path), "text": text.text},
-            "module_name": m.name,
             "include_paths": [str(p) for p in paths],
             "defines": dict(m.defines),
             "library": None if library is None else str(library),
