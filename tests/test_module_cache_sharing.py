@@ -259,12 +259,22 @@ def test_a_fresh_node_does_not_compile_slangpys_library(
         )
         assert last_line(done.stdout) == "ok", done.stderr[-2000:]
 
+    client = redis_server.client()
+    client.config_set("notify-keyspace-events", "E$")
+    writes = client.pubsub()
+    writes.subscribe("__keyevent@0__:set")
+
     def published() -> int:
-        stats = redis_server.client().info("commandstats")
-        return stats.get("cmdstat_mset", {}).get("calls", 0)
+        """Compiled modules written to the server since the last call (snapshots of slangpy's
+        shader cache travel too, as blobs of their own kind)."""
+        count = 0
+        while (message := writes.get_message(timeout=0.2)) is not None:
+            if message["type"] == "message" and b"blob:m_" in message["data"]:
+                count += 1
+        return count
 
     node("mix2")
-    assert published() == 1, "the first node did not publish slangpy's library"
+    assert published() >= 1, "the first node did not publish slangpy's library"
     (library,) = root.glob("slang/*/*/slangpy.slang-module")
     shutil.rmtree(root)
     if where == ANOTHER_PATH:
@@ -272,7 +282,7 @@ def test_a_fresh_node_does_not_compile_slangpys_library(
         library = root / library.relative_to(tmp_path / "node")
     node("mix3")
     assert library.is_file()
-    assert published() == 1, "the second node compiled a module the first had published"
+    assert published() == 0, "the second node compiled a module the first had published"
 
 
 def test_a_slot_in_use_leaves_slang_the_directory_itself(tmp_path):

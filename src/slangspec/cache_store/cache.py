@@ -19,7 +19,7 @@ from . import report, travel
 from .disk import HITS, MISSES, DiskTier
 from .entry import Change, Entry, blobs_of, intact
 from .files import LocalFiles
-from .keys import BlobKind, blob_name, module_cache_fact
+from .keys import BlobKind, blob_name, module_cache_fact, shader_cache_fact
 from .leases import Leases
 from .location import (
     LEGACY_SCRATCH,
@@ -43,6 +43,7 @@ from .policy import (
     verify,
 )
 from .remote import RemoteSettings, RemoteTier, remote_settings
+from .shader_snapshots import ShaderSnapshots
 from .shipped import ShippedTier
 from .shrinking import shrink_over_bound
 from .tier import Found, Tier, Unusable
@@ -125,6 +126,15 @@ class Cache:
         remote = self._remote if self._remote is not None and self._remote.proven else None
         fact = module_cache_fact(str(slang_path(self.files.module_cache)), toolchain)
         return ModuleCacheGuard(self.files.module_seals, remote, fact)
+
+    def shader_cache(self, toolchain: dict[str, Any]) -> ShaderSnapshots:
+        """slangpy's shader cache under this root (``files.shader_cache``), its snapshots shared
+        for ``toolchain`` through a remote tier that proves what it holds, since nothing can
+        check target code or a pipeline against what it was built from."""
+        snapshots = self.files.shader_cache()
+        if self._remote is not None and self._remote.proven:
+            snapshots.share_through(_RemoteSnapshots(self._remote, shader_cache_fact(toolchain)))
+        return snapshots
 
     # -- entries, through the tiers ------------------------------------------------------------
 
@@ -352,3 +362,17 @@ class Cache:
                 snapshots.discard()
                 found["repaired"] += 1
         return found
+
+
+@dataclasses.dataclass(frozen=True)
+class _RemoteSnapshots:
+    """Shader-cache snapshots travelling under the fact ``fact`` of ``remote``."""
+
+    remote: RemoteTier
+    fact: str
+
+    def fetch(self) -> bytes | None:
+        return self.remote.shader_snapshot(self.fact)
+
+    def offer(self, data: bytes) -> None:
+        self.remote.share_shader_snapshot(self.fact, data)

@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 import xxhash
 
-BlobKind = Literal["source", "binary", "module"]
-_PREFIX: dict[BlobKind, str] = {"source": "k_", "binary": "b_", "module": "m_"}
-"""Kernel sources, CUDA binaries, and compiled Slang modules (which travel only between
-module caches at one path: see ``module_cache_fact``)."""
+BlobKind = Literal["source", "binary", "module", "shaders"]
+_PREFIX: dict[BlobKind, str] = {"source": "k_", "binary": "b_", "module": "m_", "shaders": "s_"}
+"""Kernel sources, CUDA binaries, compiled Slang modules (which travel only between module
+caches at one path: see ``module_cache_fact``) and snapshots of slangpy's shader cache (see
+``shader_cache_fact``)."""
 
 
 def canonical(value: Any) -> bytes:
@@ -107,6 +108,33 @@ def are_compiled_modules(value: dict[str, Any]) -> bool:
         and isinstance(listed[1], str)
         and _SHA256.fullmatch(listed[1])
         for path, listed in value.items()
+    )
+
+
+SHADERS = "shaders:"
+"""The prefix of the facts that name the newest snapshot of slangpy's shader cache."""
+SNAPSHOT = "snapshot"
+
+
+def shader_cache_fact(toolchain: dict[str, Any]) -> str:
+    """The name of the fact that names the newest snapshot of slangpy's shader cache (Vulkan
+    target code and pipelines) built with ``toolchain``. slangpy keys what it keeps by the
+    programs' content and pipelines by the adapter, so one snapshot serves every node and path;
+    what another adapter built is a miss there."""
+    return SHADERS + key_of({"shader_cache": SNAPSHOT, "toolchain": toolchain})
+
+
+def is_shader_listing(value: dict[str, Any]) -> bool:
+    """Whether a ``shaders:`` fact has its shape: the snapshot's blob name and the SHA-256 of
+    its content."""
+    listed = value.get(SNAPSHOT)
+    return (
+        set(value) == {SNAPSHOT}
+        and isinstance(listed, list)
+        and len(listed) == 2
+        and is_blob_name(listed[0], "shaders")
+        and isinstance(listed[1], str)
+        and _SHA256.fullmatch(listed[1]) is not None
     )
 
 

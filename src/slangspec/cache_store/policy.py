@@ -13,7 +13,15 @@ from typing import Any, Protocol
 from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import are_compiled_modules, are_versions, blob_kind, entry_facts, key_of, source_name
+from .keys import (
+    are_compiled_modules,
+    are_versions,
+    blob_kind,
+    entry_facts,
+    is_shader_listing,
+    key_of,
+    source_name,
+)
 from .tier import Found, Unusable
 
 Regenerate = Callable[[str, dict[str, Any], str], str]
@@ -196,6 +204,8 @@ def _fact_shape(name: str, value: dict[str, Any]) -> str | None:
         ok = are_versions(value)
     elif kind == "modules":
         ok = are_compiled_modules(value)
+    elif kind == "shaders":
+        ok = is_shader_listing(value)
     else:
         return "it is not a fact slangspec keeps"
     return None if ok else "its value does not have its kind's shape"

@@ -5,7 +5,8 @@ Under a prefix, the server holds entries (``entry:<key>``: an entry in its trave
 see ``travel``), content-addressed blobs
 (``blob:<name>``: kernel sources and cubins), facts about inputs that spare a fresh machine
 the Slang front-end (``fact:<name>``: which functions a module's content has, which versions a
-slangpy install is) and compile leases (``lease:<name>``). A publisher
+slangpy install is, a module cache's compiled modules, the newest snapshot of slangpy's shader
+cache) and compile leases (``lease:<name>``). A publisher
 writes the blobs first and the entry last, so a reader never meets an entry whose blobs were not
 written; one whose blobs Redis evicted since reads as a miss.
 
@@ -41,7 +42,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from . import travel
 from .entry import blobs_of
-from .keys import are_compiled_modules, blob_name, canonical, names
+from .keys import (
+    SNAPSHOT,
+    BlobKind,
+    are_compiled_modules,
+    blob_name,
+    canonical,
+    is_shader_listing,
+    names,
+)
 from .location import CacheWarning
 from .settings import setting
 from .tier import Found, Unavailable, Unusable
@@ -349,42 +358,69 @@ class RemoteTier:
         if bad:
             self.warn("refused fact", f"holds fact {name[:24]} naming {bad[0]!r}, refused")
         listed = {p: b for p, b in listed.items() if p not in bad and wanted(p)}
+        return self._listed_blobs(listed, "compiled module")
+
+    def share_compiled_modules(self, name: str, modules: Mapping[str, bytes]) -> None:
+        """Publish compiled Slang modules by their path in the module cache: the blobs, then
+        the fact ``name`` that lists them (merged with what it listed)."""
+        self._share_listed(name, modules, "module")
+
+    def shader_snapshot(self, name: str) -> bytes | None:
+        """The snapshot of slangpy's shader cache the fact ``name`` names (see
+        ``keys.shader_cache_fact``), fetched and checked as ``compiled_modules`` checks a
+        module; None when there is none, or it fails (with a warning)."""
+        listed = self.fact(name)
+        if listed and not is_shader_listing(listed):
+            self.warn("refused fact", f"holds fact {name[:24]} that is not a snapshot's, refused")
+            return None
+        return self._listed_blobs(listed, "shader-cache snapshot").get(SNAPSHOT)
+
+    def share_shader_snapshot(self, name: str, data: bytes) -> None:
+        """Publish a snapshot of slangpy's shader cache as the newest under the fact ``name``
+        (one that would not travel, past ``MAX_BLOB_BYTES``, is kept local)."""
+        if len(data) <= MAX_BLOB_BYTES:
+            self._share_listed(name, {SNAPSHOT: data}, "shaders")
+
+    def _listed_blobs(self, listed: Mapping[str, list[str]], what: str) -> dict[str, bytes]:
+        """The blobs a fact lists (by label: its blob name and SHA-256), fetched when within
+        ``MAX_BLOB_BYTES`` and kept when they match both; what fails is left out, with a
+        warning."""
         if not listed:
             return {}
         sizes = self._sizes(sorted({blob for blob, _ in listed.values()}))
         if sizes is None:
             return {}
         fits = {}
-        for path, (blob, digest) in listed.items():
+        for label, (blob, digest) in listed.items():
             if sizes[blob] > MAX_BLOB_BYTES:
                 why = f"{blob} is {sizes[blob]} bytes, past the limit of {MAX_BLOB_BYTES}"
-                self.warn("oversized blob", f"holds compiled module {path}, refused ({why})")
+                self.warn("oversized blob", f"holds {what} {label}, refused ({why})")
                 continue
-            fits[path] = (blob, digest)
+            fits[label] = (blob, digest)
         fetched = self._blobs(sorted({blob for blob, _ in fits.values()})) or {}
         out = {}
-        for path, (blob, digest) in fits.items():
+        for label, (blob, digest) in fits.items():
             data = fetched.get(blob)
             if data is None:
-                continue  # evicted by the server since: compiled here instead
+                continue  # evicted by the server since: built here instead
             if not names(blob, data) or hashlib.sha256(data).hexdigest() != digest:
                 why = "does not match its name or SHA-256"
                 self.warn("refused blob", f"holds blob {blob} that {why}")
                 continue
-            out[path] = data
+            out[label] = data
         return out
 
-    def share_compiled_modules(self, name: str, modules: Mapping[str, bytes]) -> None:
-        """Publish compiled Slang modules by their path in the module cache: the blobs, then
-        the fact ``name`` that lists them (merged with what it listed)."""
-        if not self.writable or not modules:
+    def _share_listed(self, name: str, blobs: Mapping[str, bytes], kind: BlobKind) -> None:
+        """Publish ``blobs`` (by label) as blobs of ``kind``, then the fact ``name`` that lists
+        them with their SHA-256 (merged with what it listed)."""
+        if not self.writable or not blobs:
             return
-        blobs = {path: blob_name("module", data) for path, data in modules.items()}
+        names_ = {label: blob_name(kind, data) for label, data in blobs.items()}
         written = self._call(
-            lambda r: r.mset({self.prefix + "blob:" + blobs[p]: d for p, d in modules.items()})
+            lambda r: r.mset({self.prefix + "blob:" + names_[k]: d for k, d in blobs.items()})
         )
         if written:
-            listed = {p: [blobs[p], hashlib.sha256(d).hexdigest()] for p, d in modules.items()}
+            listed = {k: [names_[k], hashlib.sha256(d).hexdigest()] for k, d in blobs.items()}
             self.note_fact(name, listed)
 
     def fact_names(self, prefix: str) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from . import report, travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
-from .keys import MODULES, are_compiled_modules, key_of
+from .keys import MODULES, SHADERS, SNAPSHOT, are_compiled_modules, is_shader_listing, key_of
 from .policy import EntryFilter, Regenerate, Replan, proven, rows, verify_entries
 from .remote import RemoteTier
 
@@ -49,7 +49,7 @@ def entries(remote: RemoteTier, where: EntryFilter | None = None) -> list[dict[s
 
 def evict(remote: RemoteTier, where: EntryFilter) -> list[str]:
     """Remove the remote entries ``where`` matches, then the blobs no entry names and no fact
-    lists (a module cache's compiled modules)."""
+    lists (a module cache's compiled modules, the newest shader-cache snapshot)."""
     _writable(remote)
     gone = [e["key"] for e in entries(remote, where)]
     for key in gone:
@@ -62,6 +62,10 @@ def evict(remote: RemoteTier, where: EntryFilter) -> list[str]:
         value = remote.fact(name)
         if are_compiled_modules(value):
             referenced |= {blob for blob, _ in value.values()}
+    for name in remote.fact_names(SHADERS):
+        value = remote.fact(name)
+        if is_shader_listing(value):
+            referenced.add(value[SNAPSHOT][0])
     remote.drop_unreferenced_blobs(referenced)
     return gone
 

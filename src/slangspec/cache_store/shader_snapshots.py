@@ -8,6 +8,10 @@ current snapshot, checked against its name, into a directory of its own and give
 after slangpy generated target code the snapshot lacked, the process publishes its copy as the
 new snapshot. Damage shows as a hash mismatch and costs one rebuild; when two processes publish
 at once, what one of them added is lost and generated again later.
+
+With a ``SnapshotSharing`` (a remote tier that proves what it holds), a published snapshot is
+also offered to other machines, and a cache root that has none takes the newest one offered
+before slangpy opens it: a fresh node creates no pipeline another node created already.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
+from typing import Protocol
 
 import xxhash
 
@@ -74,6 +79,16 @@ def _private_dir() -> Path:
     return path
 
 
+class SnapshotSharing(Protocol):
+    """Where snapshots travel between machines: ``fetch`` gives the newest one offered, checked
+    against what it was offered as (None when there is none, or it fails); ``offer`` offers
+    one."""
+
+    def fetch(self) -> bytes | None: ...
+
+    def offer(self, data: bytes) -> None: ...
+
+
 class ShaderSnapshots:
     """The shader cache of one cache root (``directory``), as this process uses it; slangpy may
     let it grow to ``size`` bytes."""
@@ -86,6 +101,12 @@ class ShaderSnapshots:
         published, so that no snapshot is taken half-way through a write."""
         self._private: Path | None = None
         self._published_misses = 0
+        self._sharing: SnapshotSharing | None = None
+
+    def share_through(self, sharing: SnapshotSharing) -> None:
+        """Offer what this process publishes through ``sharing``, and take from it the newest
+        snapshot when this cache root has none."""
+        self._sharing = sharing
 
     def checkout(self) -> Path:
         """The directory to give slangpy: this process's copy of the current snapshot (empty
@@ -94,6 +115,8 @@ class ShaderSnapshots:
             if self._private is None:
                 private = _private_dir()
                 data = self._current()
+                if data is None and self._sharing is not None:
+                    data = self._taken(self._sharing)
                 if data is not None:
                     target = private / _DATA
                     target.parent.mkdir(mode=0o700)
@@ -114,18 +137,33 @@ class ShaderSnapshots:
                 return
             if not lmdb_whole(data):
                 return
-            name = f"{_digest(data)}.mdb"
-            try:
-                write_atomic(self.directory / name, data)
-                write_atomic(self.directory / POINTER, name.encode())
-            except OSError as exc:
-                warnings.warn(
-                    f"slangspec could not keep the shader cache in {self.directory}: {exc}",
-                    CacheWarning,
-                    stacklevel=2,
-                )
-                return
-            self._remove_stale(keep={POINTER, name, self._pointer() or name})
+            if self._kept(data) and self._sharing is not None:
+                self._sharing.offer(data)
+
+    def _taken(self, sharing: SnapshotSharing) -> bytes | None:
+        """The snapshot ``sharing`` offers, kept as this root's current one; None when there is
+        none, or it is not a whole data file."""
+        data = sharing.fetch()
+        if data is None or not lmdb_whole(data):
+            return None
+        self._kept(data)
+        return data
+
+    def _kept(self, data: bytes) -> bool:
+        """Keep ``data`` as the current snapshot; False (with a warning) when it cannot be."""
+        name = f"{_digest(data)}.mdb"
+        try:
+            write_atomic(self.directory / name, data)
+            write_atomic(self.directory / POINTER, name.encode())
+        except OSError as exc:
+            warnings.warn(
+                f"slangspec could not keep the shader cache in {self.directory}: {exc}",
+                CacheWarning,
+                stacklevel=3,
+            )
+            return False
+        self._remove_stale(keep={POINTER, name, self._pointer() or name})
+        return True
 
     def _pointer(self) -> str | None:
         with contextlib.suppress(OSError, UnicodeDecodeError):

@@ -79,7 +79,6 @@ class BuildModule:
         self.path = directory / f"{name}.slang"
         self.source = source
         self.cache = cache
-        self.shaders = cache.files.shader_cache()
         self.device_kind = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
@@ -99,6 +98,7 @@ class BuildModule:
         self._device_identity: dict[str, str] | None = None
         with needing_slang(f"module '{name}': the version of slangpy its cache keys cover"):
             self.toolchain = toolchain(cache)
+        self.shaders = cache.shader_cache(self.toolchain)
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
         given = self.path.read_bytes() if source is None else source.encode()
