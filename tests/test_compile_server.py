@@ -248,6 +248,18 @@ def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, ki
     verified(cache)
 
 
+def test_a_server_that_works_on_and_on_is_waited_on_as_long_as_a_lease(
+    tmp_path, run_dir, kind, monkeypatch
+):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", "3")
+    start = time.monotonic()
+    with FakeServer(server_place(cache).socket, beating=True):
+        assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    assert time.monotonic() - start < 30
+    verified(cache)
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="running a client as another user needs root")
 def test_another_user_is_refused(tmp_path, run_dir, kind):
     cache = tmp_path / "cache"

@@ -3,7 +3,9 @@ build kernels, and starting it.
 
 Every failure of the server costs a client at most ``REPLY_WAIT_S`` of silence and then an
 in-process compile: a server that is gone, stopped, answering garbage or another user's is
-never asked again by this process (one that is merely absent is started, once).
+never asked again by this process (one that is merely absent is started, once). One that
+keeps working on a request (its heartbeats come, its reply does not) is waited on as long as
+a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +78,13 @@ def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
             raise NotTheUsersServer(f"the socket's server runs as user {uid}")
         sock.settimeout(REPLY_WAIT_S)
         send(sock, request)
+        busy_until = time.monotonic() + setting("SLANGSPEC_CACHE_LEASE")
         while True:
             reply = receive(sock, REPLY_LIMIT)
             if reply != {"working": True}:
                 return reply
+            if time.monotonic() > busy_until:
+                raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
 
 
 def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
