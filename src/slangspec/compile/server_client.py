@@ -30,6 +30,9 @@ REPLY_WAIT_S = 2.0
 _log = logging.getLogger("slangspec.server")
 _given_up: set[Path] = set()
 _started: set[Path] = set()
+fallback_waits: list[float] = []
+"""Seconds each request spent on a server that was not there or failed it, before this
+process compiled itself, for benchmarks."""
 
 
 class NotTheUsersServer(Exception):
@@ -48,13 +51,16 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
         place = server_place(root)
     except (UnsafePlace, OSError) as exc:
         return _give_up(root, f"no safe place for it: {exc}")
+    asked = time.monotonic()
     try:
         reply = exchange(place, request)
     except (FileNotFoundError, ConnectionRefusedError):
+        fallback_waits.append(time.monotonic() - asked)
         if mode == "auto":
             start(root, arch, place)
         return None
     except (OSError, FrameError, NotTheUsersServer) as exc:
+        fallback_waits.append(time.monotonic() - asked)
         return _give_up(root, f"{type(exc).__name__}: {exc}")
     if reply.get("ok") is not True:
         _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
