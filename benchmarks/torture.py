@@ -1,7 +1,9 @@
 """Torture: everything that can go wrong around a cache, counted. Every trial ends as one of
-ok, wrong (a result that differs from torch's), crashed (killed by a signal), hung (past the
-time limit), unexpected (an exception that is not the clear TypeError/ValueError the input
-deserved) or ran code (a row or bundle made slangspec run what it carried).
+ok, wrong (a result that differs from torch's, or a kept cubin unlike the one a process
+building by itself keeps), crashed (killed by a signal), hung (past the time limit, or a wait
+on the compile server past its bound), unexpected (an exception that is not the clear
+TypeError/ValueError the input deserved) or ran code (a row or bundle made slangspec run what
+it carried).
 
     python benchmarks/torture.py [--device vulkan|cuda] [--quick] [--markdown FILE]
 
