@@ -1,7 +1,9 @@
 """Torture: everything that can go wrong around a cache, counted. Every trial ends as one of
-ok, wrong (a result that differs from torch's), crashed (killed by a signal), hung (past the
-time limit), unexpected (an exception that is not the clear TypeError/ValueError the input
-deserved) or ran code (a row or bundle made slangspec run what it carried).
+ok, wrong (a result that differs from torch's, or a kept cubin unlike the one a process
+building by itself keeps), crashed (killed by a signal), hung (past the time limit, or a wait
+on the compile server past its bound), unexpected (an exception that is not the clear
+TypeError/ValueError the input deserved) or ran code (a row or bundle made slangspec run what
+it carried).
 
     python benchmarks/torture.py [--device vulkan|cuda] [--quick] [--markdown FILE]
 
@@ -26,6 +28,20 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   without a MAC, kernels swapped between entries on a server trusted without a secret, then
   the node's own cache with the server emptied, a node with another secret, the server paused,
   flushed or killed mid-run), then a fresh node (timed);
+- server: clients that miss, against a real compile server (``specialize serve``) of a cache
+  root per trial: on CUDA they call and compare with torch; without a GPU they build sm_90
+  cubins and call nothing (``SLANGSPEC_CUDA_ARCH``). The server SIGKILLed mid-build, while
+  stopped with a client waiting, or at a random moment; stopped (SIGSTOP) before a client asks
+  or mid-build; its socket removed or replaced by a regular file, before or mid-build; a fake
+  server at the socket answering frames that are not JSON, past the size bound, not an object,
+  of the wrong content or cut short, closing unanswered, or sending heartbeats and never a
+  reply; two clients racing to start it (one server stays, and serves a later client); the
+  cache cleared every 0.3 s while it serves (a later client is served). Every cubin a client
+  keeps must be the one a process building by itself keeps (wrong otherwise); a client may
+  wait on a failing server 2.5 s at most (two seconds of silence, after half a second to
+  connect), on one that only sends heartbeats the trials' ``SLANGSPEC_CACHE_LEASE`` of 5 s
+  more (hung otherwise); ``specialize cache verify`` must pass on each trial's cache (one more
+  unexpected otherwise). Each wait is printed;
 - hostile: mangled function names (unbalanced brackets, call expressions, statements, comments,
   other characters) through lookups and ``hasattr`` in a few processes: each an
   UnknownFunctionError or the function it names, no process crashed, no kernel holding the
@@ -37,12 +53,14 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import random
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -59,11 +77,21 @@ import torch
 HERE = Path(__file__).parent
 TESTS = HERE.parent / "tests"
 sys.path.insert(0, str(TESTS))
+from compile_servers import frame  # noqa: E402
 from workers import worker  # noqa: E402  (tests/jit_worker.py runs each process)
 
 OUTCOMES = ("ok", "wrong", "crashed", "hung", "unexpected", "ran code")
 LIMIT_S = 180.0
-TRIALS = ("concurrent", "killed", "damaged", "fuzzed", "tampered", "remote", "hostile")
+TRIALS = (
+    "concurrent",
+    "killed",
+    "damaged",
+    "fuzzed",
+    "tampered",
+    "remote",
+    "server",
+    "hostile",
+)
 
 
 FAILURES: list[str] = []
@@ -511,6 +539,276 @@ def remote(
     return cold, after_kill, worst_kill, spoiled, worst_spoiled
 
 
+SERVER_LEASE_S = 5.0
+"""The lease bound the server trials' clients run under: the longest one waits on a server that
+keeps working on one request (its heartbeats come, its reply does not)."""
+SERVER_FAULTS = (
+    "killed mid-build",
+    "stopped, then killed while a client waits",
+    "killed at a random moment",
+    "stopped",
+    "stopped mid-build",
+    "socket removed",
+    "socket replaced by a regular file",
+    "socket removed mid-build",
+    "reply not JSON",
+    "reply oversized",
+    "reply not an object",
+    "reply of the wrong content",
+    "reply cut short",
+    "closed unanswered",
+    "heartbeats, never a reply",
+    "two clients starting it",
+    "cache cleared while it serves",
+)
+_JUNK = {
+    "reply not JSON": struct.pack("!I", 5) + b"hello",
+    "reply oversized": struct.pack("!I", 0x7FFFFFFF) + b"x" * 64,
+    "reply not an object": frame([1, 2, 3]),
+    "reply of the wrong content": frame({"ok": True, "overloads": 7, "kernels": {"k": 1}}),
+    "reply cut short": struct.pack("!I", 4096) + b"{",
+    "closed unanswered": b"",
+}
+
+
+class ServerTrials:
+    """The compile server's faults, each on a cache root of its own, its clients compared with
+    a reference cache one process built by itself."""
+
+    def __init__(self, cache_root: Path, tdev: str, rng: random.Random) -> None:
+        from slangspec.compile.server_client import CONNECT_WAIT_S, REPLY_WAIT_S
+
+        self.root = cache_root
+        self.rng = rng
+        self.run_dir = Path(tempfile.mkdtemp(prefix="ss-"))  # a socket's path has a bound
+        self.env = {
+            "XDG_RUNTIME_DIR": str(self.run_dir),
+            "SLANGSPEC_CACHE_LEASE": str(SERVER_LEASE_S),
+        }
+        # Without a GPU, clients build for sm_90 and call nothing: the cubins are compared.
+        self.flags: tuple[str, ...] = ()
+        if tdev != "cuda":
+            self.env |= {"SLANGSPEC_DEVICE": "cuda", "SLANGSPEC_CUDA_ARCH": "sm_90"}
+            self.flags = ("--build-only",)
+        self.bound = REPLY_WAIT_S + CONNECT_WAIT_S
+        self.counts: Counter[str] = Counter()
+        self.waits: dict[str, float] = {}
+        """The longest any client of a trial waited on the server, by trial."""
+        self.compared = 0
+        """Binaries compared with the reference's, over every client."""
+        self.reference: dict[tuple[str, str], str] = {}
+        self.caches = iter(range(1 << 30))
+
+    def client(self, cache: Path, mode: str, signatures: int) -> subprocess.Popen:
+        env = {**self.env, "SLANGSPEC_COMPILE_SERVER": mode}
+        return worker(cache, "--signatures", str(signatures), *self.flags, env=env)
+
+    def serving(self, cache: Path) -> subprocess.Popen:
+        from compile_servers import serving
+
+        env = {**os.environ, **self.env, "SLANGSPEC_COMPILE_SERVER": "off"}
+        return serving(cache, env, self.run_dir / "servers.log")
+
+    def judged(self, proc: subprocess.Popen, cache: Path, what: str, bound: float) -> dict:
+        """Count how ``proc`` ended: besides ``outcome``, wrong for a binary that is not the
+        reference's, hung for a wait on the server past ``bound``; its report, or {}."""
+        reports: list[dict] = []
+        got = outcome(proc, what, reports)
+        report = reports[-1] if reports else {}
+        binaries = _binaries(cache)
+        self.compared += len(binaries)
+        differing = [k for k, name in binaries.items() if self.reference.get(k) != name]
+        if got == "ok" and differing:
+            FAILURES.append(f"wrong: {what}: binaries unlike the reference's: {differing}")
+            got = "wrong"
+        waited = report.get("server_wait_s", 0.0)
+        self.waits[what] = max(self.waits.get(what, 0.0), waited)
+        if got == "ok" and waited > bound:
+            FAILURES.append(f"hung: {what}: waited {waited:.2f} s on the server, over {bound} s")
+            got = "hung"
+        self.counts[got] += 1
+        return report
+
+    def verified(self, cache: Path, what: str) -> None:
+        """``specialize cache verify`` on ``cache``: a trial whose cache it finds a problem in
+        counts once more, as unexpected."""
+        done = subprocess.run(
+            [sys.executable, "-m", "slangspec", "cache", "verify", "--cache-dir", str(cache)],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT_S,
+        )
+        if done.returncode != 0:
+            self.counts["unexpected"] += 1
+            FAILURES.append(f"cache verify after {what}: {done.stdout[-300:]}{done.stderr[-300:]}")
+
+    def gone(self) -> None:
+        """Kill every server of this run, stopped ones included."""
+        from compile_servers import servers
+
+        for pid in servers(self.run_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def run(self, rounds: int) -> None:
+        from compile_servers import FakeServer
+        from slangspec.compile.server_place import server_place
+
+        held = os.environ.get("XDG_RUNTIME_DIR")
+        os.environ["XDG_RUNTIME_DIR"] = str(self.run_dir)  # where this process finds them too
+        try:
+            reference = self.root / "server-reference"
+            if outcome(self.client(reference, "off", 4), "server reference") != "ok":
+                raise RuntimeError("could not build the reference for the server trials")
+            self.reference = _binaries(reference)
+            for r in range(rounds):
+                for how in SERVER_FAULTS:
+                    cache = self.root / f"server-{next(self.caches)}"
+                    start = time.monotonic()
+                    what = f"server {how}" + (f", round {r}" if r else "")
+                    if how in _JUNK or how.startswith("heartbeats"):
+                        path = server_place(cache).socket
+                        beating = how.startswith("heartbeats")
+                        with FakeServer(path, _JUNK.get(how, b""), beating):
+                            bound = self.bound + (SERVER_LEASE_S if beating else 0.0)
+                            self.judged(self.client(cache, "use", 2), cache, what, bound)
+                    elif how == "two clients starting it":
+                        self.race(cache, what)
+                    elif how == "cache cleared while it serves":
+                        self.cleared(cache, what)
+                    else:
+                        self.fault(cache, how, what)
+                    self.gone()
+                    self.verified(cache, what)
+                    took = time.monotonic() - start
+                    print(
+                        f"  {what}: waited {self.waits.get(what, 0.0):.2f} s on the server, "
+                        f"{took:.1f} s in all",
+                        flush=True,
+                    )
+        finally:
+            self.gone()
+            if held is None:
+                del os.environ["XDG_RUNTIME_DIR"]
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = held
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def fault(self, cache: Path, how: str, what: str) -> None:
+        """A real server killed, stopped or its socket taken away: before a client asks it,
+        while it works for one (once a connection is seen at its socket), or at a random
+        moment of a client's run."""
+        from slangspec.compile.server_place import server_place
+
+        server = self.serving(cache)
+        path = server_place(cache).socket
+        deadline = time.monotonic() + LIMIT_S
+        # Until the server closes its end of the status it answered when it started.
+        while _connections(path) > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if how.startswith("stopped") and how != "stopped mid-build":
+            os.kill(server.pid, signal.SIGSTOP)
+        elif how in ("socket removed", "socket replaced by a regular file"):
+            path.unlink()
+            if how.endswith("regular file"):
+                path.write_text("not a socket")
+        proc = self.client(cache, "use", self.rng.randint(1, 4))
+        if how == "killed at a random moment":
+            time.sleep(self.rng.uniform(0.1, 2.0))
+            server.kill()
+        elif how.endswith(("mid-build", "waits")) and _asked(path, proc):
+            time.sleep(self.rng.uniform(0.0, 1.5 if how.endswith("waits") else 0.2))
+            if how.startswith("socket"):
+                path.unlink(missing_ok=True)
+            elif how == "stopped mid-build":
+                os.kill(server.pid, signal.SIGSTOP)
+            else:
+                server.kill()
+        self.judged(proc, cache, what, self.bound)
+        if how.startswith("socket"):
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                FAILURES.append(f"hung: {what}: the server stayed")
+                self.counts["hung"] += 1
+
+    def race(self, cache: Path, what: str) -> None:
+        """Two clients start a server at once: one stays, and a later client is served."""
+        from compile_servers import servers
+        from slangspec.compile import server_client
+
+        for proc in [self.client(cache, "auto", 1) for _ in range(2)]:
+            self.judged(proc, cache, what, self.bound)
+        deadline = time.monotonic() + 60
+        while (server_client.status(cache) is None or len(servers(self.run_dir)) != 1) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        running = len(servers(self.run_dir))
+        later = self.judged(self.client(cache, "auto", 2), cache, f"{what}, later", self.bound)
+        counts = later.get("counts", {})
+        if running != 1 or not counts.get("served") or counts.get("kernel"):
+            FAILURES.append(f"unexpected: {what}: {running} servers, the later client {counts}")
+            self.counts["unexpected"] += 1
+
+    def cleared(self, cache: Path, what: str) -> None:
+        """Clients of a server while the cache is cleared every 0.3 s, then one that it
+        serves."""
+        import slangspec
+
+        self.serving(cache)
+        stop = threading.Event()
+
+        def clear() -> None:
+            while not stop.wait(0.3):
+                slangspec.Cache(cache).clear()
+
+        thread = threading.Thread(target=clear)
+        thread.start()
+        try:
+            procs = [self.client(cache, "use", self.rng.randint(2, 4)) for _ in range(2)]
+            for proc in procs:
+                self.judged(proc, cache, what, self.bound)
+        finally:
+            stop.set()
+            thread.join()
+        slangspec.Cache(cache).clear()
+        after = self.judged(self.client(cache, "use", 2), cache, f"{what}, after", self.bound)
+        counts = after.get("counts", {})
+        if not counts.get("served") or counts.get("kernel"):
+            FAILURES.append(f"unexpected: {what}: the client after the clearing: {counts}")
+            self.counts["unexpected"] += 1
+
+
+def _connections(path: Path) -> int:
+    """How many connections to the socket at ``path`` are open: the kernel lists each beside
+    the listener, with the listener's path."""
+    with open("/proc/net/unix") as table:
+        return sum(line.rstrip().endswith(str(path)) for line in table) - 1
+
+
+def _asked(path: Path, client: subprocess.Popen) -> bool:
+    """Wait until a connection to the socket at ``path`` is open; False when ``client`` ended
+    first."""
+    deadline = time.monotonic() + LIMIT_S
+    while client.poll() is None and time.monotonic() < deadline:
+        if _connections(path) > 0:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def _binaries(cache: Path) -> dict[tuple[str, str], str]:
+    """The blob name of every kernel binary ``cache``'s entries keep, by key and label."""
+    import slangspec
+
+    return {
+        (key, label): binary["file"]
+        for key, row in slangspec.Cache(cache).rows()
+        for label, binary in (row or {}).get("binaries", {}).items()
+    }
+
+
 _NAMES_CHILD = """
 import json, sys
 import slangspec
@@ -681,7 +979,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ["SLANGSPEC_DEVICE"] = args.device
     # Each process builds its own misses: under the default, every trial's cache root would
-    # start a compile server of its own (tests/test_compile_server.py tries the server's faults).
+    # start a compile server of its own (the server trials set it for each of their clients).
     os.environ.setdefault("SLANGSPEC_COMPILE_SERVER", "off")
     tdev = "cuda" if args.device == "cuda" else "cpu"
     rng = random.Random(args.seed)
@@ -743,6 +1041,18 @@ def main() -> None:
             f"remote: server content spoiled or server failing, then a fresh node "
             f"({worst_spoiled:.1f} s at most)",
             spoiled,
+        )
+    if "server" in wanted:
+        trials = ServerTrials(root, tdev, rng)
+        trials.run(n["rounds"])
+        beating = max(w for what, w in trials.waits.items() if "heartbeats" in what)
+        failing = max(w for what, w in trials.waits.items() if "heartbeats" not in what)
+        done(
+            f"compile server killed, stopped, its socket taken, junk replies, raced, cache "
+            f"cleared (waits on it {failing:.2f} s at most, bound {trials.bound} s; on "
+            f"heartbeats alone {beating:.2f} s, bound {SERVER_LEASE_S + trials.bound} s; "
+            f"{trials.compared} binaries compared)",
+            trials.counts,
         )
     if "hostile" in wanted:
         done(

@@ -1,10 +1,15 @@
 """One process of the cache tests: call cached functions, check them against torch, report.
 
     python tests/jit_worker.py CACHE_DIR [--forbid-compile | --forbid-slang] [--signatures N]
-                               [--lease-and-die] [--block-slangpy]
+                               [--lease-and-die] [--block-slangpy] [--build-only]
 
 Prints one JSON line: the process's compile counts, whether every result was right, the
-longest it waited on a compile lease, and whether slangpy was imported.
+longest it waited on a compile lease, how long it waited on compile servers that then left it
+to compile itself, and whether slangpy was imported.
+
+With ``--build-only`` (and ``SLANGSPEC_DEVICE=cuda``, ``SLANGSPEC_CUDA_ARCH``) it builds each
+case's kernels for that architecture and calls nothing, as on a machine without a GPU: what it
+built is in the cache to check.
 """
 
 import argparse
@@ -18,8 +23,11 @@ import torch
 
 import slangspec
 from slangspec.cache_store import disk, remote
+from slangspec.compile import server_client
 from slangspec.counts import compile_counts
 from slangspec.runtime import miss_path, module
+from slangspec.runtime.module_base import BuildModule, load_module
+from slangspec.signatures import call_signature
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -70,17 +78,23 @@ def cases(n: int):
         yield shape, grad_x
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("cache_dir")
-    p.add_argument("--forbid-compile", action="store_true")
-    p.add_argument("--forbid-slang", action="store_true")
-    p.add_argument("--signatures", type=int, default=2)
-    p.add_argument("--lease-and-die", action="store_true")
-    p.add_argument("--block-slangpy", action="store_true")
-    args = p.parse_args()
-    if args.block_slangpy:
-        sys.meta_path.insert(0, BlockSlangpy())
+def build_only(cache_dir: str, signatures: int) -> None:
+    """Build every kernel of each case's specialization of poly, calling nothing."""
+    m = load_module(
+        BuildModule,
+        SHADERS / "cached.slang",
+        include_paths=[HERE / "slang_lib"],
+        cache=slangspec.Cache(cache_dir),
+        device="cuda",
+    )
+    for shape, grad_x in cases(signatures):
+        a = torch.ones(1, requires_grad=True)
+        x = torch.ones(*shape, requires_grad=grad_x)
+        m.poly.warm(call_signature(m.poly.id, (a, x)))
+
+
+def called(args: argparse.Namespace) -> bool:
+    """Call poly forward and backward in each case; whether every result matched torch's."""
     tdev = "cuda" if os.environ.get("SLANGSPEC_DEVICE") == "cuda" else "cpu"
     m = slangspec.load(
         SHADERS / "cached.slang", include_paths=[HERE / "slang_lib"], cache_dir=args.cache_dir
@@ -109,11 +123,32 @@ def main() -> None:
         ok &= torch.allclose(a.grad, ref_a, rtol=1e-4, atol=1e-4)
         if grad_x:
             ok &= torch.allclose(x.grad, (2 * a * x).detach(), rtol=1e-5, atol=1e-5)
+    return bool(ok)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("cache_dir")
+    p.add_argument("--forbid-compile", action="store_true")
+    p.add_argument("--forbid-slang", action="store_true")
+    p.add_argument("--signatures", type=int, default=2)
+    p.add_argument("--lease-and-die", action="store_true")
+    p.add_argument("--block-slangpy", action="store_true")
+    p.add_argument("--build-only", action="store_true")
+    args = p.parse_args()
+    if args.block_slangpy:
+        sys.meta_path.insert(0, BlockSlangpy())
+    ok = True
+    if args.build_only:
+        build_only(args.cache_dir, args.signatures)
+    else:
+        ok = called(args)
     waited = max([*disk.lease_waits, *remote.lease_waits], default=0.0)
     report = {
         "counts": dict(compile_counts),
-        "ok": bool(ok),
+        "ok": ok,
         "lease_wait_s": waited,
+        "server_wait_s": sum(server_client.fallback_waits),
         "slangpy_imported": "slangpy" in sys.modules,
     }
     print(json.dumps(report), flush=True)

@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -25,7 +23,9 @@ import pytest
 from test_arch_build import cubins
 from test_cuda_step import elf_arch, needs_nvrtc
 
+import compile_servers
 import slangspec
+from compile_servers import FakeServer, frame, servers
 from slangspec.compile import server_client
 from slangspec.compile.server_place import UnsafePlace, runtime_directory, server_place
 
@@ -55,23 +55,9 @@ def run_dir(monkeypatch):
     directory = Path(tempfile.mkdtemp(prefix="ss-"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(directory))
     yield directory
-    for pid in _servers(directory):
+    for pid in servers(directory):
         os.kill(pid, signal.SIGKILL)
     subprocess.run(["rm", "-rf", str(directory)], check=False)
-
-
-def _servers(run_dir: Path) -> list[int]:
-    """The pids of the compile servers whose environment names ``run_dir``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            command = (proc / "cmdline").read_bytes()
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"slangspec.compile.server" in command and str(run_dir).encode() in environ:
-            found.append(int(proc.name))
-    return found
 
 
 def _env(mode: str, kind: str) -> dict[str, str]:
@@ -107,20 +93,7 @@ def finished(proc: subprocess.Popen, timeout: float = 120) -> dict:
 
 
 def serving(cache: Path, kind: str) -> subprocess.Popen:
-    """A server of ``cache`` in the foreground, once it answers."""
-    with open(cache.parent / "server.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache)],
-            stdout=log,
-            stderr=log,
-            env=_env("off", kind),
-        )
-    deadline = time.monotonic() + 60
-    while server_client.status(cache) is None:
-        assert proc.poll() is None, "the server left before it answered"
-        assert time.monotonic() < deadline, "the server never answered"
-        time.sleep(0.1)
-    return proc
+    return compile_servers.serving(cache, _env("off", kind), cache.parent / "server.log")
 
 
 def in_process(report: dict) -> bool:
@@ -171,8 +144,8 @@ def test_clients_racing_to_start_it_get_one_server_that_later_ones_use(tmp_path,
         assert time.monotonic() < deadline, "no server answered after the first misses"
         time.sleep(0.1)
     # The other one started finds the lock taken and leaves.
-    while len(_servers(run_dir)) != 1:
-        assert time.monotonic() < deadline, f"servers left running: {_servers(run_dir)}"
+    while len(servers(run_dir)) != 1:
+        assert time.monotonic() < deadline, f"servers left running: {servers(run_dir)}"
         time.sleep(0.1)
     later = finished(client(cache, "auto", kind, "1", "0"))  # the second is new
     assert served(later), (later, server_place(cache).log.read_text())
@@ -256,29 +229,6 @@ def test_a_server_whose_socket_is_taken_away_leaves(tmp_path, run_dir, kind, how
     verified(cache)
 
 
-def frame(message: object) -> bytes:
-    data = json.dumps(message).encode()
-    return struct.pack("!I", len(data)) + data
-
-
-def _answering(path: Path, reply: bytes) -> threading.Thread:
-    """A listener at ``path`` that reads one request and answers ``reply``, bytes as given."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(1)
-
-    def answer() -> None:
-        with listener:
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(1 << 20)
-                conn.sendall(reply)
-
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    return thread
-
-
 @pytest.mark.parametrize(
     "reply",
     [
@@ -293,9 +243,20 @@ def _answering(path: Path, reply: bytes) -> threading.Thread:
 def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, kind, reply):
     cache = tmp_path / "cache"
     path = server_place(cache).socket
-    answering = _answering(path, reply)
-    assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
-    answering.join(timeout=10)
+    with FakeServer(path, reply):
+        assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    verified(cache)
+
+
+def test_a_server_that_works_on_and_on_is_waited_on_as_long_as_a_lease(
+    tmp_path, run_dir, kind, monkeypatch
+):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", "3")
+    start = time.monotonic()
+    with FakeServer(server_place(cache).socket, beating=True):
+        assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    assert time.monotonic() - start < 30
     verified(cache)
 
 

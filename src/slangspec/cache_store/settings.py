@@ -164,7 +164,8 @@ SETTINGS: dict[str, Setting] = {
             "90s",
             "a number of seconds > 0, or a duration like 90s, 15m or 12h",
             "how long a compile lease holds, unless renewed, before others may take it "
-            "(120 s by default); a lease whose holder is seen dead is taken at once",
+            "(120 s by default), and how long a client waits on the compile server's work on "
+            "one request; a lease whose holder is seen dead is taken at once",
         ),
         Setting(
             "SLANGSPEC_REMOTE",

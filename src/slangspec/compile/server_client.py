@@ -3,7 +3,9 @@ build kernels, and starting it.
 
 Every failure of the server costs a client at most ``REPLY_WAIT_S`` of silence and then an
 in-process compile: a server that is gone, stopped, answering garbage or another user's is
-never asked again by this process (one that is merely absent is started, once).
+never asked again by this process (one that is merely absent is started, once). One that
+keeps working on a request (its heartbeats come, its reply does not) is waited on as long as
+a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,9 @@ REPLY_WAIT_S = 2.0
 _log = logging.getLogger("slangspec.server")
 _given_up: set[Path] = set()
 _started: set[Path] = set()
+fallback_waits: list[float] = []
+"""Seconds each request spent on a server that was not there or failed it, before this
+process compiled itself, for benchmarks."""
 
 
 class NotTheUsersServer(Exception):
@@ -45,13 +51,16 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
         place = server_place(root)
     except (UnsafePlace, OSError) as exc:
         return _give_up(root, f"no safe place for it: {exc}")
+    asked = time.monotonic()
     try:
         reply = exchange(place, request)
     except (FileNotFoundError, ConnectionRefusedError):
+        fallback_waits.append(time.monotonic() - asked)
         if mode == "auto":
             start(root, arch, place)
         return None
     except (OSError, FrameError, NotTheUsersServer) as exc:
+        fallback_waits.append(time.monotonic() - asked)
         return _give_up(root, f"{type(exc).__name__}: {exc}")
     if reply.get("ok") is not True:
         _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
@@ -75,10 +84,13 @@ def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
             raise NotTheUsersServer(f"the socket's server runs as user {uid}")
         sock.settimeout(REPLY_WAIT_S)
         send(sock, request)
+        busy_until = time.monotonic() + setting("SLANGSPEC_CACHE_LEASE")
         while True:
             reply = receive(sock, REPLY_LIMIT)
             if reply != {"working": True}:
                 return reply
+            if time.monotonic() > busy_until:
+                raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
 
 
 def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
