@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from slangspec.compile import server_client
@@ -53,13 +54,31 @@ def frame(message: object) -> bytes:
     return len(data).to_bytes(4, "big") + data
 
 
+def _request(conn: socket.socket) -> dict:
+    """One framed request, read whole."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data[4:] or b"{}")
+
+
 class FakeServer:
     """A listener at ``path`` that reads each request and answers ``reply``, bytes as given,
-    until closed; with ``beating`` it sends a heartbeat every half second instead, and never
-    a reply."""
+    until closed; with ``answer``, what it returns for the request, framed; with ``beating``
+    it sends a heartbeat every half second instead, and never a reply."""
 
-    def __init__(self, path: Path, reply: bytes = b"", beating: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        reply: bytes = b"",
+        beating: bool = False,
+        answer: Callable[[dict], object] | None = None,
+    ) -> None:
         self.reply = reply
+        self.answer = answer
         self.beating = beating
         self.closed = threading.Event()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -80,8 +99,10 @@ class FakeServer:
     def _answer(self, conn: socket.socket) -> None:
         with conn:
             try:
-                conn.recv(1 << 20)
-                if not self.beating:
+                request = _request(conn)
+                if self.answer is not None:
+                    conn.sendall(frame(self.answer(request)))
+                elif not self.beating:
                     conn.sendall(self.reply)
                 while self.beating and not self.closed.wait(0.5):
                     conn.sendall(frame({"working": True}))

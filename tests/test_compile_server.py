@@ -9,6 +9,7 @@ as ``warm --arch`` does); on a GPU they call the kernels and check them against 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -245,6 +246,32 @@ def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, ki
     path = server_place(cache).socket
     with FakeServer(path, reply):
         assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    verified(cache)
+
+
+def _junk_cubins(request: dict) -> dict:
+    """A build answered in the reply's shape, each cubin an ELF header and nothing of the
+    kernel's code; any other request refused."""
+    if request.get("op") != "build":
+        return {"ok": False, "error": "not this one"}
+    header = b"\x7fELF\x02" + bytes(13) + struct.pack("<H", 190) + bytes(64)
+    cubin = base64.b64encode(header).decode()
+    return {
+        "ok": True,
+        "kernels": {
+            k["name"]: {"cubin": cubin, "entry": k["name"], "layout": [], "group": 128}
+            for k in request["kernels"]
+        },
+    }
+
+
+def test_cubins_that_are_not_the_kernels_are_refused(tmp_path, run_dir, kind):
+    cache = tmp_path / "cache"
+    with FakeServer(server_place(cache).socket, answer=_junk_cubins):
+        out, err = client(cache, "use", kind, "1").communicate(timeout=60)
+    assert in_process(json.loads(out.strip().splitlines()[-1])), err
+    made = cubins(cache)
+    assert made and all(elf_arch(c) == 90 for c in made)
     verified(cache)
 
 

@@ -20,6 +20,8 @@ from slangspec.cache_store.module_seals import ModuleSeals
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
 from slangspec.compile import nvrtc
+from slangspec.compile.cubin import cubin_problem, section_names
+from slangspec.compile.cubin import sm_version as elf_arch
 from slangspec.compile.cuda_build import build, library_dir
 from slangspec.compile.cuda_source import (
     LIBRARY_FILE,
@@ -188,13 +190,6 @@ def kernel_parameters(info: bytes) -> list[tuple[int, int]]:
     return [(offset, size) for _, offset, size in sorted(found)]
 
 
-def elf_arch(cubin: bytes) -> int:
-    """The SM version a cubin's ELF flags name: the low byte up to ELF ABI version 7 (CUDA 12),
-    the next byte from version 8 (CUDA 13)."""
-    (flags,) = struct.unpack_from("<I", cubin, 48)
-    return flags & 0xFF if cubin[8] <= 7 else (flags >> 8) & 0xFF
-
-
 @needs_nvrtc
 def test_one_sm_90_cubin_holds_every_kernel(built, cubin):
     kernels, _ = built
@@ -204,6 +199,19 @@ def test_one_sm_90_cubin_holds_every_kernel(built, cubin):
     assert elf_arch(cubin) == 90
     sections = elf_sections(cubin)
     assert {f".text.{k.name}" for k in kernels} <= set(sections)
+    assert set(section_names(cubin)) == set(sections)
+
+
+@needs_nvrtc
+def test_a_cubin_is_checked_against_its_architecture_and_kernel(built, cubin):
+    kernels, _ = built
+    assert all(cubin_problem(cubin, "sm_90", k.name) is None for k in kernels)
+    assert cubin_problem(cubin, "sm_80", kernels[0].name) == "it is built for sm_90, not sm_80"
+    assert cubin_problem(cubin, "sm_90", "k_other") == "it holds no code of kernel k_other"
+    assert "section table" in cubin_problem(cubin[:200], "sm_90", kernels[0].name)
+    assert cubin_problem(b"\x7fELF" + bytes(60), "sm_90", "k") == "it is not a 64-bit ELF file"
+    other = cubin[:18] + struct.pack("<H", 62) + cubin[20:]  # x86-64
+    assert cubin_problem(other, "sm_90", kernels[0].name).startswith("its ELF machine is 62")
 
 
 @needs_nvrtc

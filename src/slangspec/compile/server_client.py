@@ -50,7 +50,7 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
     try:
         place = server_place(root)
     except (UnsafePlace, OSError) as exc:
-        return _give_up(root, f"no safe place for it: {exc}")
+        return give_up(root, f"no safe place for it: {exc}")
     asked = time.monotonic()
     try:
         reply = exchange(place, request)
@@ -61,14 +61,15 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
         return None
     except (OSError, FrameError, NotTheUsersServer) as exc:
         fallback_waits.append(time.monotonic() - asked)
-        return _give_up(root, f"{type(exc).__name__}: {exc}")
+        return give_up(root, f"{type(exc).__name__}: {exc}")
     if reply.get("ok") is not True:
         _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
         return None
     return reply
 
 
-def _give_up(root: Path, why: str) -> None:
+def give_up(root: Path, why: str) -> None:
+    """Ask the server of ``root`` nothing more in this process, saying why."""
     _given_up.add(root)
     _log.warning("compile server of %s not used by this process: %s", root, why)
     return None
@@ -108,7 +109,7 @@ def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
     except OSError as exc:
-        _give_up(cache_root, f"it could not be started: {exc}")
+        give_up(cache_root, f"it could not be started: {exc}")
         return
     _log.info("started the compile server of %s", cache_root)
 

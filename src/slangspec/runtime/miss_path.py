@@ -545,8 +545,9 @@ class Builder:
     ) -> dict[str, BuiltKernel] | None:
         """``kernels`` built by the user's compile server; None when this process builds them
         itself (``server_client.ask``)."""
+        from ..compile.cubin import cubin_problem
         from ..compile.cuda_build import BuiltKernel
-        from ..compile.server_client import ask
+        from ..compile.server_client import ask, give_up
 
         request = {
             **self._server_request("build", text, paths, library),
@@ -567,6 +568,11 @@ class Builder:
             }
         except (TypeError, KeyError, ValueError, binascii.Error):
             return None
+        for name, b in built.items():
+            problem = cubin_problem(b.cubin, self.module.arch, b.entry)
+            if problem is not None:
+                give_up(self.cache.root, f"its cubin of {name} is refused: {problem}")
+                return None
         compile_counts["served"] += len(built)
         return built
 
