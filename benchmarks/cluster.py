@@ -23,8 +23,9 @@ once that share nothing (no server): one machine's time with a neighbour loading
 the second machine of the sharing pair does. ``--nodes 0`` times the warm runs only.
 
 The remote tier shares cubins, so the gain is CUDA's: on Vulkan a node served by the remote is
-spared type resolution and code generation only, and still compiles the shared sources through
-slangpy (whose module and shader caches stay local).
+spared type resolution, code generation, slangpy's library (its compiled modules travel) and
+the pipelines another node created (shader-cache snapshots travel), and still links the shared
+sources through slangpy.
 """
 
 from __future__ import annotations
