@@ -12,7 +12,7 @@ import torch._dynamo.testing
 
 import slangspec
 from slangspec.counts import compile_counts
-from slangspec.specializer.info import TENSOR_TYPES
+from slangspec.specializer.kinds import TENSOR_TYPES
 
 SHADERS = Path(__file__).parent / "shaders"
 TOL = {"rtol": 1e-5, "atol": 1e-5}
