@@ -40,7 +40,7 @@ from .info import (
     ParamInfo,
     TypeInfo,
 )
-from .kinds import LEAF_KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Binding, Kind, declared_kind
+from .kinds import KIND, LEAF_KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Binding, Kind, declared_kind
 
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
@@ -368,7 +368,7 @@ class _Resolver:
         if isinstance(form, ScalarForm) and not inout:
             if t.kind != "scalar" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, _expected_value(t), _PY_NAMES[form.kind])
-            return _arg_plan(t, base, kind="uniform", binding="value", differentiable=diff)
+            return _arg_plan(t, base, KIND["uniform"], differentiable=diff)
         if isinstance(form, NumbersForm) and not inout:
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
@@ -380,10 +380,8 @@ class _Resolver:
                     _expected_value(t),
                     f"a {form.rank}-D grid (an int{form.rank} index or an int[{form.rank}])",
                 )
-            binding = "strided_index" if form.strided else "index"
-            return _arg_plan(
-                t, base, kind="grid", binding=binding, rank=form.rank, call_dims=form.rank
-            )
+            row = KIND["strided grid" if form.strided else "grid"]
+            return _arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
         if isinstance(form, GeneratorForm) and not inout:
             return self.generator(index, name, t, form, base)
         form = self.element_tensor(index, name, t, form)
@@ -391,8 +389,7 @@ class _Resolver:
             t,
             base,
             form,
-            kind="elementwise",
-            binding="pointer",
+            KIND["element"],
             broadcast="1" in form.extents[: form.rank - len(t.shape)],
             differentiable=diff,
             grad=diff and form.grad,
@@ -418,7 +415,7 @@ class _Resolver:
                 f"{form.kind}(dims={form.dims})",
                 f"{t.name}",
             )
-        return _arg_plan(t, base, kind="generator", binding=form.kind, elem=t.shape)
+        return _arg_plan(t, base, KIND[form.kind], elem=t.shape)
 
     def numbers(
         self,
@@ -442,16 +439,14 @@ class _Resolver:
             raise self.fail(
                 TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
             )
-        return _arg_plan(
-            t, base, kind="uniform", binding="value", elem=t.shape, differentiable=diff
-        )
+        return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
 
     def target(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
         """The tensor an ``out`` parameter's value is written into."""
         form = self.element_tensor(index, name, t, form)
-        return _element_plan(t, base, form, kind="target", binding="none")
+        return _element_plan(t, base, form, KIND["out"])
 
     def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
         """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
@@ -494,8 +489,7 @@ class _Resolver:
         return _arg_plan(
             t,
             base,
-            kind="tensor",
-            binding=cast(Binding, row.binding),
+            row,
             dtype=form.dtype,
             rank=form.rank,
             call_dims=form.rank - t.dims,
@@ -573,21 +567,14 @@ def _output(
 
 
 def _element_plan(
-    t: TypeInfo,
-    base: dict[str, Any],
-    form: TensorForm,
-    *,
-    kind: ArgKind,
-    binding: Binding,
-    **fields: Any,
+    t: TypeInfo, base: dict[str, Any], form: TensorForm, row: Kind, **fields: Any
 ) -> ArgPlan:
-    """The plan of a leaf of type ``t`` fed by the tensor ``form``, one element of ``t`` per
-    call point: its trailing dimensions are ``t``'s element shape."""
+    """The plan of a leaf of type ``t`` and kind ``row`` fed by the tensor ``form``, one element
+    of ``t`` per call point: its trailing dimensions are ``t``'s element shape."""
     return _arg_plan(
         t,
         base,
-        kind=kind,
-        binding=binding,
+        row,
         dtype=form.dtype,
         elem=t.shape,
         rank=form.rank,
@@ -603,10 +590,10 @@ def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
     return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
 
 
-def _arg_plan(
-    t: TypeInfo, base: dict[str, Any], *, kind: ArgKind, binding: Binding, **fields: Any
-) -> ArgPlan:
-    """The plan of a leaf of type ``t``; the fields not given are absent (0, False, "")."""
+def _arg_plan(t: TypeInfo, base: dict[str, Any], row: Kind, **fields: Any) -> ArgPlan:
+    """The plan of a leaf of type ``t`` and kind ``row``; the fields not given are absent (0,
+    False, "")."""
+    kind, binding = cast(ArgKind, row.leaf), cast(Binding, row.binding)
     return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
 
 
@@ -776,7 +763,7 @@ def _result_leaf(fn: str, info: FunctionInfo, index: int, rank: int) -> ArgPlan:
     if r.kind not in VALUE_KINDS:
         raise TypeError(f"{fn}: _result: the function returns {r.name}, not a tensor")
     base = {"param": "_result", "index": index}
-    return _arg_plan(r, base, kind="grid", binding="none", rank=rank, call_dims=rank)
+    return _arg_plan(r, base, KIND["result shape"], rank=rank, call_dims=rank)
 
 
 def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
