@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import get_args
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ import torch._dynamo
 import torch._functorch.config
 
 import slangspec
-from slangspec.specializer.kinds import KIND, KINDS
+from slangspec.specializer.kinds import KIND, KINDS, LEAF_KIND, Binding
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 SOURCE = """
@@ -328,6 +329,18 @@ def test_every_kind_runs_eagerly_and_compiled_with_gradients(m, tdev, row):
             assert y.requires_grad == case.differentiable, case.function
             if case.differentiable:
                 gradcheck(mode, leaves)
+
+
+def test_every_binding_has_one_row_and_rows_name_only_rows():
+    leaves = [row for row in KINDS if row.leaf is not None]
+    assert len(LEAF_KIND) == len(leaves)
+    assert sorted(row.binding for row in leaves if row.binding != "none") == sorted(
+        b for b in get_args(Binding) if b != "none"
+    )
+    for row in KINDS:
+        for named in (row.grad_binding, row.backward_binding):
+            assert named in ("", "pointer") or KIND[named].leaf == "tensor", row.name
+        assert len(row.parts) in (0, 2), row.name
 
 
 def test_a_function_of_no_parameters_runs(m, tdev):
