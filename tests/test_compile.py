@@ -12,7 +12,6 @@ import torch._dynamo.testing
 
 import slangspec
 from slangspec.counts import compile_counts
-from slangspec.specializer.info import TENSOR_TYPES
 
 SHADERS = Path(__file__).parent / "shaders"
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -147,86 +146,6 @@ def test_dynamic_sizes_reuse_the_graph_within_a_signature_class(cache_dir, tdev,
     # One specialization for the class past 4, and one per size of 1-4 asked.
     classes = {signature.split(",V")[-1].rstrip("]") for signature in ops.f3._specs}
     assert classes == ({"x"} if mode == "mark_dynamic" else {"x", "3", "1"})
-
-
-TENSOR_TYPES_SOURCE = """
-import slangpy;
-float read_ITensor(ITensor<float, 1> t, int i) { return t[i] * 2.0; }
-float read_Tensor(Tensor<float, 1> t, int i) { return t[i] * 2.0; }
-void add_IRWTensor(IRWTensor<float, 1> o, int i, float v) { o[i] = o[i] + v; }
-void add_RWTensor(RWTensor<float, 1> o, int i, float v) { o[i] = o[i] + v; }
-void assign_IWTensor(IWTensor<float, 1> o, int i, float v) { o[i] = v * 3.0; }
-void assign_WTensor(WTensor<float, 1> o, int i, float v) { o[i] = v * 3.0; }
-[Differentiable] float square_IDiffTensor(IDiffTensor<float, 1> t, int i) { return t[i] * t[i]; }
-[Differentiable] float square_DiffTensor(DiffTensor<float, 1> t, int i) { return t[i] * t[i]; }
-[Differentiable]
-void square_into_IWDiffTensor(IWDiffTensor<float, 1> o, int i, float v) { o[i] = v * v; }
-[Differentiable]
-void square_into_WDiffTensor(WDiffTensor<float, 1> o, int i, float v) { o[i] = v * v; }
-"""
-
-
-def read(fn, x):
-    return fn(x.detach(), slangspec.grid((x.shape[0],)))
-
-
-def add(fn, x):
-    o = x.detach() + 1.0
-    fn(o, slangspec.grid((x.shape[0],)), x.detach())
-    return o
-
-
-def assign(fn, x):
-    o = torch.zeros(x.shape, device=x.device)
-    fn(o, slangspec.grid((x.shape[0],)), x.detach())
-    return o
-
-
-def square(fn, x):
-    return fn(x, slangspec.grid((x.shape[0],)))
-
-
-def square_into(fn, x):
-    o = torch.zeros(x.shape, device=x.device)
-    fn(o, slangspec.grid((x.shape[0],)), x)
-    return o
-
-
-TENSOR_FORMS = {  # per tensor type: how it is called, and what torch computes
-    "ITensor": (read, lambda x: x * 2),
-    "Tensor": (read, lambda x: x * 2),
-    "IRWTensor": (add, lambda x: x * 2 + 1),
-    "RWTensor": (add, lambda x: x * 2 + 1),
-    "IWTensor": (assign, lambda x: x * 3),
-    "WTensor": (assign, lambda x: x * 3),
-    "IDiffTensor": (square, lambda x: x * x),
-    "DiffTensor": (square, lambda x: x * x),
-    "IWDiffTensor": (square_into, lambda x: x * x),
-    "WDiffTensor": (square_into, lambda x: x * x),
-}
-
-
-@pytest.mark.parametrize("tensor_type", TENSOR_TYPES)
-def test_every_tensor_type_runs_eagerly_and_compiled(cache_dir, tdev, tensor_type):
-    """Each tensor type, interface and concrete struct alike, computes what torch does, eagerly
-    and in a graph with no break, gradients included where the type carries them."""
-    m = slangspec.load_source("tensortypes", TENSOR_TYPES_SOURCE, cache_dir=cache_dir)
-    form, want = TENSOR_FORMS[tensor_type]
-    fn = m[f"{form.__name__}_{tensor_type}"]
-    differentiable = form in (square, square_into)
-    x, w = torch.randn(6, device=tdev), torch.randn(6, device=tdev)
-
-    def f(x):
-        return form(fn, x)
-
-    for run in (f, torch.compile(f, fullgraph=True)):
-        leaf = x.clone().requires_grad_()
-        y = run(leaf)
-        torch.testing.assert_close(y, want(x), **TOL)
-        assert y.requires_grad == differentiable
-        if differentiable:
-            (y * w).sum().backward()
-            torch.testing.assert_close(leaf.grad, 2 * x * w, **TOL)
 
 
 def test_a_function_that_writes_its_tensor_compiles(ops, tdev):

@@ -20,14 +20,9 @@ from itertools import product
 from ..function_ref import FunctionRef, canonical_name, parse_function_ref
 from ..generators import GENERATOR
 from ..scalars import SLANG
-from ..specializer.plan import (
-    DIFF_WRITTEN,
-    RESULT,
-    ArgPlan,
-    OutputPlan,
-    ParamPlan,
-    SpecializationPlan,
-)
+from ..specializer.kinds import KIND
+from ..specializer.plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
+from . import parameter_names as names
 
 ENTRY_POINT = "slangspec_main"
 _CONCRETE = "slangspec_concrete"
@@ -35,11 +30,6 @@ _CONCRETE = "slangspec_concrete"
 parameters: the same call as a free function of the call's types (the structs the call names
 for interfaces, the struct first for a method's ``this``), which ``bwd_diff`` can
 differentiate."""
-_TENSOR_PARTS = {
-    "DiffTensor": ("._primal", "._grad_out"),
-    "WDiffTensor": ("._primal", "._grad_in"),
-}
-"""The tensors inside a differentiable tensor struct; the others are one tensor each."""
 THREADS_PER_GROUP = 128
 _WANG = "slangspec_wang_hash"
 _WANG_HASH = f"""uint {_WANG}(uint s)
@@ -87,11 +77,11 @@ class _Writer:
     def __init__(self, plan: SpecializationPlan, mask: str | None) -> None:
         self.plan = plan
         self.mask = mask
-        self.params: list[str] = ["uint3 _tid : SV_DispatchThreadID", "uniform uint _n"]
+        self.params = ["uint3 _tid : SV_DispatchThreadID", f"uniform uint {names.THREADS}"]
         self.body: list[str] = []
         self.helpers: dict[str, str] = {}
         if plan.call_rank:
-            self.params.append(f"uniform int _shape[{plan.call_rank}]")
+            self.params.append(f"uniform int {names.CALL_SHAPE}[{plan.call_rank}]")
 
     def line(self, text: str) -> None:
         self.body.append("    " + text)
@@ -105,10 +95,11 @@ class _Writer:
             return
         self.line(f"int _idx[{rank}];")
         self.line("uint _rest = _tid.x;")
+        shape = names.CALL_SHAPE
         for d in reversed(range(rank)):
-            self.line(f"_idx[{d}] = int(_rest % uint(_shape[{d}]));")
+            self.line(f"_idx[{d}] = int(_rest % uint({shape}[{d}]));")
             if d:
-                self.line(f"_rest = _rest / uint(_shape[{d}]);")
+                self.line(f"_rest = _rest / uint({shape}[{d}]);")
 
     def read(
         self,
@@ -142,49 +133,58 @@ class _Writer:
 
     def value(self, j: int, a: ArgPlan) -> str:
         """Declare leaf ``j``'s value for this thread; returns the expression to pass."""
+        name = names.leaf(j)
         if a.kind == "uniform" and a.elem:
             # Tuples of numbers bind as arrays of scalars, which every parameter layout packs.
-            self.params.append(f"uniform {a.scalar} a{j}[{a.elem[0]}]")
+            self.params.append(f"uniform {a.scalar} {name}[{a.elem[0]}]")
             self.line(f"{a.slang_type} v{j};")
             for k in range(a.elem[0]):
-                self.line(f"v{j}[{k}] = a{j}[{k}];")
+                self.line(f"v{j}[{k}] = {name}[{k}];")
             return f"v{j}"
         if a.kind == "uniform":
-            self.params.append(f"uniform {a.slang_type} a{j}")
-            return f"a{j}"
+            self.params.append(f"uniform {a.slang_type} {name}")
+            return name
         if a.kind == "grid":
             return self.grid(j, a)
         if a.kind == "generator":
             return self.generated(j, a)
         if a.kind == "tensor":
-            binding = "DiffTensor" if self.in_mask(j) else a.binding
-            if self.mask is not None and a.binding in DIFF_WRITTEN:
-                binding = "WDiffTensor"
-            self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> a{j}")
+            binding = self.tensor_binding(j, a)
+            self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> {name}")
             if not a.call_dims:
-                return f"a{j}"
+                return name
             return self.slice(j, a, binding)
         if a.kind == "target":
             self.line(f"{a.slang_type} v{j} = {{}};")
             return f"v{j}"
-        self.params.append(f"uniform {SLANG[a.scalar].storage}* a{j}")
+        self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
         dims = a.call_dims + len(a.elem)
+        strides = names.leaf_strides(j)
         if dims:
-            self.params.append(f"uniform int a{j}_st[{dims}]")
-        self.read(
-            f"v{j}", f"v{j}_o", f"a{j}", f"a{j}_st", a.call_dims, a.scalar, a.elem, a.slang_type
-        )
+            self.params.append(f"uniform int {strides}[{dims}]")
+        self.read(f"v{j}", f"v{j}_o", name, strides, a.call_dims, a.scalar, a.elem, a.slang_type)
         return f"v{j}"
+
+    def tensor_binding(self, j: int, a: ArgPlan) -> str:
+        """The tensor struct whole-tensor leaf ``j`` binds as in this kernel (see ``Kind``)."""
+        row = a.row
+        if self.in_mask(j):
+            return row.grad_binding
+        if self.mask is not None and row.backward_binding:
+            return row.backward_binding
+        return a.binding
 
     def grid(self, j: int, a: ArgPlan) -> str:
         """The point of grid leaf ``j`` (its dimensions the call's last ``a.rank``): a vector's
         ``.x`` the innermost dimension, an array's elements in dimension order, each
         ``offset + index * stride`` from the uniform words of a strided grid."""
-        rank = self.plan.call_rank
+        rank, name = self.plan.call_rank, names.leaf(j)
         dims = [f"_idx[{rank - a.rank + d}]" for d in range(a.rank)]
         if a.binding == "strided_index":
-            self.params.append(f"uniform uint a{j}[{2 * a.rank}]")
-            dims = [f"int(a{j}[{d}]) + {i} * int(a{j}[{a.rank + d}])" for d, i in enumerate(dims)]
+            self.params.append(f"uniform uint {name}[{2 * a.rank}]")
+            dims = [
+                f"int({name}[{d}]) + {i} * int({name}[{a.rank + d}])" for d, i in enumerate(dims)
+            ]
         if a.slang_type.endswith("]"):
             return self.components(j, a, [f"{a.scalar}({i})" for i in dims])
         if a.binding == "index":
@@ -215,12 +215,13 @@ class _Writer:
             return self.components(j, a, [f"{a.scalar}({i})" for i in ids])
         if a.binding == "thread_id":
             return self.components(j, a, [f"{a.scalar}(_tid.{c})" for c in "xyz"[:width]])
-        self.params.append(f"uniform uint a{j}[{GENERATOR[a.binding].words}]")
+        name = names.leaf(j)
+        self.params.append(f"uniform uint {name}[{GENERATOR[a.binding].words}]")
         self.helpers["wang"] = _WANG_HASH
         self.line(f"uint h{j} = _tid.x * {width}u;")
-        self.line(f"for (uint w{j} = 0; w{j} < a{j}[1]; w{j}++)")
+        self.line(f"for (uint w{j} = 0; w{j} < {name}[1]; w{j}++)")
         self.line(f"    h{j} = {_WANG}(h{j});")
-        self.line(f"h{j} = h{j} ^ a{j}[0];")
+        self.line(f"h{j} = h{j} ^ {name}[0];")
         hashes = []
         for k in range(width):
             self.line(f"h{j} = {_WANG}(h{j});")
@@ -229,16 +230,16 @@ class _Writer:
         if a.binding == "wang_hash":
             return self.components(j, a, [f"{a.scalar}({h})" for h in hashes])
         unit = [f"float({h} & 0x7FFFFFu) / float(0x800000)" for h in hashes]
-        ends = f"asfloat(a{j}[2]), asfloat(a{j}[3])"
+        ends = f"asfloat({name}[2]), asfloat({name}[3])"
         return self.components(j, a, [f"lerp({ends}, {u})" for u in unit])
 
     def slice(self, j: int, a: ArgPlan, binding: str) -> str:
-        """Tensor ``a{j}`` past its leading ``call_dims`` dimensions, at this thread's index
+        """Tensor leaf ``j`` past its leading ``call_dims`` dimensions, at this thread's index
         there (index 0 along a dimension of size 1, which broadcasts)."""
         rank, lead, dims = self.plan.call_rank, a.call_dims, a.rank - a.call_dims
         self.line(f"{binding}<{a.scalar}, {dims}> v{j};")
-        for part in _TENSOR_PARTS.get(binding, ("",)):
-            whole, mine = f"a{j}{part}", f"v{j}{part}"
+        for part in [f".{p}" for p in KIND[binding].parts] or [""]:
+            whole, mine = f"{names.leaf(j)}{part}", f"v{j}{part}"
             self.line(f"{mine}._data = {whole}._data;")
             at = [
                 f"min(uint(_idx[{rank - lead + d}]), {whole}._shape[{d}] - 1)" for d in range(lead)
@@ -291,11 +292,11 @@ class _Writer:
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
         often hands an expanded one (stride 0, from a sum) or a transposed or sliced one."""
-        rank = self.plan.call_rank
-        self.params.append(f"uniform {SLANG[out.scalar].storage}* _dout{o}")
+        rank, name, strides = self.plan.call_rank, names.cotangent(o), names.cotangent_strides(o)
+        self.params.append(f"uniform {SLANG[out.scalar].storage}* {name}")
         if rank + len(out.elem):
-            self.params.append(f"uniform int _dout{o}_st[{rank + len(out.elem)}]")
-        self.read(target, f"_do{o}", f"_dout{o}", f"_dout{o}_st", rank, out.scalar, out.elem)
+            self.params.append(f"uniform int {strides}[{rank + len(out.elem)}]")
+        self.read(target, f"_do{o}", name, strides, rank, out.scalar, out.elem)
 
     def source(self, body_start: list[str]) -> str:
         p = self.plan
@@ -381,7 +382,7 @@ def _callee(plan: SpecializationPlan) -> str:
     return callee
 
 
-_GUARD = ["    if (_tid.x >= _n)", "        return;"]
+_GUARD = [f"    if (_tid.x >= {names.THREADS})", "        return;"]
 
 
 def forward_source(plan: SpecializationPlan) -> str:
@@ -393,7 +394,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
         if not plan.is_whole(out):
-            w.store(f"_out{o}", out.scalar, out.elem, _output_value(plan, exprs, out))
+            w.store(names.output(o), out.scalar, out.elem, _output_value(plan, exprs, out))
     return w.source(_GUARD)
 
 
@@ -440,8 +441,8 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
-            if a.kind == "elementwise" and w.in_mask(j):
-                w.store(f"g{j}", a.scalar, a.elem, f"p{k}.d", a)
+            if w.in_mask(j) and a.row.grad_binding == "pointer":
+                w.store(names.gradient(j), a.scalar, a.elem, f"p{k}.d", a)
     return w.source(_GUARD)
 
 

@@ -23,9 +23,11 @@ from typing import Any
 
 import torch
 
+from ..codegen import parameter_names as names
 from ..cuda_api import P, check, driver
 from ..scalars import SLANG
-from ..specializer.plan import WRITTEN, SpecializationPlan
+from ..specializer.kinds import KIND
+from ..specializer.plan import SpecializationPlan
 from .cuda_driver import DriverKernel
 from .shapes import MAX_EXTENT, contiguous_strides
 
@@ -52,23 +54,25 @@ class _Values:
     def of(self, path: tuple[str | int, ...]) -> str | None:
         """The expression packed at ``path``, or None for a path this does not know."""
         head, rest = path[0], path[1:]
-        if head == "_n" and not rest:
+        if head == names.THREADS and not rest:
             return "n"
-        if head == "_shape" and _one_index(rest):
+        if head == names.CALL_SHAPE and _one_index(rest):
             return f"shape[{rest[0]}]"
-        if head == "_out0" and not rest and self.mask is None and self.plan.returns is not None:
+        returns = self.mask is None and self.plan.returns is not None
+        if head == names.output(0) and not rest and returns:
             return "out.data_ptr()"
         if self.mask is not None:
-            if head == "_dout0" and not rest:
+            if head == names.cotangent(0) and not rest:
                 return self.read("pd", "dout.data_ptr()")
-            if head == "_dout0_st" and _one_index(rest):
+            if head == names.cotangent_strides(0) and _one_index(rest):
                 return f"{self.read('std', 'dout.stride()')}[{rest[0]}]"
         for i, a in enumerate(self.plan.args):
-            if head == f"a{i}":
+            pointer = a.row.grad_binding == "pointer"
+            if head == names.leaf(i):
                 return self._arg(i, a.kind, rest)
-            if head == f"a{i}_st" and a.kind == "elementwise":
+            if head == names.leaf_strides(i) and pointer:
                 return self._elementwise_stride(i, a.call_dims, rest)
-            if head == f"g{i}" and not rest and self._grad(i) and a.kind == "elementwise":
+            if head == names.gradient(i) and not rest and self._grad(i) and pointer:
                 return f"g{i}.data_ptr()"
         return None
 
@@ -86,9 +90,10 @@ class _Values:
             return None
         if not self._grad(i):
             return self._whole(f"t{i}", i, rest)
-        if rest[0] == "_primal":
+        primal, gradient = KIND[self.plan.args[i].row.grad_binding].parts
+        if rest[0] == primal:
             return self._whole(f"t{i}", i, rest[1:])
-        if rest[0] == "_grad_out":
+        if rest[0] == gradient:
             return self._whole(f"g{i}", i, rest[1:])
         return None
 
@@ -123,12 +128,11 @@ class _Values:
 
 
 def _simple(plan: SpecializationPlan) -> bool:
-    """Whether the plan's calls are what these functions generate: no tensor the kernel
-    writes in place (an ``RWTensor``, an ``out`` or ``inout`` parameter's), and at most one
-    output, the result."""
+    """Whether the plan's calls are what these functions generate: no tensor the call writes
+    (an ``RWTensor``, an ``out`` or ``inout`` parameter's), and at most one output, the
+    result."""
     return (plan.returns is not None or not plan.outputs) and not any(
-        (a.kind == "tensor" and a.binding in WRITTEN) or a.kind == "target" or a.direction != "in"
-        for a in plan.args
+        a.row.writes or a.direction != "in" for a in plan.args
     )
 
 
@@ -162,7 +166,7 @@ def _namespace(kernel: DriverKernel, torch_device: torch.device, make_current: C
 
 def _uniforms(plan: SpecializationPlan, namespace: dict[str, Any]) -> None:
     for i, a in enumerate(plan.args):
-        if a.kind == "uniform":
+        if a.row.leaf == "uniform":
             namespace[f"u{i}"] = SLANG[a.scalar].py_type
 
 
@@ -221,13 +225,13 @@ def forward_call(
     packed = [values.of(path) for path in kernel.block.paths]
     if None in packed:
         return None
-    tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
+    tensors = [i for i, a in enumerate(args) if a.row.tensor]
     body = [f"{', '.join(f't{i}' for i in range(len(args)))}, = args"] if args else []
     if tensors:
         body.append(f"if {' or '.join(f't{i}.device != dev' for i in tensors)}:")
         body.append("    return None")
     for i, a in enumerate(args):
-        if a.kind == "elementwise" and any(e > 4 for e in a.elem):
+        if a.row.tensor and any(e > 4 for e in a.elem):
             # An element extent the signature cannot vouch for: the generic path names it.
             body.append(f"if t{i}.shape[{-len(a.elem)}:] != {a.elem}:")
             body.append("    return None")
@@ -267,21 +271,21 @@ def backward_call(
     if not _simple(plan) or plan.returns is None:
         return None
     values = _Values(plan, mask)
-    wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.kind == "tensor"]
+    wholes = [i for i, a in enumerate(args) if mask[i] == "1" and a.row.leaf == "tensor"]
     # Read before the allocations: a whole tensor's shape and its gradient's strides, which
     # the block packs too; the cotangent's strides, to check.
     early = []
     for i in wholes:
         early.append(values.read(f"s{i}", f"t{i}.shape"))
         early.append(values.read(f"gst{i}", f"strides(s{i})"))
-    strided = any(path[0] == "_dout0_st" for path in kernel.block.paths)
+    strided = any(path[0] == names.cotangent_strides(0) for path in kernel.block.paths)
     if strided:
         early.append(values.read("std", "dout.stride()"))
     packed = [values.of(path) for path in kernel.block.paths]
     if None in packed:
         return None
-    tensors = [i for i, a in enumerate(args) if a.kind in ("elementwise", "tensor")]
-    uniforms = [i for i, a in enumerate(args) if a.kind == "uniform"]
+    tensors = [i for i, a in enumerate(args) if a.row.reads]  # the node's saved tensors
+    uniforms = [i for i, a in enumerate(args) if a.row.leaf == "uniform"]
     refused = "generic(ctx, dout)"
     body = [f"{''.join(f't{i}, ' for i in tensors)}= ctx.saved_tensors"]
     if uniforms:
@@ -302,7 +306,7 @@ def backward_call(
         if mask[i] != "1":
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
-        if a.kind == "elementwise":
+        if a.row.grad_binding == "pointer":
             tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")

@@ -34,7 +34,8 @@ from ..signature_text import (
 from ..signatures import ArgumentError, call_signature, result_shape
 from ..specializer import SpecializationPlan
 from ..specializer.generic_values import GenericValues, declares_values, generic_values
-from ..specializer.info import VALUE_KINDS, FunctionInfo
+from ..specializer.info import FunctionInfo
+from ..specializer.kinds import VALUE_KINDS
 from ..specializer.plan import ShapeClassError
 from ..specializer.reflect import declared_generics
 from .launch import Binding, CudaBinding

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..generators import GENERATOR
+from ..codegen import parameter_names as names
 from ..scalars import SLANG
 from ..signature_text import argument_label
-from ..specializer.plan import DIFF_WRITTEN, RESULT, WRITTEN, ArgPlan, SpecializationPlan
+from ..specializer.kinds import KIND
+from ..specializer.plan import RESULT, ArgPlan, SpecializationPlan
 from .launch import Binding
 from .shapes import MAX_EXTENT, broadcast
 
@@ -52,57 +53,48 @@ class Specialization:
         self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
         self._calls: dict[tuple[bool, ...], BackwardCall] = {}
         args = plan.args
-        self._tensors = [
-            i
-            for i, a in enumerate(args)
-            if a.kind == "elementwise" or (a.kind == "tensor" and a.binding not in DIFF_WRITTEN)
-        ]
+        rows = [a.row for a in args]
+        self._tensors = [i for i, r in enumerate(rows) if r.reads]
         """The leaves whose tensors the kernels read: the autograd node's inputs."""
         self._trainable = [(i, args[i].grad) for i in self._tensors]
-        self._labels = [
-            (i, self.label(i))
-            for i, a in enumerate(args)
-            if a.kind in ("elementwise", "tensor", "target")
-        ]
-        self._grids = [i for i, a in enumerate(args) if a.kind == "grid"]
+        self._labels = [(i, self.label(i)) for i, r in enumerate(rows) if r.tensor]
+        self._shaping, self._grids = shaping(plan)
         self._uniforms = [
-            (f"a{i}", i, _uniform_value(a)) for i, a in enumerate(args) if a.kind == "uniform"
-        ]
-        self._words = [
-            (f"a{i}", i)
+            (names.leaf(i), i, _uniform_value(a))
             for i, a in enumerate(args)
-            if a.binding == "strided_index"
-            or (a.kind == "generator" and GENERATOR[a.binding].words)
+            if rows[i].leaf == "uniform"
         ]
+        self._words = [(names.leaf(i), i) for i, r in enumerate(rows) if r.words]
         """The leaves that bind uniform words: strided grids and generators with values."""
         self._elementwise = [
-            (i, a.call_dims, len(a.elem), f"a{i}", f"a{i}_st", f"g{i}")
+            (i, a.call_dims, len(a.elem), names.leaf(i), names.leaf_strides(i), names.gradient(i))
             for i, a in enumerate(args)
-            if a.kind == "elementwise"
+            if rows[i].leaf == "elementwise"
         ]
-        self._shaping = [
-            (i, a.call_dims)
-            for i, a in enumerate(args)
-            if a.kind in ("elementwise", "target") or (a.kind == "tensor" and a.call_dims)
-        ]
-        """The leaves whose leading dimensions take part in the call shape."""
         self._whole = [
-            (i, a.binding in WRITTEN, a.binding == "DiffTensor", f"a{i}")
-            for i, a in enumerate(args)
-            if a.kind == "tensor" and a.binding not in DIFF_WRITTEN
+            (i, r.writes == "itself", r.parts, _parts(r.grad_binding), names.leaf(i))
+            for i, r in enumerate(rows)
+            if r.leaf == "tensor" and r.reads
         ]
+        """The whole tensors the kernels read: whether they write them too, the parts of their
+        tensor struct, and of the one a backward kernel that computes their gradient binds."""
         self._diff_written = [
-            (k, o.leaf, args[o.leaf].binding == "WDiffTensor", f"a{o.leaf}")
+            (
+                k,
+                o.leaf,
+                rows[o.leaf].parts,
+                _parts(rows[o.leaf].backward_binding),
+                names.leaf(o.leaf),
+            )
             for k, o in enumerate(plan.outputs)
             if plan.is_whole(o)
         ]
-        """The differentiable tensors the kernel writes (into a copy, the call's output)."""
-        self._written = [i for i, written, _, _ in self._whole if written]
-        self._in_place = [
-            (i, a.elem) for i, a in enumerate(args) if a.kind == "target" or a.direction == "inout"
-        ]
+        """The differentiable tensors the kernel writes (into a copy, the call's output), with
+        the parts of their tensor struct in forward kernels and in backward ones."""
+        self._written = [i for i, written, *_ in self._whole if written]
+        self._in_place = [(i, a.elem) for i, a in enumerate(args) if a.direction != "in"]
         """The leaves of ``out`` and ``inout`` parameters, which the call writes."""
-        overwritten = [i for i, _ in self._in_place] + [j for _, j, _, _ in self._diff_written]
+        overwritten = [i for i, _ in self._in_place] + [j for _, j, *_ in self._diff_written]
         self._writes = [(i, True) for i in overwritten] + [(i, False) for i in self._written]
         """Every leaf whose tensor the call writes, and whether through autograd (else the
         kernel writes it itself)."""
@@ -113,17 +105,17 @@ class Specialization:
         self._elements = [
             (i, a.elem, a.slang_type)
             for i, a in enumerate(args)
-            if a.kind in ("elementwise", "target") and any(e > 4 for e in a.elem)
+            if rows[i].tensor and any(e > 4 for e in a.elem)
         ]
         """The leaves whose element shape the signature cannot vouch for (an extent past 4)."""
         only_grid = len(self._grids) == 1 and not self._shaping
         self._only_grid = self._grids[0] if only_grid else None
         """The one argument whose shape is the call shape, where no broadcast is needed."""
         self._outputs = [
-            (getattr(torch, o.dtype), o.elem, f"_out{k}") for k, o in enumerate(plan.outputs)
+            (getattr(torch, o.dtype), o.elem, names.output(k)) for k, o in enumerate(plan.outputs)
         ]
         self._cotangents = [
-            (k, f"_dout{k}", f"_dout{k}_st")
+            (k, names.cotangent(k), names.cotangent_strides(k))
             for k, o in enumerate(plan.outputs)
             if o.differentiable and not plan.is_whole(o)
         ]
@@ -312,9 +304,9 @@ class Specialization:
         ``call_shape``), the gradient tensors of the whole-tensor arguments in ``mask``, and
         what the dispatch must zero first (those gradients, and frozen ``DiffTensor``s'
         scratch)."""
-        kw: dict[str, Any] = {"_n": n}
+        kw: dict[str, Any] = {names.THREADS: n}
         if call_shape:
-            kw["_shape"] = list(call_shape)
+            kw[names.CALL_SHAPE] = list(call_shape)
         for name, i, value in self._uniforms:
             kw[name] = value(args[i])
         for name, i in self._words:
@@ -330,15 +322,16 @@ class Specialization:
                 kw[st_name] = st
         tensor_grads: dict[int, torch.Tensor] = {}
         zero: list[torch.Tensor] = []
-        for i, written, concrete, name in self._whole:
+        for i, written, parts, grad_parts, name in self._whole:
             value = args[i]
             struct = bind.write_struct(value) if written else bind.read_struct(value)
             if mask is not None and mask[i] == "1":
                 grad = bind.zeroed(tuple(value.shape), value.dtype)
-                struct = {"_primal": struct, "_grad_out": bind.write_struct(grad)}
+                primal, gradient = grad_parts
+                struct = {primal: struct, gradient: bind.write_struct(grad)}
                 tensor_grads[i] = grad
                 zero.append(grad)
-            elif concrete:
+            elif parts:
                 # A DiffTensor parameter always has a gradient: a frozen one accumulates into
                 # one scratch element, at strides 0, never into storage of its size.
                 scratch = bind.zeroed((1,), value.dtype)
@@ -346,7 +339,8 @@ class Specialization:
                 sink = dict(bind.write_struct(scratch))
                 sink["_shape"] = list(value.shape)
                 sink["_strides"] = [0] * value.dim()
-                struct = {"_primal": struct, "_grad_out": sink}
+                primal, gradient = parts
+                struct = {primal: struct, gradient: sink}
             kw[name] = struct
         return kw, tensor_grads, zero
 
@@ -373,7 +367,7 @@ class Specialization:
         if n > MAX_EXTENT:
             self.check_size(args, call_shape)
         outputs = [bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs]
-        for k, j, _, _ in self._diff_written:
+        for k, j, *_ in self._diff_written:
             outputs[k] = args[j].detach().clone()
         if n == 0:
             return tuple(outputs), call_shape
@@ -381,11 +375,12 @@ class Specialization:
             kw, _, zero = self._bind(bind, args, call_shape, n, None)
             for out, (_, _, name) in zip(outputs, self._outputs, strict=True):
                 kw[name] = bind.write(out)
-            for k, _, concrete, name in self._diff_written:
+            for k, _, parts, _, name in self._diff_written:
                 struct = bind.write_struct(outputs[k])
-                if concrete:
+                if parts:
                     # Its cotangent, never read by a forward kernel: one element at strides 0.
-                    struct = {"_primal": struct, "_grad_in": _scratch(bind, outputs[k])}
+                    primal, cotangent = parts
+                    struct = {primal: struct, cotangent: _scratch(bind, outputs[k])}
                 kw[name] = struct
             bind.dispatch(self._forward, n, kw, zero)
         except Exception:
@@ -420,16 +415,14 @@ class Specialization:
             kw[name], dout_strides = bind.read(grad_out)
             if dout_strides:
                 kw[st_name] = dout_strides
-        for k, j, _, name in self._diff_written:
+        for k, j, _, backward_parts, name in self._diff_written:
             cotangent = grad_outs[k]
             if cotangent is None:
                 cotangent = torch.zeros_like(args[j])
             # Read as the gradient of what the kernel wrote. The backward kernel stores the
             # primal values again: into one scratch element, at strides 0.
-            kw[name] = {
-                "_primal": _scratch(bind, cotangent),
-                "_grad_in": bind.read_struct(cotangent),
-            }
+            primal, gradient = backward_parts
+            kw[name] = {primal: _scratch(bind, cotangent), gradient: bind.read_struct(cotangent)}
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:
@@ -510,6 +503,19 @@ def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
     struct["_shape"] = list(like.shape)
     struct["_strides"] = [0] * like.dim()
     return struct
+
+
+def shaping(plan: SpecializationPlan) -> tuple[list[tuple[int, int]], list[int]]:
+    """The leaves that make a call's shape: those whose tensor's leading dimensions take part,
+    each with how many, and those whose whole shape does (grids)."""
+    leading = [(i, a.call_dims) for i, a in enumerate(plan.args) if a.row.shapes == "leading"]
+    whole = [i for i, a in enumerate(plan.args) if a.row.shapes == "whole"]
+    return [(i, dims) for i, dims in leading if dims], whole
+
+
+def _parts(binding: str) -> tuple[str, ...]:
+    """The parts of the tensor struct ``binding`` names ("": none)."""
+    return KIND[binding].parts if binding else ()
 
 
 def _uniform_value(a: ArgPlan) -> Callable[[Any], Any]:

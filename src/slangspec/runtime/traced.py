@@ -42,9 +42,10 @@ from ..signatures import (
     signature,
     type_name_form,
 )
-from ..specializer.plan import RESULT, WRITTEN, WRITTEN_TENSOR_TYPES, output_routes
+from ..specializer.kinds import declared_kind
+from ..specializer.plan import RESULT, output_routes
 from .shapes import broadcast
-from .specialization import Specialization, leaf_reader
+from .specialization import Specialization, leaf_reader, shaping
 
 if TYPE_CHECKING:
     from ..specializer import FunctionInfo, SpecializationPlan
@@ -89,7 +90,8 @@ def _written(name: str) -> tuple[int, ...]:
 
 
 def _written_of(info: FunctionInfo) -> tuple[int, ...]:
-    return tuple(k for k, p in enumerate(info.params) if p.type.interface in WRITTEN_TENSOR_TYPES)
+    rows = [declared_kind(p.type) for p in info.params]
+    return tuple(k for k, row in enumerate(rows) if row is not None and row.writes == "itself")
 
 
 @torch._dynamo.assume_constant_result
@@ -296,7 +298,8 @@ def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specia
 def _traceable(fn: Traceable, plan: SpecializationPlan) -> None:
     """TypeError unless the operators carry ``plan``'s calls: a function that writes
     ``IRWTensor``/``IWTensor`` arguments returns one result at most."""
-    if plan.outputs and plan.returns is None and any(a.binding in WRITTEN for a in plan.args):
+    written = any(a.row.writes == "itself" for a in plan.args)
+    if plan.outputs and plan.returns is None and written:
         operator_kind(fn.operator_name or operator_name(fn))  # raises, naming the function
 
 
@@ -307,13 +310,9 @@ def _outputs_like(name: str, args: list[Any], grads: Sequence[bool]) -> list[tor
     _traceable(fn, plan)
     reader = leaf_reader(plan)
     leaves = reader(args) if reader is not None else args
-    shapes = [
-        leaves[i].shape[: a.call_dims]
-        for i, a in enumerate(plan.args)
-        if a.kind in ("elementwise", "tensor", "target")
-    ]
-    shapes += [leaves[i].shape for i, a in enumerate(plan.args) if a.kind == "grid"]
-    call_shape = broadcast(shapes)
+    leading, whole = shaping(plan)
+    shapes = [leaves[i].shape[:dims] for i, dims in leading]
+    call_shape = broadcast(shapes + [leaves[i].shape for i in whole])
     device = next((a.device for a in leaves if isinstance(a, torch.Tensor)), None)
     device = device or fn.torch_device
     return [
@@ -444,7 +443,7 @@ def _outputs_backward(name, tensors, grads, kinds, floats, ints, grad_outs) -> l
     leaves = _leaves(spec, args)
     flags = _leaves(spec, unpack(grads, kinds, floats, ints))
     positions = _leaves(spec, unpack(range(len(tensors)), kinds, floats, ints))
-    fed = [i for i, a in enumerate(spec.plan.args) if a.kind in ("elementwise", "tensor")]
+    fed = [i for i, a in enumerate(spec.plan.args) if a.row.reads]
     mask = ["0"] * len(leaves)
     for i in fed:
         if flags[i] and spec.plan.args[i].grad:

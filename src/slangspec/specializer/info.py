@@ -21,36 +21,6 @@ Direction = Literal["in", "out", "inout"]
 
 
 @dataclass(frozen=True)
-class TensorType:
-    """What a slangpy tensor type a whole torch tensor binds to is to a call: the Slang struct
-    forward kernels bind it as (``plan.Binding``), whether it carries gradients, and whether the
-    kernel writes it."""
-
-    binding: str
-    differentiable: bool = False
-    written: bool = False
-
-
-TENSOR_TYPE: dict[str, TensorType] = {
-    "ITensor": TensorType("Tensor"),
-    "Tensor": TensorType("Tensor"),
-    "IRWTensor": TensorType("RWTensor", written=True),
-    "RWTensor": TensorType("RWTensor", written=True),
-    "IWTensor": TensorType("WTensor", written=True),
-    "WTensor": TensorType("WTensor", written=True),
-    "IDiffTensor": TensorType("PrimalTensor", differentiable=True),
-    "DiffTensor": TensorType("DiffTensor", differentiable=True),
-    "IWDiffTensor": TensorType("WPrimalTensor", differentiable=True, written=True),
-    "WDiffTensor": TensorType("WDiffTensor", differentiable=True, written=True),
-}
-"""The slangpy tensor types, interfaces and concrete structs alike: one row each."""
-TENSOR_TYPES = tuple(TENSOR_TYPE)
-
-VALUE_KINDS = ("scalar", "vector", "matrix", "array")
-"""Kinds whose values are a scalar type over an element shape: one element per call point."""
-
-
-@dataclass(frozen=True)
 class FieldInfo:
     name: str
     type: TypeInfo

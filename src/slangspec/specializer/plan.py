@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import product
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from ..compile.toolchain import PLAN_FORMAT
 from ..generators import GENERATOR
@@ -34,46 +34,14 @@ from ..signature_text import (
     parse_call_signature,
 )
 from .info import (
-    TENSOR_TYPE,
-    VALUE_KINDS,
     Direction,
     FunctionInfo,
     GenericParam,
     ParamInfo,
     TypeInfo,
 )
+from .kinds import KIND, LEAF_KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Binding, Kind, declared_kind
 
-ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "generator", "target"]
-"""How a leaf takes part in a call: an element per call point, one value for the whole call,
-a whole tensor, the call index, a value the kernel makes per thread (its binding names the
-generator), or (``target``) a tensor an ``out`` parameter is written into, which only shapes
-the call."""
-Binding = Literal[
-    "pointer",
-    "value",
-    "index",
-    "strided_index",
-    "none",
-    "call_id",
-    "thread_id",
-    "wang_hash",
-    "rand_float",
-    "Tensor",
-    "RWTensor",
-    "WTensor",
-    "PrimalTensor",
-    "DiffTensor",
-    "WPrimalTensor",
-    "WDiffTensor",
-]
-"""How a leaf is bound: a pointer, a uniform value, the call index (offset and strided by
-uniforms), not at all, a generator's uniforms, or the Slang tensor struct bound in forward
-kernels."""
-WRITTEN: tuple[Binding, ...] = ("RWTensor", "WTensor")
-"""The tensor bindings through which a kernel writes a whole tensor."""
-DIFF_WRITTEN: tuple[Binding, ...] = ("WPrimalTensor", "WDiffTensor")
-"""The bindings of a differentiable tensor the kernel writes: the call's output, whose
-cotangent backward kernels read (bound as ``WDiffTensor`` there)."""
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
 
@@ -89,11 +57,6 @@ SLANG_OF_PYTHON = {"f": "float", "i": "int", "b": "bool"}
 SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
 """The Slang scalar a tensor of each dtype passes as, where a generic type is inferred
 (``int32`` is ``int``, not ``uint``)."""
-WRITTEN_TENSOR_TYPES = tuple(
-    name for name, t in TENSOR_TYPE.items() if t.written and not t.differentiable
-)
-"""The tensor types, interfaces and concrete structs alike, whose tensors the kernel writes and
-which carry no gradient (the written differentiable ones are the call's outputs)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +83,11 @@ class ArgPlan:
     grad: bool = False  # receives a gradient in this call (differentiable and requires grad)
     binding: Binding
     direction: Direction = "in"
+
+    @property
+    def row(self) -> Kind:
+        """The kind of argument the leaf is: its row of ``kinds.KINDS``."""
+        return LEAF_KIND[self.kind, self.binding]
 
 
 @dataclass(frozen=True)
@@ -234,18 +202,20 @@ class _Resolver:
     def fail(self, exc: type[Exception], index: int, name: str, expected: str, got: str):
         return exc(f"{self.fn}: {argument_label(index, name)}: expected {expected}, got {got}")
 
+    def directed(self, index: int, name: str, t: TypeInfo, direction: Direction) -> None:
+        """TypeError naming the parameter where its kind is not passed in ``direction``."""
+        row = declared_kind(t)
+        if row is not None and direction not in row.directions:
+            what = "a tensor" if row.leaf == "tensor" else _an(row.name)
+            allowed = " or ".join(f"'{d}'" for d in row.directions)
+            expected = f"{_an(allowed)} parameter for {what}"
+            raise self.fail(TypeError, index, name, expected, f"'{direction}' {t.name}")
+
     def param(self, index: int, param: ParamInfo, form: ArgForm) -> list[ArgPlan]:
         """The leaves of one argument."""
         t = param.type
+        self.directed(index, param.name, t, param.direction)
         if t.kind == "struct":
-            if t.shape and param.direction != "in":
-                raise self.fail(
-                    TypeError,
-                    index,
-                    param.name,
-                    "an 'in' parameter for an array of structs",
-                    f"'{param.direction}' {t.name}",
-                )
             return self.struct_leaves(index, param, t, form, (), self.carries(param))
         return [self.leaf(index, param, t, form, (), self.carries(param))]
 
@@ -333,14 +303,16 @@ class _Resolver:
         leaves: list[ArgPlan] = []
         for f in t.fields:
             sub, steps = (*path, f.name), (*arrays, t.shape)
-            if f.type.kind == "interface":
-                raise self.fail(
-                    TypeError,
-                    index,
-                    ".".join((param.name, *sub)),
-                    "a struct field of a struct, value or tensor type",
-                    f"the interface {f.type.name} (take it as a parameter of its own)",
-                )
+            row = declared_kind(f.type)
+            if row is not None and not row.in_struct:
+                full = ".".join((param.name, *sub))
+                if row.leaf == "tensor":
+                    expected = "a struct field of a tensor type the kernel reads"
+                    got = f"{f.type.name}, which it writes (pass it as a parameter of its own)"
+                else:
+                    expected = "a struct field of a struct, value or tensor type"
+                    got = f"the {row.name} {f.type.name} (take it as a parameter of its own)"
+                raise self.fail(TypeError, index, full, expected, got)
             if f.type.kind == "struct":
                 leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff, steps)
             else:
@@ -362,7 +334,8 @@ class _Resolver:
         lanes = tuple(e for step in arrays for e in step)
         if lanes:
             base["arrays"] = arrays
-            if t.kind == "tensor":
+            row = declared_kind(t)
+            if row is not None and not row.in_struct_array:
                 raise self.fail(
                     TypeError,
                     index,
@@ -378,18 +351,7 @@ class _Resolver:
             diff = may_diff and t.scalar in SLANG_FLOATS
             return self.value(index, name, t, form, diff, base)
         if t.kind == "tensor":
-            if param.direction != "in":
-                raise self.fail(
-                    TypeError, index, name, "an 'in' tensor parameter", f"'{param.direction}'"
-                )
-            if path and TENSOR_TYPE[t.interface].written:
-                raise self.fail(
-                    TypeError,
-                    index,
-                    name,
-                    "a struct field of a tensor type the kernel reads",
-                    f"{t.name}, which it writes (pass it as a parameter of its own)",
-                )
+            self.directed(index, name, t, param.direction)
             return self.tensor(index, name, t, form, base)
         raise self.fail(
             TypeError,
@@ -406,7 +368,7 @@ class _Resolver:
         if isinstance(form, ScalarForm) and not inout:
             if t.kind != "scalar" or t.scalar not in _PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, _expected_value(t), _PY_NAMES[form.kind])
-            return _arg_plan(t, base, kind="uniform", binding="value", differentiable=diff)
+            return _arg_plan(t, base, KIND["uniform"], differentiable=diff)
         if isinstance(form, NumbersForm) and not inout:
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
@@ -418,10 +380,8 @@ class _Resolver:
                     _expected_value(t),
                     f"a {form.rank}-D grid (an int{form.rank} index or an int[{form.rank}])",
                 )
-            binding = "strided_index" if form.strided else "index"
-            return _arg_plan(
-                t, base, kind="grid", binding=binding, rank=form.rank, call_dims=form.rank
-            )
+            row = KIND["strided grid" if form.strided else "grid"]
+            return _arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
         if isinstance(form, GeneratorForm) and not inout:
             return self.generator(index, name, t, form, base)
         form = self.element_tensor(index, name, t, form)
@@ -429,8 +389,7 @@ class _Resolver:
             t,
             base,
             form,
-            kind="elementwise",
-            binding="pointer",
+            KIND["element"],
             broadcast="1" in form.extents[: form.rank - len(t.shape)],
             differentiable=diff,
             grad=diff and form.grad,
@@ -456,7 +415,7 @@ class _Resolver:
                 f"{form.kind}(dims={form.dims})",
                 f"{t.name}",
             )
-        return _arg_plan(t, base, kind="generator", binding=form.kind, elem=t.shape)
+        return _arg_plan(t, base, KIND[form.kind], elem=t.shape)
 
     def numbers(
         self,
@@ -480,16 +439,14 @@ class _Resolver:
             raise self.fail(
                 TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
             )
-        return _arg_plan(
-            t, base, kind="uniform", binding="value", elem=t.shape, differentiable=diff
-        )
+        return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
 
     def target(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
         """The tensor an ``out`` parameter's value is written into."""
         form = self.element_tensor(index, name, t, form)
-        return _element_plan(t, base, form, kind="target", binding="none")
+        return _element_plan(t, base, form, KIND["out"])
 
     def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
         """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
@@ -524,17 +481,15 @@ class _Resolver:
             raise self.fail(TypeError, index, name, expected, _describe(form))
         if form.dtype != want or form.rank < t.dims:
             raise self.fail(TypeError, index, name, expected, _describe(form))
-        row = TENSOR_TYPE[t.interface]
-        differentiable_type = row.differentiable
-        if differentiable_type and t.scalar != "float":
+        row = TENSOR_KIND[t.interface]
+        if row.differentiable and t.scalar != "float":
             raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
-        diff = differentiable_type and self.info.differentiable
-        written = row.differentiable and row.written
+        diff = row.differentiable and self.info.differentiable
+        written = row.writes == "output"
         return _arg_plan(
             t,
             base,
-            kind="tensor",
-            binding=cast(Binding, row.binding),
+            row,
             dtype=form.dtype,
             rank=form.rank,
             call_dims=form.rank - t.dims,
@@ -556,7 +511,7 @@ class _Resolver:
                 outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
             whole = args[p.first] if p.count else None  # a struct of no fields has no leaf
-            if whole is not None and whole.kind == "tensor" and whole.binding in DIFF_WRITTEN:
+            if whole is not None and whole.kind == "tensor" and whole.row.writes == "output":
                 outputs.append(
                     _output(
                         whole.param,
@@ -612,21 +567,14 @@ def _output(
 
 
 def _element_plan(
-    t: TypeInfo,
-    base: dict[str, Any],
-    form: TensorForm,
-    *,
-    kind: ArgKind,
-    binding: Binding,
-    **fields: Any,
+    t: TypeInfo, base: dict[str, Any], form: TensorForm, row: Kind, **fields: Any
 ) -> ArgPlan:
-    """The plan of a leaf of type ``t`` fed by the tensor ``form``, one element of ``t`` per
-    call point: its trailing dimensions are ``t``'s element shape."""
+    """The plan of a leaf of type ``t`` and kind ``row`` fed by the tensor ``form``, one element
+    of ``t`` per call point: its trailing dimensions are ``t``'s element shape."""
     return _arg_plan(
         t,
         base,
-        kind=kind,
-        binding=binding,
+        row,
         dtype=form.dtype,
         elem=t.shape,
         rank=form.rank,
@@ -642,16 +590,21 @@ def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
     return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
 
 
-def _arg_plan(
-    t: TypeInfo, base: dict[str, Any], *, kind: ArgKind, binding: Binding, **fields: Any
-) -> ArgPlan:
-    """The plan of a leaf of type ``t``; the fields not given are absent (0, False, "")."""
+def _arg_plan(t: TypeInfo, base: dict[str, Any], row: Kind, **fields: Any) -> ArgPlan:
+    """The plan of a leaf of type ``t`` and kind ``row``; the fields not given are absent (0,
+    False, "")."""
+    kind, binding = cast(ArgKind, row.leaf), cast(Binding, row.binding)
     return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
 
 
 def _a(dtype: str) -> str:
     """``dtype`` with its article: "a float32", "an int32"."""
     return f"an {dtype}" if dtype.startswith("int") else f"a {dtype}"
+
+
+def _an(words: str) -> str:
+    """``words`` with their article: "an interface", "an 'in'", "a struct"."""
+    return f"{'an' if words.strip(chr(39))[0] in 'aeiou' else 'a'} {words}"
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -735,11 +688,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     for k, (p, form) in enumerate(zip(info.params, given, strict=True)):
         interface = p.type.name if p.type.kind == "interface" else ""
         if interface:
-            if p.direction != "in":
-                raise TypeError(
-                    f"{fn}: {argument_label(k, p.name)}: expected an 'in' parameter for an "
-                    f"interface, got '{p.direction}' {p.type.name}"
-                )
+            resolver.directed(k, p.name, p.type, p.direction)
             p = replace(p, type=resolver.concrete(k, p.name, p.type, form))
         mine = resolver.param(k, p, form)
         if interface and any(a.grad for a in mine) and _has_vectors(p.type):
@@ -814,7 +763,7 @@ def _result_leaf(fn: str, info: FunctionInfo, index: int, rank: int) -> ArgPlan:
     if r.kind not in VALUE_KINDS:
         raise TypeError(f"{fn}: _result: the function returns {r.name}, not a tensor")
     base = {"param": "_result", "index": index}
-    return _arg_plan(r, base, kind="grid", binding="none", rank=rank, call_dims=rank)
+    return _arg_plan(r, base, KIND["result shape"], rank=rank, call_dims=rank)
 
 
 def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
@@ -958,8 +907,8 @@ def output_routes(info: FunctionInfo) -> tuple[tuple[int, tuple[str, ...]], ...]
     if info.returns.kind != "void":
         routes += [(RESULT, path) for path in _leaf_paths(info.returns, ())]
     for k, p in enumerate(info.params):
-        row = TENSOR_TYPE.get(p.type.interface) if p.type.kind == "tensor" else None
-        if row is not None and row.differentiable and row.written:
+        row = declared_kind(p.type)
+        if row is not None and row.writes == "output":
             routes.append((k, ()))
         if p.direction != "in":
             routes += [(k, path) for path in _leaf_paths(p.type, ())]

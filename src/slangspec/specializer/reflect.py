@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 from ..function_ref import FunctionRef, parse_function_ref
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .info import (
-    TENSOR_TYPES,
-    VALUE_KINDS,
     Direction,
     FieldInfo,
     FunctionInfo,
@@ -23,6 +21,7 @@ from .info import (
     ParamInfo,
     TypeInfo,
 )
+from .kinds import TENSOR_TYPES, VALUE_KINDS
 from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
 if TYPE_CHECKING:
