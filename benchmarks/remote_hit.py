@@ -16,7 +16,9 @@ Slang library) forward and backward. Modes, taking turns so that drift hits them
 Timing starts after ``import torch`` and torch's own first backward, and covers loading the
 module and the first forward and backward. Each process also reports the seconds spent in the
 phases below (inclusive; a Slang compile opens the device on first use), so the table shows
-where a remote hit's time goes, phase by phase. Needs ``redis-server`` on PATH.
+where a remote hit's time goes, phase by phase. The packages the nodes import carry bytecode,
+and the toolchain is prepared, as an install leaves them (``installed.py``). Needs
+``redis-server`` on PATH.
 """
 
 from __future__ import annotations
@@ -127,7 +129,13 @@ def main() -> None:
     p.add_argument("--function", choices=sorted(MODULES), default="poly")
     args = p.parse_args()
     sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(HERE))
+    from installed import compile_packages, package_directory, prepare
     from redis_server import RedisServer
+
+    names = ("slangspec", "slangpy", "redis")
+    compile_packages(*(package_directory(name) for name in names))
+    prepare(package_directory("slangspec").parent)
 
     root = Path(tempfile.mkdtemp(prefix="slangspec-remote-hit-"))
     server = RedisServer(root / "redis").start()
