@@ -235,7 +235,7 @@ def main() -> None:
     args = p.parse_args()
     kind = args.device or os.environ.get("SLANGSPEC_DEVICE") or "vulkan"
     # Bytecode written once before timing, as installing a package does.
-    modules = "import redis, slangpy, slangspec.runtime.module, slangspec.cli"
+    modules = "import slangpy, slangspec.runtime.module, slangspec.cli"
     subprocess.run([sys.executable, "-c", modules], env=node_env(""), check=True)
     if args.nodes:
         rounds = []

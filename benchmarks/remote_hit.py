@@ -133,8 +133,7 @@ def main() -> None:
     from installed import compile_packages, package_directory, prepare
     from redis_server import RedisServer
 
-    names = ("slangspec", "slangpy", "redis")
-    compile_packages(*(package_directory(name) for name in names))
+    compile_packages(package_directory("slangspec"), package_directory("slangpy"))
     prepare(package_directory("slangspec").parent)
 
     root = Path(tempfile.mkdtemp(prefix="slangspec-remote-hit-"))

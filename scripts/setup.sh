@@ -29,10 +29,11 @@ if ! have_gpu && ! lavapipe_ok; then
   apt-get install -y -q -t bookworm-backports mesa-vulkan-drivers libvulkan1
 fi
 
-# The remote-tier tests start a real redis-server of their own.
-if ! command -v redis-server >/dev/null 2>&1; then
+# The remote-tier tests start a real redis-server of their own, TLS too (openssl makes its
+# certificates).
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server openssl
 fi
 
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -19,16 +19,48 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process; ``url`` names it, ``client()`` talks to it."""
+    """One redis-server process; ``url`` names it, ``client()`` talks to it (over TCP, without
+    TLS). ``password`` makes it ask for one; ``unix_socket`` also listens at a socket file there
+    (``unix_url``); ``tls`` (a directory holding ``server.pem``, ``server.key`` and ``ca.pem``)
+    also listens with TLS (``tls_url``)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        password: str | None = None,
+        unix_socket: bool = False,
+        tls: Path | None = None,
+    ) -> None:
         executable = shutil.which("redis-server")
         if executable is None:
             raise RuntimeError("redis-server is not on PATH (scripts/setup.sh installs it)")
         self.executable = executable
         self.directory = directory
         self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        login = "" if password is None else f":{password}@"
+        self.url = f"redis://{login}127.0.0.1:{self.port}/0"
+        self.options = [] if password is None else ["--requirepass", password]
+        self.unix_url = None
+        if unix_socket:
+            path = directory / "redis.sock"
+            self.unix_url = f"unix://{login}{path}"
+            self.options += ["--unixsocket", str(path)]
+        self.tls_url = None
+        if tls is not None:
+            tls_port = _free_port()
+            self.tls_url = f"rediss://{login}127.0.0.1:{tls_port}/0"
+            self.options += [
+                "--tls-port",
+                str(tls_port),
+                "--tls-cert-file",
+                str(tls / "server.pem"),
+                "--tls-key-file",
+                str(tls / "server.key"),
+                "--tls-ca-cert-file",
+                str(tls / "ca.pem"),
+                "--tls-auth-clients",
+                "no",
+            ]
         self.process: subprocess.Popen | None = None
 
     def start(self) -> RedisServer:
@@ -46,6 +78,7 @@ class RedisServer:
                 "no",
                 "--dir",
                 str(self.directory),
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

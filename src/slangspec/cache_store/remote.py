@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import gc
 import hashlib
-import importlib
 import json
 import logging
 import threading
@@ -36,7 +34,6 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,6 +49,7 @@ from .keys import (
     names,
 )
 from .location import CacheWarning
+from .redis_wire import Client, RedisError
 from .settings import setting
 from .tier import Found, Unavailable, Unusable
 
@@ -80,20 +78,6 @@ PUBLISH_ATTEMPTS = 5
 """How often a publisher merges again when another one wrote the same entry meanwhile."""
 lease_waits: list[float] = []
 """Seconds each wait on another machine's lease took in this process, for tests and benchmarks."""
-
-
-def redis_py() -> ModuleType:
-    """redis-py, imported with the cyclic garbage collector paused.
-
-    Its import builds hundreds of classes; beside torch's heap those allocations set off full
-    collections that cost a new process more than the import itself."""
-    was_collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return importlib.import_module("redis")
-    finally:
-        if was_collecting:
-            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -184,25 +168,20 @@ class RemoteTier:
 
     # -- every call goes through here: bounded, and quiet for a while after a failure ---------
 
-    def _redis(self) -> Any:
+    def _redis(self) -> Client:
         with self._lock:
             if self._client is None:
-                self._client = redis_py().Redis.from_url(
-                    self.settings.url,
-                    socket_connect_timeout=CONNECT_TIMEOUT_S,
-                    socket_timeout=OPERATION_TIMEOUT_S,
-                    retry_on_timeout=False,
-                )
+                self._client = Client(self.settings.url, CONNECT_TIMEOUT_S, OPERATION_TIMEOUT_S)
             return self._client
 
-    def _call(self, what: Callable[[Any], Any], fallback: Any = None) -> Any:
+    def _call(self, what: Callable[[Client], Any], fallback: Any = None) -> Any:
         """``what(client)``, or ``fallback`` when the server is being left alone or the call
         fails (warned about once per kind of failure)."""
         if time.monotonic() < self._quiet_until:
             return fallback
         try:
             return what(self._redis())
-        except redis_py().RedisError as exc:
+        except RedisError as exc:
             _log.info(
                 "remote cache %s failed (%s: %s): computing locally, leaving it for %.0f s",
                 self.settings.shown,
@@ -522,7 +501,7 @@ class RemoteTier:
         key = self.prefix + "lease:" + name
         channel = self.prefix + "landed:" + name
         token = uuid.uuid4().hex
-        waiter = self._call(lambda r: _subscribed(r, channel), _FAILED)
+        waiter = self._call(lambda r: r.subscribe(channel), _FAILED)
         if waiter is _FAILED:
             raise Unavailable(self.settings.shown)
         ms = int(seconds * 1000)
@@ -544,15 +523,13 @@ class RemoteTier:
                     yield
                     return
                 self._cut(key, _beat(ms))
-                with contextlib.suppress(Exception):
-                    waiter.get_message(timeout=min(1.0, seconds))
+                waiter.wait(min(1.0, seconds))
         finally:
             waited = time.monotonic() - start
             lease_waits.append(waited)
             if waited > _NOTED_WAIT_S:
                 _log.info("waited %.2f s on the remote compile lease %s", waited, name)
-            with contextlib.suppress(Exception):
-                waiter.close()
+            waiter.close()
         with self._holding(key, token, _beat(ms), channel):
             yield
 
@@ -560,7 +537,7 @@ class RemoteTier:
         """Make the lease ``key`` lapse within ``ms`` when it was set without an expiry or for
         longer than a heartbeat, as no holder sets one (someone set it by hand), warning once
         per key: else every waiter would wait for it the whole lease bound."""
-        had = self._call(lambda r: r.eval(_CUT, 1, key, HEARTBEAT_MS, ms), 0)
+        had = self._call(lambda r: r.eval(_CUT, [key], HEARTBEAT_MS, ms), 0)
         if had:
             expiry = "no expiry" if had == -1 else f"an expiry of {had / 1000:.0f} s"
             self.warn(
@@ -597,12 +574,12 @@ class RemoteTier:
         finally:
             stop.set()
             renewer.join()
-            self._call(lambda r: r.eval(_RELEASE, 1, key, token))
+            self._call(lambda r: r.eval(_RELEASE, [key], token))
             self._call(lambda r: r.publish(channel, token))
 
     def _renew(self, key: str, token: str, ms: int, stop: threading.Event) -> None:
         while not stop.wait(ms / 3000):
-            self._call(lambda r: r.eval(_RENEW, 1, key, token, ms))
+            self._call(lambda r: r.eval(_RENEW, [key], token, ms))
 
 
 MAX_BLOB_BYTES = 64 << 20
@@ -640,11 +617,8 @@ class _Blobs:
                 self._bytes -= len(gone)
 
 
-def _sizes(client: Any, keys: list[str]) -> list[int]:
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.strlen(key)
-    return pipe.execute() if keys else []
+def _sizes(client: Client, keys: list[str]) -> list[int]:
+    return client.pipeline([("STRLEN", key) for key in keys])  # type: ignore[return-value]
 
 
 HEARTBEAT_MS = 5000
@@ -676,7 +650,7 @@ return 0
 
 
 def _write(
-    client: Any,
+    client: Client,
     prefix: str,
     entry_key: str,
     before: bytes | None,
@@ -685,27 +659,14 @@ def _write(
 ) -> object | None:
     """Write ``blobs`` (even present ones: a damaged copy is replaced) under ``prefix``, then
     the entry, unless it changed since it read ``before``; ``_RACED`` when it did."""
-    pipe = client.pipeline(transaction=False)
-    for name, blob in blobs.items():
-        pipe.set(prefix + "blob:" + name, blob)
-    pipe.execute()
-    with client.pipeline() as pipe:
-        try:
-            pipe.watch(entry_key)
-            if pipe.get(entry_key) != before:
-                return _RACED
-            pipe.multi()
-            pipe.set(entry_key, data)
-            pipe.execute()
-        except redis_py().WatchError:
+    client.pipeline([("SET", prefix + "blob:" + name, blob) for name, blob in blobs.items()])
+    with client.connection() as conn:
+        conn.call("WATCH", entry_key)
+        if conn.call("GET", entry_key) != before:
+            conn.call("UNWATCH")
             return _RACED
-    return None
-
-
-def _subscribed(client: Any, channel: str) -> Any:
-    waiter = client.pubsub(ignore_subscribe_messages=True)
-    waiter.subscribe(channel)
-    return waiter
+        *_, done = conn.pipeline([("MULTI",), ("SET", entry_key, data), ("EXEC",)])
+    return _RACED if done is None else None
 
 
 def _fact(name: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -86,8 +86,7 @@ def _remote_url(text: str) -> str:
         db = parts.path.strip("/")
         if db and not db.isdigit():
             raise ValueError(text)
-    # redis-py takes any other query field as a connection option (over the timeouts that
-    # keep every call bounded), and fails on a bad one only at the first call.
+    # The database is the only option a URL may carry: timeouts and the rest are slangspec's.
     query = parse_qsl(parts.query, keep_blank_values=True)
     if any(name != "db" or not value.isdigit() for name, value in query):
         raise ValueError(text)
