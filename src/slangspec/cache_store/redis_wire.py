@@ -133,6 +133,10 @@ class Connection:
         with contextlib.suppress(OSError):
             self.sock.close()
 
+    def __del__(self) -> None:
+        # A pooled connection goes when its client does, quietly, as at a process's exit.
+        self.close()
+
     def call(self, *args: Arg) -> Reply:
         """Send one command; its reply (an error reply raised as ``Refused``)."""
         return self.pipeline([args])[0]
