@@ -298,3 +298,36 @@ def test_a_slot_in_use_leaves_slang_the_directory_itself(tmp_path):
     finally:
         os.close(taken)
         os.close(held)
+
+
+def test_loading_a_module_makes_room_for_the_slots_on_a_thread_of_its_own(tmp_path):
+    """The descriptor table grows past the slots while a module loads, so a first build's
+    ``slang_path`` takes its slot at once; the descriptor that grew it is closed again."""
+    from slangspec.cache_store import module_cache
+
+    code = (
+        "import os, sys\n"
+        "import slangspec\n"
+        "from slangspec.cache_store import module_cache\n"
+        "def table():\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    return int(status.split('FDSize:')[1].split()[0])\n"
+        "before = table()\n"
+        "slangspec.load(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "if module_cache._room is not None:\n"
+        "    module_cache._room.join()\n"
+        "high = [int(fd) for fd in os.listdir('/proc/self/fd') if int(fd) >= 900]\n"
+        "print(before, table(), high)\n"
+    )
+    module = tmp_path / "m.slang"
+    module.write_text("float twice(float x) { return 2.0 * x; }\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(module), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    before, after, high = last_line(done.stdout).split(" ", 2)
+    assert int(before) <= module_cache.FIRST_SLOT, done.stderr[-2000:]
+    assert int(after) > module_cache.FIRST_SLOT, done.stderr[-2000:]
+    assert high == "[]"

@@ -27,7 +27,7 @@ from .location import (
     process_stat,
     write_atomic,
 )
-from .module_cache import ModuleCacheGuard
+from .module_cache import ModuleCacheGuard, make_room_for_slots
 from .module_seals import ModuleSeals
 from .policy import EntryFilter, Regenerate, regenerated, select
 from .remote import RemoteTier, remote_settings
@@ -60,6 +60,7 @@ __all__ = [
     "kernel_lease",
     "key_of",
     "lease_seconds",
+    "make_room_for_slots",
     "module_facts",
     "process_gone",
     "process_stat",

@@ -19,9 +19,36 @@ from .remote import RemoteTier
 
 FIRST_SLOT = 900
 """The descriptor number ``slang_path`` holds a process's first module cache at."""
+_ROOM_PROBE = FIRST_SLOT + 100
+"""Above the slots: ``make_room_for_slots`` takes and closes a descriptor here."""
 _PROC_FD = Path("/proc/self/fd")
 _slots: dict[Path, int] = {}
 _slots_lock = threading.Lock()
+_room: threading.Thread | None = None
+
+
+def make_room_for_slots() -> None:
+    """Grow this process's descriptor table to hold ``slang_path``'s slots, on a thread of its
+    own, once per process. The table grows when a descriptor past its end is taken, and in a
+    process with several threads (torch starts some) the kernel waits out a grace period of
+    10-20 ms before it replaces the old table: a first build would wait for that."""
+    global _room
+    with _slots_lock:
+        if _room is not None or not _PROC_FD.is_dir():
+            return
+        _room = threading.Thread(target=_grow_table, name="slangspec-descriptors", daemon=True)
+        _room.start()
+
+
+def _grow_table() -> None:
+    # F_DUPFD takes the lowest free number from the probe on, so it never closes a descriptor
+    # in use, as dup2 onto a fixed number could.
+    with contextlib.suppress(OSError):
+        directory = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.close(fcntl.fcntl(directory, fcntl.F_DUPFD_CLOEXEC, _ROOM_PROBE))
+        finally:
+            os.close(directory)
 
 
 def slang_path(module_cache: Path) -> Path:

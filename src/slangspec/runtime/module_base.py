@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Un
 import xxhash
 
 from ..cache import Cache
-from ..cache_store import FORWARD, check_all, kernel_lease, key_of, module_facts, setting
+from ..cache_store import (
+    FORWARD,
+    check_all,
+    kernel_lease,
+    key_of,
+    make_room_for_slots,
+    module_facts,
+    setting,
+)
 from ..compile.toolchain import toolchain
 from ..cuda_api import primary_context
 from ..devices import cuda_ordinal, device_identity, device_kind, open_device
@@ -79,6 +87,7 @@ class BuildModule:
         self.path = directory / f"{name}.slang"
         self.source = source
         self.cache = cache
+        make_room_for_slots()  # for a build's module cache (``slang_path``), while this loads
         self.device_kind = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
         self._device: spy.Device | None = None
         self.cuda_ordinal = 0
