@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).parent.parent / "src" / "slangspec"
 STORE = "slangspec.cache_store"
-STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs", "redis"}
+STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs"}
 
 
 def module_name(path: Path) -> str:
