@@ -4,6 +4,7 @@ broken connections and replies that are not RESP2."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 from redis_server import RedisServer
@@ -216,6 +218,28 @@ def test_a_stopped_server_is_slow_within_the_timeout_and_a_gone_one_unreachable(
     redis_server.stop()
     with pytest.raises(Unreachable):
         c.get("k")
+
+
+def test_a_connection_that_cannot_be_made_leaves_no_socket_and_no_error_behind(redis_server):
+    plain = f"rediss://127.0.0.1:{redis_server.port}/0"  # TLS to a port that speaks none
+    unheard: list = []
+    hook, sys.unraisablehook = sys.unraisablehook, unheard.append
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for url in (plain, f"redis://127.0.0.1:{_closed_port()}/0"):
+                with pytest.raises((Unreachable, Slow)):  # TLS waits for a server hello
+                    client(url).get("k")
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert unheard == [] and [w for w in caught if w.category is ResourceWarning] == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_a_subscription_wakes_on_a_message_and_waits_out_a_broken_connection(redis_server):

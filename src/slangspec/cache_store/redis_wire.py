@@ -92,42 +92,51 @@ def encode(args: Sequence[Arg]) -> bytes:
     return b"".join(out)
 
 
-class Connection:
-    """One socket to the server, logged in and on its database."""
-
-    def __init__(self, address: Address, connect_timeout: float, timeout: float) -> None:
-        self.timeout = timeout
-        self._buffer = bytearray()
-        try:
-            if address.path is not None:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(connect_timeout)
-                try:
-                    sock.connect(address.path)
-                except BaseException:
-                    sock.close()
-                    raise
-            else:
-                sock = socket.create_connection((address.host, address.port), connect_timeout)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if address.tls:
-                    context = ssl.create_default_context()
-                    sock = context.wrap_socket(sock, server_hostname=address.host)
-        except TimeoutError as exc:
+def connected(address: Address, connect_timeout: float) -> socket.socket:
+    """A socket to the server at ``address``, TLS set up where it asks for it."""
+    sock = None
+    try:
+        if address.path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(connect_timeout)
+            sock.connect(address.path)
+            return sock
+        sock = socket.create_connection((address.host, address.port), connect_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if address.tls:
+            return ssl.create_default_context().wrap_socket(sock, server_hostname=address.host)
+        return sock
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        if isinstance(exc, TimeoutError):
             raise Slow(f"connecting to the server took over {connect_timeout:g} s") from exc
-        except OSError as exc:
-            raise Unreachable(f"cannot connect: {exc}") from exc
+        raise Unreachable(f"cannot connect: {exc}") from exc
+
+
+class Connection:
+    """One socket to the server (see ``open``)."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
         sock.settimeout(timeout)
         self.sock = sock
+        self.timeout = timeout
+        self._buffer = bytearray()
+
+    @classmethod
+    def open(cls, address: Address, connect_timeout: float, timeout: float) -> Connection:
+        """A connection to the server at ``address``, logged in and on its database."""
+        conn = cls(connected(address, connect_timeout), timeout)
         try:
             if address.password:
                 user = [address.username] if address.username else []
-                self.call("AUTH", *user, address.password)
+                conn.call("AUTH", *user, address.password)
             if address.db:
-                self.call("SELECT", address.db)
+                conn.call("SELECT", address.db)
         except BaseException:
-            self.close()
+            conn.close()
             raise
+        return conn
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -270,7 +279,7 @@ class Client:
             self._idle.append(conn)
 
     def _connect(self) -> Connection:
-        return Connection(self.address, self.connect_timeout, self.timeout)
+        return Connection.open(self.address, self.connect_timeout, self.timeout)
 
     def call(self, *args: Arg) -> Reply:
         with self.connection() as conn:
