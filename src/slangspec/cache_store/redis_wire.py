@@ -185,16 +185,21 @@ class Connection:
         except OSError as exc:
             raise Unreachable(f"the connection broke: {exc}") from exc
 
-    def _more(self) -> None:
+    def _received(self, into: memoryview) -> int:
+        """How many bytes came into ``into``: at least one, else an error."""
         try:
-            data = self.sock.recv(_READ_BYTES)
+            got = self.sock.recv_into(into)
         except TimeoutError as exc:
             raise Slow(f"no reply within {self.timeout:g} s") from exc
         except OSError as exc:
             raise Unreachable(f"the connection broke: {exc}") from exc
-        if not data:
+        if not got:
             raise Unreachable("the server closed the connection")
-        self._buffer += data
+        return got
+
+    def _more(self) -> None:
+        chunk = memoryview(bytearray(_READ_BYTES))
+        self._buffer += chunk[: self._received(chunk)]
 
     def _line(self) -> bytes:
         while True:
@@ -213,15 +218,7 @@ class Connection:
         del self._buffer[:have]
         view = memoryview(out)
         while have < n + 2:
-            try:
-                got = self.sock.recv_into(view[have:])
-            except TimeoutError as exc:
-                raise Slow(f"no reply within {self.timeout:g} s") from exc
-            except OSError as exc:
-                raise Unreachable(f"the connection broke: {exc}") from exc
-            if not got:
-                raise Unreachable("the server closed the connection")
-            have += got
+            have += self._received(view[have:])
         if out[n:] != b"\r\n":
             raise ProtocolError("a bulk string does not end its line")
         with view[:n] as data:
