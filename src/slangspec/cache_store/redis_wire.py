@@ -288,12 +288,6 @@ class Client:
         with self.connection() as conn:
             return conn.pipeline(commands)
 
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
     def get(self, key: str) -> bytes | None:
         return self.call("GET", key)  # type: ignore[return-value]
 

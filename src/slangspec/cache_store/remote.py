@@ -268,7 +268,7 @@ class RemoteTier:
     def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
         """The blobs ``wanted``, by name (None for one the server lacks), in one request."""
         keys = [self.prefix + "blob:" + n for n in wanted]
-        found = self._call(lambda r: r.mget(keys) if keys else [])
+        found = self._call(lambda r: r.mget(keys))
         return None if found is None else dict(zip(wanted, found, strict=True))
 
     def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
