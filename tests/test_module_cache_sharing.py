@@ -20,7 +20,8 @@ from slangspec.cache_store import CacheWarning, remote_admin
 from slangspec.cache_store.keys import blob_name, module_cache_fact
 from slangspec.cache_store.module_cache import ModuleCacheGuard, slang_path
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
-from slangspec.cache_store.remote import RemoteSettings, RemoteTier
+from slangspec.cache_store.remote import RemoteTier
+from slangspec.cache_store.remote_config import RemoteSettings
 from workers import last_line
 
 TOOLCHAIN = {"slang": "test", "slangpy": "test"}

@@ -18,7 +18,8 @@ from conftest import release_devices
 
 import slangspec
 from slangspec.cache_store import CacheWarning
-from slangspec.cache_store.remote import PREFIX, RemoteTier, namespace, remote_settings
+from slangspec.cache_store.remote import PREFIX, RemoteTier, namespace
+from slangspec.cache_store.remote_config import remote_settings
 from slangspec.counts import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
 
@@ -245,7 +246,8 @@ def test_the_remote_tier_speaks_to_redis_without_a_client_package(redis_server):
 
     code = (
         "import sys\n"
-        "from slangspec.cache_store.remote import RemoteSettings, RemoteTier\n"
+        "from slangspec.cache_store.remote import RemoteTier\n"
+        "from slangspec.cache_store.remote_config import RemoteSettings\n"
         "tier = RemoteTier(RemoteSettings(sys.argv[1], trust_all=True))\n"
         "tier.note_fact('f', {'a': 1})\n"
         "with tier.lease('n', lambda: False, 5.0):\n"

@@ -19,7 +19,8 @@ import slangspec
 from slangspec.cache_store import CacheWarning, remote
 from slangspec.cache_store.entry import blobs_of
 from slangspec.cache_store.keys import blob_name
-from slangspec.cache_store.remote import PREFIX, RemoteSettings, RemoteTier, remote_settings
+from slangspec.cache_store.remote import PREFIX, RemoteTier
+from slangspec.cache_store.remote_config import RemoteSettings, remote_settings
 from slangspec.cli import main
 from workers import HERE, load
 

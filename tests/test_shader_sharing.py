@@ -16,7 +16,8 @@ from conftest import DEVICE_KIND
 import slangspec
 from slangspec.cache_store import remote_admin
 from slangspec.cache_store.keys import SHADERS, SNAPSHOT, shader_cache_fact
-from slangspec.cache_store.remote import RemoteSettings, RemoteTier
+from slangspec.cache_store.remote import RemoteTier
+from slangspec.cache_store.remote_config import RemoteSettings
 from slangspec.cache_store.shader_snapshots import ShaderSnapshots
 from workers import HERE, last_line
 

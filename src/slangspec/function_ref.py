@@ -7,7 +7,8 @@ text ``FunctionRef.text`` renders from the parsed parts."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .frozen import frozen
 
 MAX_LENGTH = 512
 """The longest name accepted, in characters."""
@@ -28,14 +29,14 @@ class FunctionNameError(ValueError):
     """Text that is not a function reference."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Literal:
     """A number among generic arguments, kept as its canonical spelling."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class FunctionRef:
     """A parsed function or type reference: an identifier and, when it was written with angle
     brackets, its generic arguments; for a method, the struct it is a method of."""

@@ -11,15 +11,16 @@ A generator's options that change the kernel (``dims``) are in its signature for
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from .frozen import frozen
 
 _UINT32 = 2**32
 DEFAULT_SEED = 2640457667
 """slangpy's default seed for ``wang_hash`` and ``rand_float``."""
 
 
-@dataclass(frozen=True)
+@frozen
 class GeneratorKind:
     """What a generator fills: parameters of ``scalars`` (a scalar, or a vector of at most
     ``max_width`` components; arrays too where ``arrays``), and how many uniform words its

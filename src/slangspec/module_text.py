@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from .frozen import frozen
 
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LINE_BREAKS = ("\n", "\r", "\0")
 
 
-@dataclass(frozen=True)
+@frozen
 class ModuleText:
     """A module's name, its text as it was keyed, and the file it is (or, given as a string,
     would be), so that its own imports resolve beside it."""

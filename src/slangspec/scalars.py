@@ -8,10 +8,10 @@ builder, which only ever sees signatures, runs in processes that import neither.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class TorchScalar:
     """A torch dtype as signatures and manifests write it."""
 
@@ -22,7 +22,7 @@ class TorchScalar:
     refused: str = ""  # why no parameter takes tensors of it, and what to pass instead
 
 
-@dataclass(frozen=True)
+@frozen
 class SlangScalar:
     """A reflected scalar type; those with a Slang name are the ones slangspec passes."""
 

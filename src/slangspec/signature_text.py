@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
@@ -56,7 +56,7 @@ def extent_classes(shape: Sequence[int]) -> str:
     return "".join(map(extent_class, shape))
 
 
-@dataclass(frozen=True)
+@frozen
 class TensorForm:
     """A parsed tensor signature."""
 
@@ -67,14 +67,14 @@ class TensorForm:
     numpy: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class ScalarForm:
     """A parsed Python-scalar signature."""
 
     kind: str  # "f", "i" or "b"
 
 
-@dataclass(frozen=True)
+@frozen
 class NumbersForm:
     """A parsed signature of a tuple or list of Python numbers: the kind its elements take
     together (a ``ScalarForm`` kind) and how many there are."""
@@ -83,7 +83,7 @@ class NumbersForm:
     length: int
 
 
-@dataclass(frozen=True)
+@frozen
 class GridForm:
     """A parsed grid signature; ``strided``: given an offset or a stride."""
 
@@ -91,7 +91,7 @@ class GridForm:
     strided: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class GeneratorForm:
     """A parsed generator signature: its name (a row of ``generators.GENERATOR``) and the
     width it was asked to fill, None where the parameter's."""
@@ -100,21 +100,21 @@ class GeneratorForm:
     dims: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ResultForm:
     """The call shape of a ``_result=`` tensor, of ``rank`` dimensions, after the arguments."""
 
     rank: int
 
 
-@dataclass(frozen=True)
+@frozen
 class TypeNameForm:
     """The struct a dict names as the concrete type of its value, under ``TYPE_KEY``."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@frozen
 class DictForm:
     """A parsed dict signature: a struct's fields, by name, in sorted order (``TYPE_KEY``
     among them, as a ``TypeNameForm``, where the dict names its type)."""
@@ -234,7 +234,7 @@ def _parse_dict(text: str) -> DictForm:
     return DictForm(tuple(fields))
 
 
-@dataclass(frozen=True)
+@frozen
 class CallSignature:
     """A parsed call signature."""
 

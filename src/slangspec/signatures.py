@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from .frozen import frozen
 from .generators import Generator
 from .scalars import NUMBER_OF_DTYPE, SLANG
 from .signature_text import (
@@ -95,7 +95,7 @@ class ArgumentValueError(ArgumentError, ValueError):
     """An argument of a passed kind that this value of it cannot be."""
 
 
-@dataclass(frozen=True)
+@frozen
 class grid:
     """A per-call index source: the call runs once per point of ``shape``, and the point's
     value in dimension ``d`` is ``offset[d] + index[d] * stride[d]`` (offset 0, stride 1 unless

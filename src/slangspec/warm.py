@@ -38,7 +38,7 @@ import concurrent.futures as futures
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,6 +46,7 @@ from .cache import Cache
 from .cache_store import FORWARD, lease_seconds, setting
 from .compile.warm_pool import released, stall_watch, start
 from .devices import device_kind
+from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
 from .module_text import checked_defines
@@ -89,7 +90,7 @@ class ManifestError(ValueError):
     """A manifest that cannot be used; the message names the file, line and column."""
 
 
-@dataclass(frozen=True)
+@frozen
 class WarmItem:
     """One specialization to build: where its module is, which function, which signature."""
 
@@ -108,7 +109,7 @@ class WarmItem:
         return f"{self.name}::{self.function} {call_arguments(self.signature)}".rstrip()
 
 
-@dataclass(frozen=True)
+@frozen
 class WarmResult:
     item: WarmItem
     status: WarmStatus

@@ -5,35 +5,91 @@ Nothing here knows how kernels are made.
 
 What the rest of slangspec uses of it is named here, and only here: no module outside the
 package imports one of its modules by path. ``remote_admin``, ``shipped``, ``travel`` and
-``units`` are named whole, as the families of functions they are."""
+``units`` are named whole, as the families of functions they are. Each is imported on first use:
+a warm process reads kernels without the modules that evict, report, verify or reach a server."""
 
-from . import remote_admin, shipped, travel, units
-from .cache import Cache
-from .entry import (
-    FORWARD,
-    Entry,
-    binary_added,
-    binary_dropped,
-    blobs_of,
-    kernel_added,
-    kernel_lease,
-)
-from .keys import are_versions, canonical, entry_facts, key_of, module_facts, source_name
-from .location import (
-    CacheWarning,
-    cache_root,
-    lease_seconds,
-    process_gone,
-    process_stat,
-    write_atomic,
-)
-from .module_cache import ModuleCacheGuard, make_room_for_slots
-from .module_seals import ModuleSeals
-from .policy import EntryFilter, Regenerate, regenerated, select
-from .remote import RemoteTier, remote_settings
-from .settings import DEVICE_KINDS, check_all, setting
-from .shader_snapshots import ShaderSnapshots
-from .tier import Tier
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import remote_admin as remote_admin
+    from . import shipped as shipped
+    from . import travel as travel
+    from . import units as units
+    from .cache import Cache as Cache
+    from .entry import FORWARD as FORWARD
+    from .entry import Entry as Entry
+    from .entry import binary_added as binary_added
+    from .entry import binary_dropped as binary_dropped
+    from .entry import blobs_of as blobs_of
+    from .entry import kernel_added as kernel_added
+    from .entry import kernel_lease as kernel_lease
+    from .keys import are_versions as are_versions
+    from .keys import canonical as canonical
+    from .keys import entry_facts as entry_facts
+    from .keys import key_of as key_of
+    from .keys import module_facts as module_facts
+    from .keys import source_name as source_name
+    from .location import CacheWarning as CacheWarning
+    from .location import cache_root as cache_root
+    from .location import lease_seconds as lease_seconds
+    from .location import process_gone as process_gone
+    from .location import process_stat as process_stat
+    from .location import write_atomic as write_atomic
+    from .module_cache import ModuleCacheGuard as ModuleCacheGuard
+    from .module_cache import make_room_for_slots as make_room_for_slots
+    from .module_seals import ModuleSeals as ModuleSeals
+    from .policy import EntryFilter as EntryFilter
+    from .policy import Regenerate as Regenerate
+    from .policy import regenerated as regenerated
+    from .policy import select as select
+    from .remote import RemoteTier as RemoteTier
+    from .remote_config import remote_settings as remote_settings
+    from .settings import DEVICE_KINDS as DEVICE_KINDS
+    from .settings import check_all as check_all
+    from .settings import setting as setting
+    from .shader_snapshots import ShaderSnapshots as ShaderSnapshots
+    from .tier import Tier as Tier
+
+_WHOLE = ("remote_admin", "shipped", "travel", "units")
+_HOME = {
+    "Cache": ".cache",
+    "Entry": ".entry",
+    "FORWARD": ".entry",
+    "binary_added": ".entry",
+    "binary_dropped": ".entry",
+    "blobs_of": ".entry",
+    "kernel_added": ".entry",
+    "kernel_lease": ".entry",
+    "are_versions": ".keys",
+    "canonical": ".keys",
+    "entry_facts": ".keys",
+    "key_of": ".keys",
+    "module_facts": ".keys",
+    "source_name": ".keys",
+    "CacheWarning": ".location",
+    "cache_root": ".location",
+    "lease_seconds": ".location",
+    "process_gone": ".location",
+    "process_stat": ".location",
+    "write_atomic": ".location",
+    "ModuleCacheGuard": ".module_cache",
+    "make_room_for_slots": ".module_cache",
+    "ModuleSeals": ".module_seals",
+    "EntryFilter": ".policy",
+    "Regenerate": ".policy",
+    "regenerated": ".policy",
+    "select": ".policy",
+    "RemoteTier": ".remote",
+    "remote_settings": ".remote_config",
+    "DEVICE_KINDS": ".settings",
+    "check_all": ".settings",
+    "setting": ".settings",
+    "ShaderSnapshots": ".shader_snapshots",
+    "Tier": ".tier",
+}
 
 __all__ = [
     "DEVICE_KINDS",
@@ -75,3 +131,18 @@ __all__ = [
     "units",
     "write_atomic",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHOLE:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -13,9 +13,9 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import report, travel
+from ..frozen import frozen
 from .disk import HITS, MISSES, DiskTier
 from .entry import Change, Entry, blobs_of, intact
 from .files import LocalFiles
@@ -31,22 +31,13 @@ from .location import (
     size_bound,
 )
 from .module_cache import ModuleCacheGuard, slang_path
-from .policy import (
-    EntryFilter,
-    Regenerate,
-    Replan,
-    enforce_bound,
-    evict,
-    proven,
-    rows,
-    select,
-    verify,
-)
-from .remote import RemoteSettings, RemoteTier, remote_settings
+from .remote_config import RemoteSettings, remote_settings
 from .shader_snapshots import ShaderSnapshots
-from .shipped import ShippedTier
-from .shrinking import shrink_over_bound
 from .tier import Found, Tier, Unusable
+
+if TYPE_CHECKING:
+    from .policy import EntryFilter, Regenerate, Replan
+    from .remote import RemoteTier
 
 
 class Cache:
@@ -73,10 +64,10 @@ class Cache:
         self.read_only = read_only
         if remote is not None and read_only:
             remote = dataclasses.replace(remote, read_only=True)
-        self._remote = None if remote is None else RemoteTier(remote)
+        self._remote = None if remote is None else _remote_tier(remote)
         """The shared tier, which also shares slangpy's module cache (``module_cache_guard``)."""
         self._far: tuple[Tier, ...] = (
-            *(() if shipped is None else (ShippedTier(Path(shipped), self.regenerate),)),
+            *(() if shipped is None else (_shipped_tier(Path(shipped), self.regenerate),)),
             *(() if self._remote is None else (self._remote,)),
         )
         self._open()
@@ -158,6 +149,8 @@ class Cache:
         blobs = got.blobs()
         if blobs is None:
             return None
+        from . import travel
+
         row = travel.installed(got.row, self.disk.row(key))
         for tier in self.tiers[:at]:
             tier.put(key, row, blobs)
@@ -200,6 +193,8 @@ class Cache:
             return Unusable("its stored preimage differs from the requested one")
         if tier.proven:
             return got
+        from .policy import proven
+
         return proven(got, self, self.regenerate, self.replan)
 
     def insert(
@@ -304,15 +299,23 @@ class Cache:
     def enforce_bound(self) -> threading.Thread | None:
         """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``); the thread that
         shrinks it, if it is over."""
-        return None if self.read_only else shrink_over_bound(self.disk, size_bound())
+        if self.read_only:
+            return None
+        from .shrinking import shrink_over_bound
+
+        return shrink_over_bound(self.disk, size_bound())
 
     def rows(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Every local entry key with its stored row, or None where the row is damaged."""
+        from .policy import rows
+
         return rows(self.disk)
 
     def entries(self, where: EntryFilter | None = None) -> list[dict[str, Any]]:
         """One dict per entry ``where`` matches (every entry by default), most recently used
         first: key, module, function, signature, device, kernels, size, hits and times."""
+        from . import report
+
         return report.entries(self.disk, where)
 
     def show(self, prefix: str) -> dict[str, Any]:
@@ -320,15 +323,21 @@ class Cache:
         metadata, and each kernel source and binary with its size and whether it is whole.
         LookupError when no entry matches or the one that does is damaged, ValueError when
         several do."""
+        from . import report
+
         return report.show(self.disk, prefix)
 
     def stats(self) -> dict[str, Any]:
         """Entry count, bytes per part, hits and misses, and entries per device."""
+        from . import report
+
         return report.stats(self.disk)
 
     def evict(self, where: EntryFilter | None = None, *, max_size: int | None = None) -> list[str]:
         """Evict the entries ``where`` matches, then shrink to ``max_size`` bytes by least
         recent use; returns the evicted keys."""
+        from .policy import enforce_bound, evict, select
+
         gone = evict(self.disk, select(self.disk, where)) if where else []
         if max_size is not None:
             gone += enforce_bound(self.disk, max_size)
@@ -344,6 +353,8 @@ class Cache:
     def verify(self, repair: bool = False) -> dict[str, Any]:
         """Check rows, preimages, plans, sources, binaries, facts, slangpy's module cache and
         the shader-cache snapshot; ``repair`` drops or rebuilds what fails."""
+        from .policy import verify
+
         found = verify(self.disk, repair, self.regenerate, self.replan)
         seals = self.files.module_seals
         damaged = seals.damaged()
@@ -364,7 +375,7 @@ class Cache:
         return found
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class _RemoteSnapshots:
     """Shader-cache snapshots travelling under the fact ``fact`` of ``remote``."""
 
@@ -376,3 +387,15 @@ class _RemoteSnapshots:
 
     def offer(self, data: bytes) -> None:
         self.remote.share_shader_snapshot(self.fact, data)
+
+
+def _remote_tier(settings: RemoteSettings) -> RemoteTier:
+    from .remote import RemoteTier
+
+    return RemoteTier(settings)
+
+
+def _shipped_tier(root: Path, regenerate: Regenerate | None) -> Tier:
+    from .shipped import ShippedTier
+
+    return ShippedTier(root, regenerate)

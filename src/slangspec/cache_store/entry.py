@@ -4,11 +4,11 @@ pass before any tier may serve it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import xxhash
 
+from ..frozen import frozen
 from .keys import canonical
 
 FORWARD = "forward"
@@ -68,7 +68,7 @@ def blobs_of(row: dict[str, Any]) -> set[str]:
     return names
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     """One specialization as stored: its key, and its row (preimage, the plan as JSON, kernel
     module names by label, CUDA binaries by label, and, in the local tier, metadata)."""

@@ -23,8 +23,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import platformdirs
-
 from .settings import refusal, setting
 
 INDEX = "index"
@@ -53,7 +51,7 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     where it came from when it cannot be a directory."""
     given = os.fspath(cache_dir) if cache_dir else None
     chosen = setting("SLANGSPEC_CACHE_DIR", given, "cache_dir")
-    root = Path(chosen or platformdirs.user_cache_dir("slangspec")).expanduser().resolve()
+    root = Path(chosen or _user_cache_dir()).expanduser().resolve()
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
@@ -65,6 +63,12 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     if chosen is None:
         raise ValueError(f"the user cache directory {why}")
     raise refusal("SLANGSPEC_CACHE_DIR", chosen, "cache_dir" if given else None, why)
+
+
+def _user_cache_dir() -> str:
+    import platformdirs  # only where no directory is named
+
+    return platformdirs.user_cache_dir("slangspec")
 
 
 def root_problem(root: Path) -> str | None:

@@ -12,10 +12,13 @@ import fcntl
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .location import write_atomic
 from .module_seals import ModuleSeals
-from .remote import RemoteTier
+
+if TYPE_CHECKING:
+    from .remote import RemoteTier
 
 FIRST_SLOT = 900
 """The descriptor number ``slang_path`` holds a process's first module cache at."""

@@ -7,9 +7,10 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Protocol
 
+from ..frozen import frozen
 from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact
@@ -58,7 +59,7 @@ class CheckedTier(FactTier, Protocol):
     def entry_keys(self) -> list[str]: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryFilter:
     """Which entries an eviction or a listing takes: those matching every field given (ages in
     seconds, ``key`` by prefix). Damaged rows match every filter."""

@@ -15,8 +15,9 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ..frozen import frozen
 
 Arg = bytes | str | int
 Reply = bytes | int | list | None

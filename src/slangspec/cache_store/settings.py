@@ -13,10 +13,10 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..frozen import frozen
 from .units import parse_duration, parse_size
 
 MIN_SECRET_BYTES = 16
@@ -27,7 +27,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 SERVER_MODES = ("auto", "use", "off")
 
 
-@dataclass(frozen=True)
+@frozen
 class Setting:
     """One setting: ``parse`` turns its text into its value, raising ValueError when it
     cannot; ``expected`` says in words what it takes."""

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
+
+from ..frozen import frozen
 
 
 class Unavailable(Exception):
     """Raised on entering a lease of a tier that cannot hold leases now."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     """An entry a tier holds: its row (preimage, plan, kernels, binaries; and on a local tier
     its use counts and times), and its blobs, read and checked when asked for (None when one
@@ -32,7 +33,7 @@ class Found:
     (``Unusable``)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Unusable:
     """Something stored under a key that cannot be served, and why."""
 

@@ -15,12 +15,12 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..cache_store import canonical, write_atomic
 from ..counts import compile_counts
+from ..frozen import frozen
 from ..module_text import ModuleText
 from ..uniforms import Layout
 from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
@@ -45,7 +45,7 @@ class Guard(Protocol):
     def seal(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class BuiltKernel:
     """A kernel compiled for one architecture: the cubin, its entry point's function name, its
     parameter block's layout and its threads per group."""

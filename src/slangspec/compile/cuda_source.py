@@ -21,11 +21,11 @@ import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..codegen import ENTRY_POINT
+from ..frozen import frozen
 from ..module_text import ModuleText
 from ..uniforms import Layout, Unpackable
 from .com_session import Session
@@ -34,7 +34,7 @@ from .reflection import FrontEnd
 from .slang_api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 
 
-@dataclass(frozen=True)
+@frozen
 class Kernel:
     """A generated kernel (``codegen.kernel_source``): its module name, which also names its
     entry point in the CUDA source, its text, and the path Slang is told it lies at."""
@@ -44,7 +44,7 @@ class Kernel:
     path: Path
 
 
-@dataclass(frozen=True)
+@frozen
 class CudaEntry:
     """One kernel's entry point: its ``__global__`` function's name, its parameter block (None
     when that is not plain bytes, as ``block_layout.uniform_block`` says) and its threads per
@@ -55,7 +55,7 @@ class CudaEntry:
     group: int
 
 
-@dataclass(frozen=True)
+@frozen
 class CudaSource:
     """One CUDA source for several kernels, their entry points by kernel name, and whether the
     code (past the prelude) uses ``half``, which NVRTC then compiles with NVIDIA's half

@@ -14,13 +14,13 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import xxhash
 
 from ..cache_store import canonical, write_atomic
+from ..frozen import frozen
 from ..module_text import ModuleText
 from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
 
@@ -41,7 +41,7 @@ void slangspec_main(uint3 tid: SV_DispatchThreadID, RWStructuredBuffer<float> ou
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Prepared:
     """The prepared files of one toolchain, each checked against its digest when read."""
 

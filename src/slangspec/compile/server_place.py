@@ -7,10 +7,11 @@ import contextlib
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import xxhash
+
+from ..frozen import frozen
 
 _SOCKET_PATH_BYTES = 107
 
@@ -19,7 +20,7 @@ class UnsafePlace(Exception):
     """The server's directory is not this user's alone, or its socket cannot be made there."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ServerPlace:
     socket: Path
     lock: Path

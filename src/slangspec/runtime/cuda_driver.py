@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..codegen import ENTRY_POINT
 from ..cuda_api import SIZE, CudaDriverError, P, check, driver
+from ..frozen import frozen
 from ..uniforms import Layout, UniformBlock
 
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0  # CU_LAUNCH_PARAM_* markers of ``extra``
@@ -41,7 +41,7 @@ def _param_bytes(function: P) -> int:
     return end
 
 
-@dataclass(frozen=True)
+@frozen
 class CachedBinary:
     """A kernel as the cache keeps it for CUDA: cubin, parameter layout, threads per group,
     and the name of its ``__global__`` function in the cubin."""

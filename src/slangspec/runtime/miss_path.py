@@ -15,7 +15,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
@@ -38,6 +37,7 @@ from ..codegen import ENTRY_POINT, kernel_source
 from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current
 from ..devices import DeviceUnavailableError
+from ..frozen import frozen
 from ..module_text import ModuleText
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from ..uniforms import Unpackable
@@ -59,7 +59,7 @@ Kernel: TypeAlias = "CompiledKernel | DriverKernel | Unloaded"
 Apart: TypeAlias = "tuple[Path, list[Path], ModuleText]"
 
 
-@dataclass(frozen=True)
+@frozen
 class Unloaded:
     """A CUDA kernel built and kept, not loaded: what a process that builds for an
     architecture (``SLANGSPEC_CUDA_ARCH``) holds of it."""
@@ -103,7 +103,7 @@ def _slang_library_error(exc: RuntimeError) -> bool:
     return isinstance(exc, SlangLibraryError)
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     """A specialization as the cache holds it once looked up or built: its key and preimage,
     its entry as last read, its plan, and the forward kernel when this lookup built it."""

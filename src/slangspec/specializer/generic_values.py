@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..frozen import frozen
 from .info import FunctionInfo
 from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
@@ -22,7 +22,7 @@ _ARRAY = re.compile(r"\w+((?:\[\s*\w+\s*\])+)")
 _VALUE_KINDS = frozenset({"int", "uint"})
 
 
-@dataclass(frozen=True)
+@frozen
 class GenericValues:
     """Where each generic argument of a function comes from, in the order it declares them:
     ``("dim", k, d)`` dimension ``d`` (counted from the end) of argument ``k``, or

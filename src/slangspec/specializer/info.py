@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
+
+from ..frozen import frozen
 
 TypeKind = Literal[
     "scalar",
@@ -20,13 +21,13 @@ TypeKind = Literal[
 Direction = Literal["in", "out", "inout"]
 
 
-@dataclass(frozen=True)
+@frozen
 class FieldInfo:
     name: str
     type: TypeInfo
 
 
-@dataclass(frozen=True)
+@frozen
 class TypeInfo:
     """A parameter or return type.
 
@@ -111,7 +112,7 @@ _TYPE_FIELDS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamInfo:
     name: str
     type: TypeInfo
@@ -119,7 +120,7 @@ class ParamInfo:
     direction: Direction
 
 
-@dataclass(frozen=True)
+@frozen
 class GenericParam:
     """A type parameter of a generic function: its name, its constraint as the module declares
     it ("" where the module's own text does not), and the scalar types a call may bind it to
@@ -130,7 +131,7 @@ class GenericParam:
     scalars: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class FunctionInfo:
     """One function, or one overload of those sharing its name. ``elsewhere`` marks an overload
     the module's own source does not declare: a Slang built-in, or one an import declares."""

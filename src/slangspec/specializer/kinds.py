@@ -10,9 +10,9 @@ scalar a call infers. Plain data, free of torch and slangpy, like ``scalars``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, cast
 
+from ..frozen import frozen
 from ..generators import GENERATOR
 from .info import Direction, TypeInfo
 
@@ -53,7 +53,7 @@ dimensions, or by its whole shape."""
 _ALL: tuple[Direction, ...] = ("in", "out", "inout")
 
 
-@dataclass(frozen=True)
+@frozen
 class Kind:
     """One kind of argument."""
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from itertools import product
 from typing import Any, cast
 
 from ..compile.toolchain import PLAN_FORMAT
+from ..frozen import frozen
 from ..generators import GENERATOR
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
@@ -59,7 +60,7 @@ SLANG_OF_DTYPE = {s.dtype: name for name, s in reversed(SLANG.items())}
 (``int32`` is ``int``, not ``uint``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class ArgPlan:
     """How one leaf of the arguments binds: a whole argument, or one field of a struct argument
     (fed by a dict), at ``path`` within parameter ``index``."""
@@ -90,7 +91,7 @@ class ArgPlan:
         return LEAF_KIND[self.kind, self.binding]
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamPlan:
     """One parameter: its leaves are ``SpecializationPlan.args[first:first + count]``."""
 
@@ -104,7 +105,7 @@ class ParamPlan:
     interface: str = ""  # the interface it is declared as ("" for none): slang_type is a struct
 
 
-@dataclass(frozen=True)
+@frozen
 class OutputPlan:
     """One tensor the call produces: the result (``source`` RESULT), an ``out``/``inout``
     parameter, at ``path`` within a struct, or a whole ``IWDiffTensor``/``WDiffTensor`` argument
@@ -122,7 +123,7 @@ class OutputPlan:
     differentiable: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class SpecializationPlan:
     """Everything code generation and dispatch need to know about one call signature."""
 
