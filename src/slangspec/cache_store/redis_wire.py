@@ -45,7 +45,7 @@ class ProtocolError(RedisError):
     """The server's reply is not RESP2."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Address:
     """Where a server is and how to log in, from a ``redis://``, ``rediss://`` or ``unix://``
     URL (``settings`` has checked its form)."""
@@ -140,8 +140,12 @@ class Connection:
         return conn
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
+        # Not contextlib.suppress: a pooled connection may be closed at a process's exit, by
+        # ``__del__``, after the modules' globals were cleared.
+        try:  # noqa: SIM105
             self.sock.close()
+        except OSError:
+            pass
 
     def __del__(self) -> None:
         # A pooled connection goes when its client does, quietly, as at a process's exit.
