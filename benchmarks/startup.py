@@ -16,6 +16,8 @@ Without ``--whole``, every measurement is a new process; timing starts after imp
 own first backward (which imports sympy) and the creation of slangpy's device for slangpy's modes
 and for slangspec on Vulkan (slangspec on CUDA opens none: its Slang session is timed), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
+The ``imports`` column is the part of ``load`` that imports slangspec's runtime (a warm process's
+import time, which dataclass definitions and modules a hit does not use once grew by 20 ms).
 Both packages' bytecode is written first, and slangspec's prepared files (``specialize
 prepare``), as an install leaves them (``installed.py``).
 "poly" lives in a module that does not import slangpy; "mix2" takes IDiffTensor parameters, so
@@ -66,6 +68,9 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()
+        import slangspec.runtime.module  # what ``load`` imports first, timed on its own
+
+        t_imports = time.perf_counter()
         fn = getattr(slangspec.load(path, device=kind, cache_dir=cache), function)
     else:
         import slangpy as spy
@@ -86,7 +91,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         )
         args = _tensors(function, tdev, spy.grid)
         sync()
-        t0 = time.perf_counter()
+        t0 = t_imports = time.perf_counter()
         fn = getattr(spy.Module.load_from_file(device, str(path)), function)
     t_load = time.perf_counter()
     y = fn(*args)
@@ -96,6 +101,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     sync()
     t_bwd = time.perf_counter()
     return {
+        "imports": t_imports - t0,
         "load": t_load - t0,
         "forward": t_fwd - t_load,
         "backward": t_bwd - t_fwd,
@@ -326,13 +332,12 @@ def main() -> None:
             )
         for mode in modes:
             rows.append({"function": function, "mode": mode, **results[mode]})
-    print(
-        f"{'function':8s} {'mode':18s} {'load':>9s} {'forward':>9s} {'backward':>9s} {'total':>9s}"
-    )
+    phases = ("imports", "load", "forward", "backward", "total")
+    print(f"{'function':8s} {'mode':18s} " + " ".join(f"{k:>9s}" for k in phases))
     for r in rows:
         print(
             f"{r['function']:8s} {r['mode']:18s} "
-            + " ".join(f"{r[k] * 1e3:7.1f}ms" for k in ("load", "forward", "backward", "total"))
+            + " ".join(f"{r[k] * 1e3:7.1f}ms" for k in phases)
         )
     for function in MODULES:
         by = {r["mode"]: r["total"] for r in rows if r["function"] == function}
