@@ -299,11 +299,12 @@ class Cache:
     def enforce_bound(self) -> threading.Thread | None:
         """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``); the thread that
         shrinks it, if it is over."""
-        if self.read_only:
+        bound = size_bound()
+        if self.read_only or self.disk.size() <= bound:
             return None
-        from .shrinking import shrink_over_bound
+        from .shrinking import shrink
 
-        return shrink_over_bound(self.disk, size_bound())
+        return shrink(self.disk, bound)
 
     def rows(self) -> Iterator[tuple[str, dict[str, Any] | None]]:
         """Every local entry key with its stored row, or None where the row is damaged."""

@@ -1,5 +1,5 @@
-"""Shrinking a cache that outgrew its bound, off the thread that noticed: within the bound this
-costs a few ``stat`` calls; over it, least recently used entries are evicted down to
+"""Shrinking a cache that outgrew its bound (which ``Cache.enforce_bound`` finds with a few
+``stat`` calls), off the thread that noticed: least recently used entries are evicted down to
 ``LOW_WATER`` of the bound on a thread of their own (one per root at a time), which the process
 finishes before it exits."""
 
@@ -17,10 +17,9 @@ _shrinking: dict[Path, threading.Thread] = {}
 _lock = threading.Lock()
 
 
-def shrink_over_bound(disk: DiskTier, bound: int) -> threading.Thread | None:
-    """The thread shrinking ``disk`` to within ``bound`` bytes; None when it is within."""
-    if disk.size() <= bound:
-        return None
+def shrink(disk: DiskTier, bound: int) -> threading.Thread:
+    """The thread shrinking ``disk`` to within ``bound`` bytes: started now, or the one
+    already at it."""
     with _lock:
         running = _shrinking.get(disk.root)
         if running is not None and running.is_alive():
