@@ -45,6 +45,57 @@ def test_the_runtime_imports_without_slangpy():
     assert "slangspec.runtime.module" in done.stdout
 
 
+# What only a miss, a far tier, eviction, reports or a cache without a named directory use.
+NOT_ON_A_HIT = {
+    "platformdirs",
+    "slangspec.cache_store.policy",
+    "slangspec.cache_store.redis_wire",
+    "slangspec.cache_store.remote",
+    "slangspec.cache_store.remote_admin",
+    "slangspec.cache_store.report",
+    "slangspec.cache_store.shipped",
+    "slangspec.cache_store.shrinking",
+}
+HIT = """
+import json, sys
+import torch
+import slangspec
+dev = "cuda" if sys.argv[2] == "cuda" else "cpu"
+cache, device, path, include = sys.argv[1:5]
+m = slangspec.load(path, include_paths=[include], device=device, cache_dir=cache)
+a = torch.randn(1, device=dev, requires_grad=True)
+x = torch.randn(8, device=dev, requires_grad=True)
+m.poly(a, x).sum().backward()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_hit_from_disk_imports_no_far_tier_policy_or_report(tmp_path, kind):
+    """The modules a warm process does not use stay unimported: each costs its start-up."""
+    where = [str(tmp_path / "cache"), kind, str(SHADERS / "cached.slang"), str(HERE / "slang_lib")]
+    cold = python(HIT, *where)
+    assert cold.returncode == 0, cold.stderr
+    warm = python(HIT, *where)
+    assert warm.returncode == 0, warm.stderr
+    imported = set(json.loads(warm.stdout.splitlines()[-1]))
+    assert "slangspec.runtime.module" in imported
+    assert imported & NOT_ON_A_HIT == set()
+
+
+def test_no_value_class_is_a_dataclass_compiled_six_times():
+    """Value classes are ``@frozen`` (``frozen.py``), which compiles one method where
+    ``dataclass(frozen=True)`` compiles six."""
+    src = Path(__file__).parent.parent / "src" / "slangspec"
+    found = [
+        f"{path.relative_to(src)}:{n}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "frozen.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "dataclass(frozen=True" in line.replace(" ", "")
+    ]
+    assert found == []
+
+
 @pytest.fixture
 def warm_cuda_cache(tmp_path, kind):
     """A cache a cold CUDA process filled with three signatures."""
