@@ -2,6 +2,7 @@
 own module and shader caches.
 
     python benchmarks/startup.py [--device cuda] [--repeat 3] [--json results.json]
+                                 [--baseline OTHER/src]
     python benchmarks/startup.py --whole [--device cuda] [--repeat 5] [--modes "slangspec warm"]
 
 ``--whole`` times the process as a user sees it: from just before ``exec`` to the first
@@ -16,6 +17,7 @@ Without ``--whole``, every measurement is a new process; timing starts after imp
 own first backward (which imports sympy) and the creation of slangpy's device for slangpy's modes
 and for slangspec on Vulkan (slangspec on CUDA opens none: its Slang session is timed), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
+``--baseline`` measures another tree's slangspec too, the two taking turns process by process.
 The ``imports`` column is the part of ``load`` that imports slangspec's runtime (a warm process's
 import time, which dataclass definitions and modules a hit does not use once grew by 20 ms).
 Both packages' bytecode is written first, and slangspec's prepared files (``specialize
@@ -243,7 +245,9 @@ def whole_process(kind: str, repeat: int, only: list[str] | None = None) -> None
             )
 
 
-def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
+def measure(
+    mode: str, function: str, kind: str, cache: str, src: Path | None = None
+) -> dict[str, float]:
     out = subprocess.run(
         [
             sys.executable,
@@ -260,7 +264,7 @@ def measure(mode: str, function: str, kind: str, cache: str) -> dict[str, float]
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **_tree_path(src)},
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -272,15 +276,31 @@ def median(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
+def _tree_path(src: Path | None) -> dict[str, str]:
+    """The environment that makes a child import slangspec from ``src`` (None: as installed)."""
+    if src is None:
+        return {}
+    return {"PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
 def fresh_and_reused(
-    cold: str, warm: str, function: str, kind: str, repeat: int
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Medians of ``cold`` runs, each with an empty cache, and of ``warm`` runs sharing a cache
-    that one unmeasured ``warm`` run filled."""
-    fresh = median([measure(cold, function, kind, tempfile.mkdtemp()) for _ in range(repeat)])
-    cache = tempfile.mkdtemp()
-    measure(warm, function, kind, cache)
-    return fresh, median([measure(warm, function, kind, cache) for _ in range(repeat)])
+    cold: str, warm: str, function: str, kind: str, repeat: int, trees: dict[str, Path | None]
+) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """For each tree (a ``src`` directory, None for the installed one): medians of ``cold``
+    runs, each with an empty cache, and of ``warm`` runs sharing a cache that one unmeasured
+    ``warm`` run of that tree filled. The trees take turns, so that drift hits them alike."""
+    fresh: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
+    reused: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
+    caches = {tree: tempfile.mkdtemp() for tree in trees}
+    for _ in range(repeat):
+        for tree, src in trees.items():
+            fresh[tree].append(measure(cold, function, kind, tempfile.mkdtemp(), src))
+    for tree, src in trees.items():
+        measure(warm, function, kind, caches[tree], src)
+    for _ in range(repeat):
+        for tree, src in trees.items():
+            reused[tree].append(measure(warm, function, kind, caches[tree], src))
+    return {tree: (median(fresh[tree]), median(reused[tree])) for tree in trees}
 
 
 def main() -> None:
@@ -293,6 +313,12 @@ def main() -> None:
     p.add_argument("--device", choices=["cuda", "vulkan"], default=None)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another tree's src directory: its slangspec modes too, taking turns with this one",
+    )
     p.add_argument("--whole", action="store_true", help="time whole processes from exec")
     p.add_argument(
         "--modes",
@@ -312,31 +338,37 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from installed import compile_packages, package_directory, prepare
 
-    compile_packages(package_directory("slangspec"), package_directory("slangpy"))
+    trees: dict[str, Path | None] = {"": None}
+    if args.baseline:
+        trees[" (baseline)"] = args.baseline.resolve()
+    compile_packages(package_directory("slangspec"), package_directory("slangpy"), args.baseline)
     prepare(package_directory("slangspec").parent)
+    if args.baseline:
+        prepare(args.baseline.resolve())
     if args.whole:
         whole_process(kind, args.repeat, args.modes)
         return
-    modes = ["slangspec cold", "slangspec warm"]
+    modes = [f"slangspec {m}{tree}" for tree in trees for m in ("cold", "warm")]
     if kind == "cuda":
         modes += ["slangpy no cache", "slangpy cached"]
     rows = []
     for function in MODULES:
         results = {}
-        results["slangspec cold"], results["slangspec warm"] = fresh_and_reused(
-            "slangspec", "slangspec", function, kind, args.repeat
-        )
+        for tree, (cold, warm) in fresh_and_reused(
+            "slangspec", "slangspec", function, kind, args.repeat, trees
+        ).items():
+            results[f"slangspec cold{tree}"], results[f"slangspec warm{tree}"] = cold, warm
         if kind == "cuda":
-            results["slangpy no cache"], results["slangpy cached"] = fresh_and_reused(
-                "slangpy", "slangpy-cached", function, kind, args.repeat
-            )
+            (results["slangpy no cache"], results["slangpy cached"]) = fresh_and_reused(
+                "slangpy", "slangpy-cached", function, kind, args.repeat, {"": None}
+            )[""]
         for mode in modes:
             rows.append({"function": function, "mode": mode, **results[mode]})
     phases = ("imports", "load", "forward", "backward", "total")
-    print(f"{'function':8s} {'mode':18s} " + " ".join(f"{k:>9s}" for k in phases))
+    print(f"{'function':8s} {'mode':29s} " + " ".join(f"{k:>9s}" for k in phases))
     for r in rows:
         print(
-            f"{r['function']:8s} {r['mode']:18s} "
+            f"{r['function']:8s} {r['mode']:29s} "
             + " ".join(f"{r[k] * 1e3:7.1f}ms" for k in phases)
         )
     for function in MODULES:
