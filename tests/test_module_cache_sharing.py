@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,38 @@ def test_a_node_at_the_same_path_fetches_what_another_compiled(tmp_path, redis_s
     fresh.check()
     assert (root / "slang" / LIBRARY).read_bytes() == IR
     assert ModuleSeals(root / "slang").damaged() == []
+    assert (root / "slang" / LIBRARY).with_name(LIBRARY.name + SEAL).is_file()
+
+
+def test_fetched_modules_are_written_while_the_device_opens(tmp_path, redis_server):
+    """``check_while`` runs its work while the fetched files are written, on another thread;
+    once it returns they are in place whole and sealed, also when that work failed."""
+    root = tmp_path / "node"
+    other = LIBRARY.parent / "other.slang-module"
+    g = guard(root, redis_server)
+    compiled_here(g)
+    (g.root / other).write_bytes(b"another module")
+    g.seal()
+    shutil.rmtree(root)
+    seen = {}
+
+    def meanwhile():
+        seen["thread"] = threading.current_thread()
+        return "device"
+
+    assert guard(root, redis_server).check_while(meanwhile) == "device"
+    assert seen["thread"] is threading.main_thread()
+    assert (root / "slang" / LIBRARY).read_bytes() == IR
+    assert (root / "slang" / other).read_bytes() == b"another module"
+    assert ModuleSeals(root / "slang").damaged() == []
+    assert not list((root / "slang").rglob("*.tmp"))
+
+    shutil.rmtree(root)
+    with pytest.raises(RuntimeError, match="no device"):
+        guard(root, redis_server).check_while(
+            lambda: (_ for _ in ()).throw(RuntimeError("no device"))
+        )
+    assert (root / "slang" / LIBRARY).read_bytes() == IR
     assert (root / "slang" / LIBRARY).with_name(LIBRARY.name + SEAL).is_file()
 
 

@@ -115,6 +115,8 @@ class Cache:
         builds with ``toolchain``: through a remote tier that proves what it holds, since
         nothing can check a compiled module against what it was compiled from."""
         remote = self._remote if self._remote is not None and self._remote.proven else None
+        if remote is None:  # the fact names Slang's path to it, which takes a descriptor slot
+            return ModuleCacheGuard(self.files.module_seals, None, "")
         fact = module_cache_fact(str(slang_path(self.files.module_cache)), toolchain)
         return ModuleCacheGuard(self.files.module_seals, remote, fact)
 

@@ -11,14 +11,17 @@ import contextlib
 import fcntl
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .location import write_atomic
 from .module_seals import ModuleSeals
 
 if TYPE_CHECKING:
     from .remote import RemoteTier
+
+_T = TypeVar("_T")
 
 FIRST_SLOT = 900
 """The descriptor number ``slang_path`` holds a process's first module cache at."""
@@ -107,7 +110,7 @@ def _holds(slot: int, directory: Path) -> bool:
 
 class ModuleCacheGuard:
     """The module cache at ``seals.root``, with the remote tier ``remote`` (None: local only)
-    listing it under the fact ``fact``."""
+    listing it under the fact ``fact`` (unused without one)."""
 
     def __init__(self, seals: ModuleSeals, remote: RemoteTier | None, fact: str) -> None:
         self.seals = seals
@@ -125,14 +128,31 @@ class ModuleCacheGuard:
     def check(self) -> None:
         """Before Slang reads the module cache: remove what is damaged, then fetch what the
         remote tier has that it lacks."""
+        self.check_while(lambda: None)
+
+    def check_while(self, meanwhile: Callable[[], _T]) -> _T:
+        """``check``, with ``meanwhile`` run on this thread while the files fetched are written
+        on another; what ``meanwhile`` returns. Opening slangpy's device holds the GIL for
+        200 ms, a write of slangpy's 13 MB library does not: the one hides the other."""
         self.seals.remove_damaged()
         if self.remote is None:
-            return
+            return meanwhile()
         fetched = self.remote.compiled_modules(self.fact, lambda p: not (self.root / p).exists())
-        for path, data in fetched.items():
-            with contextlib.suppress(OSError):  # compiled here instead
-                write_atomic(self.root / path, data)
-        if fetched:
+        if not fetched:
+            return meanwhile()
+        # The largest first, its file opened here: the thread's first call is that write, under
+        # way before ``meanwhile`` takes the GIL (an open on the thread could wait out the
+        # device instead).
+        files = sorted(fetched.items(), key=lambda item: -len(item[1]))
+        first = _opened(self.root / files[0][0])
+        writer = threading.Thread(
+            target=_write, args=(first, files[0][1], files[1:], self.root), name="slangspec-modules"
+        )
+        writer.start()
+        try:
+            return meanwhile()
+        finally:
+            writer.join()
             self.seals.seal()
 
     def seal(self) -> None:
@@ -145,3 +165,37 @@ class ModuleCacheGuard:
             with contextlib.suppress(OSError):
                 modules[path.relative_to(self.root).as_posix()] = path.read_bytes()
         self.remote.share_compiled_modules(self.fact, modules)
+
+
+def _opened(path: Path) -> tuple[int, Path, Path] | None:
+    """A private temporary file beside ``path``, open for writing: its descriptor, its path and
+    ``path``; None when it cannot be made (the module is compiled here instead)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), tmp, path
+    except OSError:
+        return None
+
+
+def _write(
+    first: tuple[int, Path, Path] | None, data: bytes, rest: list[tuple[str, bytes]], root: Path
+) -> None:
+    """Write ``data`` through ``first`` and put it in place, then ``rest`` under ``root``, each
+    whole or not at all."""
+    if first is not None:
+        fd, tmp, path = first
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:  # compiled here instead
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    for name, module in rest:
+        with contextlib.suppress(OSError):
+            write_atomic(root / name, module)

@@ -140,7 +140,11 @@ class BuildModule:
         reflects and builds through Slang's C API and NVRTC, and launches through the driver."""
         assert self.device_kind == "vulkan", "a CUDA module opens no slangpy device"
         if self._device is None:
-            self._device = open_device(self.device_kind, self.shaders)
+            # Slang reads the module cache once the device is open: what a remote tier has for
+            # it is fetched now, and written while the device opens.
+            self._device = self.module_guard.check_while(
+                lambda: open_device(self.device_kind, self.shaders)
+            )
         return self._device
 
     @property
