@@ -72,6 +72,11 @@ def timed(owner, name, phase):
 timed(devices, "open_device", "open slangpy's device")
 timed(remote.RemoteTier, "get", "fetch entries from the server")
 timed(module_cache.ModuleCacheGuard, "check", "module cache: check, fetch compiled modules")
+timed(
+    module_cache.ModuleCacheGuard,
+    "check_while",
+    "module cache fetched, then written while the device opens",
+)
 timed(vulkan_compiler.Compiler, "_library", "slangpy's library (IR, or front-end)")
 timed(vulkan_compiler.Compiler, "_loaded", "module front-end (with the library)")
 timed(vulkan_compiler.Compiler, "kernel", "Slang to target code (Vulkan)")
