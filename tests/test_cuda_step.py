@@ -4,6 +4,7 @@ machine without a GPU; what needs NVRTC is skipped where NVIDIA's NVRTC wheel is
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -451,3 +452,70 @@ def test_precompiled_headers_of_processes_no_longer_running_are_removed(tmp_path
     assert mine.parent == parent / str(os.getpid()) and mine.is_dir()
     assert not (parent / str(gone.pid)).exists()
     assert (parent / str(os.getppid()) / "x.pch").exists(), "a running process's is left"
+
+
+WAITER = """
+import json, sys
+import torch
+import slangspec
+from slangspec.cache_store import cache as cache_module
+from slangspec.counts import compile_counts
+from slangspec.runtime.module_base import BuildModule, load_module
+from slangspec.signatures import call_signature
+
+shader, lib, root = sys.argv[1:4]
+
+
+def module():
+    cache = slangspec.Cache(root)
+    return load_module(BuildModule, shader, include_paths=[lib], cache=cache, device="cuda")
+
+
+builder, waiter = module(), module()
+signature = call_signature(builder.poly.id, (torch.ones(1, requires_grad=True), torch.ones(7)))
+seen = {}
+insert = cache_module.Cache.insert
+
+
+def inserted(self, *args, **kwargs):
+    entry = insert(self, *args, **kwargs)
+    if not seen:  # where a process waiting on the build's lease stops waiting
+        before = dict(compile_counts)
+        seen["waiter"] = waiter.poly.warm(signature)
+        seen["compiled"] = {k: n - before.get(k, 0) for k, n in compile_counts.items()}
+    return entry
+
+
+cache_module.Cache.insert = inserted
+seen["builder"] = builder.poly.warm(signature)
+print(json.dumps(seen))
+"""
+
+
+@needs_nvrtc
+def test_a_process_that_finds_the_row_of_a_build_finds_its_cubins_with_it(tmp_path):
+    """A process waiting on a build's lease stops as soon as the entry's row is there: the
+    row comes with the build's cubins, or the waiter builds every kernel again (one cubin a
+    kernel) and the build's own cubin ends up referenced by no entry."""
+    here = Path(__file__).parent
+    shader, lib = here / "shaders" / "cached.slang", here / "slang_lib"
+    env = {**os.environ, "SLANGSPEC_DEVICE": "cuda", "SLANGSPEC_CUDA_ARCH": "sm_90"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    done = subprocess.run(
+        [sys.executable, "-c", WAITER, str(shader), str(lib), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["builder"] == "built"
+    assert seen["waiter"] == "cached" and not any(seen["compiled"].values()), seen
+    verified = subprocess.run(
+        [sys.executable, "-m", "slangspec", "cache", "verify", "--cache-dir", tmp_path / "cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert verified.returncode == 0, verified.stdout[-2000:]

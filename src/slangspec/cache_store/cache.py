@@ -206,11 +206,15 @@ class Cache:
         plan_json: str,
         kernels: dict[str, str],
         meta: dict[str, Any] | None = None,
+        binaries: dict[str, dict[str, Any]] | None = None,
     ) -> Entry:
-        """Store a new local entry (its kernel sources already written)."""
+        """Store a new local entry (its kernel sources and ``binaries``' files already
+        written)."""
         now = time.time()
         meta = {"created": now, "last_used": now, "hits": 0, **(meta or {})}
         row = {"preimage": preimage, "plan": plan_json, "kernels": kernels, "meta": meta}
+        if binaries:
+            row["binaries"] = binaries
         self.disk.put(key, row, {})
         return Entry(key, row)
 

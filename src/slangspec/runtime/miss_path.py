@@ -238,9 +238,12 @@ class Builder:
         )
         meta = {"compile_s": done - start}
         names = {label: name for label, (name, _) in built.items()}
-        entry = self.cache.insert(key, pre, plan.to_json(), names, meta)
+        # The cubins go in with the row: a process waiting on this build's lease stops at the
+        # row, and one without them would build its kernels again.
+        binaries = {label: self._binary(kernel) for label, (_, kernel) in built.items()}
+        kept = {label: binary for label, binary in binaries.items() if binary is not None}
+        entry = self.cache.insert(key, pre, plan.to_json(), names, meta, kept)
         for label, (_, kernel) in built.items():
-            self._keep_binary(key, label, kernel)
             if label != FORWARD:
                 self._fresh[key, label] = kernel
         self.cache.publish(key)
@@ -619,16 +622,21 @@ class Builder:
 
     def _keep_binary(self, key: str, label: str, kernel: Kernel) -> None:
         """Add a CUDA kernel's cubin to its entry, so later processes skip Slang entirely."""
+        binary = self._binary(kernel)
+        if binary is not None:
+            self.cache.amend(key, binary_added(label, binary))
+
+    def _binary(self, kernel: Kernel) -> dict[str, Any] | None:
+        """A CUDA kernel's cubin, written, as its entry lists it; None for any other kernel."""
         if not isinstance(kernel, (DriverKernel, Unloaded)):
-            return
+            return None
         built = kernel.binary
-        binary = {
+        return {
             "file": self.cache.write_blob("binary", built.cubin),
             "layout": built.layout,
             "group": built.group,
             "entry": built.entry,
         }
-        self.cache.amend(key, binary_added(label, binary))
 
     def load_binary(
         self, key: str, label: str, binary: dict[str, Any]
