@@ -136,21 +136,42 @@ def lease_seconds() -> float:
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so readers see either nothing or the whole file: readable by
     this user alone, or with ``mode`` exactly, whatever the umask."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     for attempt in range(3):
         try:
             # A concurrent ``cache clear`` may have removed the directory.
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            if mode is not None:
-                os.fchmod(fd, mode)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            put_in_place(opened_beside(path, mode), data)
             return
         except FileNotFoundError:
             if attempt == 2:
                 raise
+
+
+def opened_beside(path: Path, mode: int | None = None) -> tuple[int, Path, Path]:
+    """A temporary file beside ``path`` (its directory made when missing), open for writing,
+    readable by this user alone or with ``mode`` exactly: its descriptor, its path and
+    ``path``, for ``put_in_place``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if mode is not None:
+        try:
+            os.fchmod(fd, mode)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd, tmp, path
+
+
+def put_in_place(opened: tuple[int, Path, Path], data: bytes) -> None:
+    """Write ``data`` through a file ``opened_beside`` made, close it and put it in place."""
+    fd, tmp, path = opened
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def process_gone(pid: int) -> bool:

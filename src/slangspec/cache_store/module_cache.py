@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .location import write_atomic
+from .location import opened_beside, put_in_place, write_atomic
 from .module_seals import ModuleSeals
 
 if TYPE_CHECKING:
@@ -144,7 +144,10 @@ class ModuleCacheGuard:
         # way before ``meanwhile`` takes the GIL (an open on the thread could wait out the
         # device instead).
         files = sorted(fetched.items(), key=lambda item: -len(item[1]))
-        first = _opened(self.root / files[0][0])
+        try:
+            first = opened_beside(self.root / files[0][0])
+        except OSError:
+            first = None  # compiled here instead
         writer = threading.Thread(
             target=_write, args=(first, files[0][1], files[1:], self.root), name="slangspec-modules"
         )
@@ -167,35 +170,17 @@ class ModuleCacheGuard:
         self.remote.share_compiled_modules(self.fact, modules)
 
 
-def _opened(path: Path) -> tuple[int, Path, Path] | None:
-    """A private temporary file beside ``path``, open for writing: its descriptor, its path and
-    ``path``; None when it cannot be made (the module is compiled here instead)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), tmp, path
-    except OSError:
-        return None
-
-
 def _write(
     first: tuple[int, Path, Path] | None, data: bytes, rest: list[tuple[str, bytes]], root: Path
 ) -> None:
     """Write ``data`` through ``first`` and put it in place, then ``rest`` under ``root``, each
     whole or not at all."""
     if first is not None:
-        fd, tmp, path = first
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            put_in_place(first, data)
         except OSError:  # compiled here instead
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                first[1].unlink()
     for name, module in rest:
         with contextlib.suppress(OSError):
             write_atomic(root / name, module)
