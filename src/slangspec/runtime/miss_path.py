@@ -240,9 +240,12 @@ class Builder:
         names = {label: name for label, (name, _) in built.items()}
         # The cubins go in with the row: a process waiting on this build's lease stops at the
         # row, and one without them would build its kernels again.
-        binaries = {label: self._binary(kernel) for label, (_, kernel) in built.items()}
-        kept = {label: binary for label, binary in binaries.items() if binary is not None}
-        entry = self.cache.insert(key, pre, plan.to_json(), names, meta, kept)
+        binaries = {
+            label: binary
+            for label, (_, kernel) in built.items()
+            if (binary := self._binary(kernel)) is not None
+        }
+        entry = self.cache.insert(key, pre, plan.to_json(), names, meta, binaries)
         for label, (_, kernel) in built.items():
             if label != FORWARD:
                 self._fresh[key, label] = kernel
