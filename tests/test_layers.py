@@ -59,11 +59,14 @@ def imported(path: Path, name: str | None = None) -> set[str]:
 
 
 def store_exports() -> set[str]:
-    """The names the cache store's ``__init__`` exports: its ``__all__``."""
+    """The names the cache store's ``__init__`` exports: the modules it names whole
+    (``_WHOLE``) and the names it imports on first use (``_HOME``), its ``__all__``."""
+    found = {}
     for node in ast.parse((SRC / "cache_store" / "__init__.py").read_text()).body:
-        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
-            return set(ast.literal_eval(node.value))
-    raise AssertionError("cache_store/__init__.py has no __all__")
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            found[ast.unparse(node.targets[0])] = node.value
+    assert ast.unparse(found["__all__"]) == "sorted([*_WHOLE, *_HOME])"
+    return {*ast.literal_eval(found["_WHOLE"]), *ast.literal_eval(found["_HOME"])}
 
 
 def past_the_store(path: Path, name: str | None = None) -> set[str]:

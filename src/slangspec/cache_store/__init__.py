@@ -91,46 +91,7 @@ _HOME = {
     "Tier": ".tier",
 }
 
-__all__ = [
-    "DEVICE_KINDS",
-    "FORWARD",
-    "Cache",
-    "CacheWarning",
-    "Entry",
-    "EntryFilter",
-    "ModuleCacheGuard",
-    "ModuleSeals",
-    "Regenerate",
-    "RemoteTier",
-    "ShaderSnapshots",
-    "Tier",
-    "are_versions",
-    "binary_added",
-    "binary_dropped",
-    "blobs_of",
-    "cache_root",
-    "canonical",
-    "check_all",
-    "entry_facts",
-    "kernel_added",
-    "kernel_lease",
-    "key_of",
-    "lease_seconds",
-    "make_room_for_slots",
-    "module_facts",
-    "process_gone",
-    "process_stat",
-    "regenerated",
-    "remote_admin",
-    "remote_settings",
-    "select",
-    "setting",
-    "shipped",
-    "source_name",
-    "travel",
-    "units",
-    "write_atomic",
-]
+__all__ = sorted([*_WHOLE, *_HOME])
 
 
 def __getattr__(name: str) -> Any:
