@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import slangspec
-from slangspec.cache_store import CacheWarning
+from slangspec.cache_store import CacheWarning, module_seals
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
 from workers import last_line
 
@@ -100,6 +100,37 @@ def test_a_seal_that_cannot_be_written_leaves_the_file_unsealed_and_trusted(tmp_
     with pytest.warns(CacheWarning):
         assert seals.remove_damaged() == [module]
     assert not module.exists()
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
+def test_a_directory_where_a_compiled_module_belongs_is_removed_with_a_warning(tmp_path, sealed):
+    """Slang can neither read nor write a compiled module where a directory stands."""
+    module = written(tmp_path)
+    seals = ModuleSeals(tmp_path)
+    if sealed:
+        seals.seal()
+    module.unlink()
+    module.mkdir()
+    (module / "inside").write_bytes(b"IR")
+    assert seals.seal() == []
+    with pytest.warns(CacheWarning, match="Slang compiles it again"):
+        assert seals.remove_damaged() == [module]
+    assert not module.exists()
+    assert not module.with_name(module.name + SEAL).exists()
+
+
+def test_an_unreadable_sealed_module_is_damage_not_an_error(tmp_path, monkeypatch):
+    module = written(tmp_path)
+    seals = ModuleSeals(tmp_path)
+    seals.seal()
+    flipped(module)
+
+    def unreadable(path: Path) -> str:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(module_seals, "_digest", unreadable)
+    assert seals.damaged() == [module]
+    assert seals.seal() == []
 
 
 def test_verify_reports_damaged_module_cache_files_and_repair_removes_them(tmp_path):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import stat
 import warnings
 from pathlib import Path
 
@@ -75,18 +77,29 @@ class ModuleSeals:
         return seal if isinstance(seal, dict) else {}
 
     def damaged(self) -> list[Path]:
-        """The sealed files whose content does not match their seal."""
+        """The sealed files whose content does not match their seal, and whatever is at a
+        compiled module's place that is not a file, sealed or not."""
         found = []
         for module in self._modules():
+            try:
+                now = module.stat()
+            except FileNotFoundError:  # removed meanwhile: nothing left to read
+                continue
+            if not stat.S_ISREG(now.st_mode):
+                found.append(module)
+                continue
             seal = self._read_seal(module)
             if seal is None:
                 continue
+            stamp = _stamp(now)
+            if _checked.get(module) == (stamp, seal.get("xxh3_128")):
+                continue
             try:
-                stamp = _stamp(module.stat())
-                if _checked.get(module) == (stamp, seal.get("xxh3_128")):
-                    continue
                 digest = _digest(module)
-            except FileNotFoundError:  # removed meanwhile: nothing left to read
+            except FileNotFoundError:
+                continue
+            except OSError:  # unreadable: Slang could not read it either
+                found.append(module)
                 continue
             if seal.get("xxh3_128") == digest:
                 _checked[module] = (stamp, digest)
@@ -112,6 +125,8 @@ class ModuleSeals:
         """Remove these files and their seals, as far as this process may."""
         for module in modules:
             for path in (module, self._seal_of(module)):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
                 with contextlib.suppress(OSError):
                     path.unlink()
 
@@ -121,14 +136,17 @@ class ModuleSeals:
         sealed = []
         for module in self._modules():
             try:
-                before = _stamp(module.stat())
+                now = module.stat()
+                if not stat.S_ISREG(now.st_mode):  # damage: the next check removes it
+                    continue
+                before = _stamp(now)
                 seal = self._read_seal(module)
                 if seal is not None and not _replaced(seal.get("stamp"), before):
                     continue
                 digest = _digest(module)
                 if _stamp(module.stat()) != before:  # being written: sealed once it settles
                     continue
-            except FileNotFoundError:
+            except OSError:  # removed meanwhile, or unreadable: left unsealed
                 continue
             data = json.dumps({"stamp": before, "xxh3_128": digest}).encode()
             try:
