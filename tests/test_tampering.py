@@ -158,12 +158,18 @@ def test_a_locked_index_is_set_aside_within_its_wait_not_a_minute(tmp_path, tdev
     assert took < 10, f"the call waited {took:.1f} s on a locked index"
 
 
-def test_a_damaged_module_copy_is_rewritten_and_reported(tmp_path, tdev):
+@pytest.mark.parametrize("damage", ["bytes", "directory"])
+def test_a_damaged_module_copy_is_rewritten_and_reported(tmp_path, tdev, damage):
     cache = tmp_path / "cache"
     source = "[Differentiable] float twice(float x) { return 2.0 * x; }"
     slangspec.load_source("copied", source, cache_dir=cache)
     (copy,) = (cache / "modules").glob("*/copied.slang")
-    copy.write_bytes(b"\xff\xfe not utf-8")
+    if damage == "bytes":
+        copy.write_bytes(b"\xff\xfe not utf-8")
+    else:
+        copy.unlink()
+        copy.mkdir()
+        (copy / "inside").write_bytes(b"x")
     assert slangspec.Cache(cache).verify()["problems"] == [
         {"key": "", "problem": f"module copy {copy} is damaged"}
     ]

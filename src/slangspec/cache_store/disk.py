@@ -364,13 +364,18 @@ class DiskTier:
         try:
             if path.read_bytes() == data:
                 return path
+            damaged = True
+        except FileNotFoundError:
+            damaged = False
+        except OSError:  # a directory where the file belongs
+            damaged = True
+            shutil.rmtree(path, ignore_errors=True)
+        if damaged:
             warnings.warn(
                 f"slangspec cache module {path} is damaged; writing it again",
                 CacheWarning,
                 stacklevel=4,
             )
-        except FileNotFoundError:
-            pass
         self._write(path, data)
         return path
 
@@ -378,9 +383,13 @@ class DiskTier:
         """Module files whose content no longer hashes to the directory they were written to."""
         damaged = []
         for path in (self.root / MODULES).glob("*/*.slang"):
-            with contextlib.suppress(OSError):
+            try:
                 if xxhash.xxh3_64_hexdigest(path.read_bytes()) != path.parent.name:
                     damaged.append(path)
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            except OSError:  # a directory where the file belongs
+                damaged.append(path)
         return damaged
 
     def delete_module(self, path: Path) -> None:
