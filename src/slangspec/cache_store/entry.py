@@ -42,12 +42,18 @@ Change = Callable[[dict[str, Any]], None]
 """An amendment of a stored row, in place."""
 
 
-def kernel_added(label: str, name: str, seconds: float) -> Change:
-    """The kernel source ``name`` added under ``label``, with the time it took to build."""
+def kernel_added(
+    label: str, name: str, seconds: float, binary: dict[str, Any] | None = None
+) -> Change:
+    """The kernel source ``name`` added under ``label``, with the time it took to build and
+    its CUDA binary if it has one (in the same change: a process that finds the source stops
+    waiting for the build)."""
 
     def change(row: dict[str, Any]) -> None:
         row["kernels"][label] = name
         row["meta"]["compile_s"] = row["meta"].get("compile_s", 0.0) + seconds
+        if binary is not None:
+            binary_added(label, binary)(row)
 
     return change
 

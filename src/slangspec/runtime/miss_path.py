@@ -296,8 +296,8 @@ class Builder:
                 done - generated,
             )
             if entry is not None:
-                self.cache.amend(key, kernel_added(label, name, time.perf_counter() - start))
-                self._keep_binary(key, label, kernel)
+                seconds = time.perf_counter() - start
+                self.cache.amend(key, kernel_added(label, name, seconds, self._binary(kernel)))
                 self.cache.publish(key)
                 self.cache.enforce_bound()
             return kernel, "built"
