@@ -430,8 +430,8 @@ def _processes_marked(marker: str) -> list[int]:
 def test_the_program_leaves_no_worker_process_behind(tmp_path):
     """``specialize warm --jobs`` exits without waiting for its workers' teardown; they must
     still be gone, not left blocked on the pool's queue."""
-    marker = f"SLANGSPEC_TEST_MARK={os.getpid()}-{tmp_path.name}"
-    env = {**os.environ, "SLANGSPEC_TEST_MARK": marker.split("=", 1)[1]}
+    marker = f"SPECIALIZE_TEST_MARK={os.getpid()}-{tmp_path.name}"
+    env = {**os.environ, "SPECIALIZE_TEST_MARK": marker.split("=", 1)[1]}
     command = [sys.executable, "-m", "slangspec", "warm", str(manifest(tmp_path))]
     command += ["--jobs", "2", "--cache-dir", str(tmp_path / "c"), "--json"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
@@ -778,3 +778,16 @@ def test_explain_refuses_an_unknown_function_and_a_call_it_could_not_make(tmp_pa
     )
     wrong = cli(args[0], args[1], "poly", "f32[1] grad", *args[2:])  # poly takes two
     assert wrong.exit_code == 2 and "SIGNATURE: cached::poly: expected 2 arguments" in wrong.output
+
+
+def test_a_misspelt_setting_is_said_once_by_the_command_not_by_each_worker(tmp_path):
+    env = {**os.environ, "SLANGSPEC_CACHE_MAX_SIZE": "1G"}
+    command = [sys.executable, "-m", "slangspec", "warm", str(manifest(tmp_path)), "--dry-run"]
+    command += ["--jobs", "2", "--cache-dir", str(tmp_path / "empty")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 1, out.stderr  # nothing is there yet
+    said = (
+        "specialize: SLANGSPEC_CACHE_MAX_SIZE is set but is no slangspec setting, so it changes "
+        "nothing; did you mean SLANGSPEC_CACHE_SIZE?"
+    )
+    assert out.stderr.count("SLANGSPEC_CACHE_MAX_SIZE") == 1 and said in out.stderr, out.stderr

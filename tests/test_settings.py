@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import warnings
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,37 @@ def test_a_bad_value_fails_where_a_module_loads_not_at_its_first_miss(tmp_path, 
     source = "float f(float x) { return x; }"
     with pytest.raises(ValueError, match=r"^SLANGSPEC_CACHE_LEASE='2 minutes': expected"):
         slangspec.load_source("m", source, cache_dir=str(tmp_path))
+
+
+def test_a_misspelt_variable_is_a_warning_naming_the_setting_meant(tmp_path, monkeypatch):
+    import slangspec
+    from slangspec.cache_store import settings
+
+    monkeypatch.setattr(settings, "_unknown_checked", False)
+    monkeypatch.setenv("SLANGSPEC_CACHE_MAX_SIZE", "1GB")
+    monkeypatch.setenv("SLANGSPEC_ZZZ", "1")
+    source = "float f(float x) { return x; }"
+    with pytest.warns(slangspec.SettingWarning) as caught:
+        slangspec.load_source("m", source, cache_dir=str(tmp_path))
+    assert [str(w.message) for w in caught] == [
+        "SLANGSPEC_CACHE_MAX_SIZE is set but is no slangspec setting, so it changes nothing; "
+        "did you mean SLANGSPEC_CACHE_SIZE?",
+        "SLANGSPEC_ZZZ is set but is no slangspec setting, so it changes nothing; the settings "
+        "are " + ", ".join(SETTINGS),
+    ]
+    assert caught[0].filename == __file__, "the warning points at the load"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        slangspec.load_source("m", source, cache_dir=str(tmp_path))  # once a process
+
+
+def test_only_known_variables_warn_nothing(tmp_path, monkeypatch):
+    import slangspec
+    from slangspec.cache_store import settings
+
+    monkeypatch.setattr(settings, "_unknown_checked", False)
+    monkeypatch.setenv("SLANGSPEC_CACHE_SIZE", "1GB")
+    monkeypatch.setenv("SLANGSPECX", "1")  # not the prefix
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", slangspec.SettingWarning)
+        slangspec.load_source("m", "float f(float x) { return x; }", cache_dir=str(tmp_path))

@@ -38,13 +38,12 @@ import slangspec
 from parity import F32, compare, leaf, twin
 
 WHEEL_TESTS = Path(
-    os.environ.get("SLANGSPEC_SLANGPY_TESTS")
-    or Path(slangpy.__file__).parent / "tests" / "slangpy_tests"
+    os.environ.get("SLANGPY_TESTS_DIR") or Path(slangpy.__file__).parent / "tests" / "slangpy_tests"
 )
 """Where slangpy's test shaders are: its wheel's, or a copy where an install leaves them out."""
 if not (WHEEL_TESTS / "test_torchintegration.slang").is_file():
     pytest.skip(
-        f"slangpy's test shaders are not at {WHEEL_TESTS} (set SLANGSPEC_SLANGPY_TESTS)",
+        f"slangpy's test shaders are not at {WHEEL_TESTS} (set SLANGPY_TESTS_DIR)",
         allow_module_level=True,
     )
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # the originals' tolerance

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .cache import Cache as Cache
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
+    from .cache_store import SettingWarning as SettingWarning
     from .compile.slang_api import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .generators import call_id as call_id
@@ -47,6 +48,7 @@ _HOME = {
     "Function": ".runtime.module",
     "Module": ".runtime.module",
     "SlangCompileError": ".compile.slang_api",
+    "SettingWarning": ".cache_store",
     "SlangUnavailableError": ".runtime.miss_path",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",

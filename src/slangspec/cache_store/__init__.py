@@ -48,8 +48,10 @@ if TYPE_CHECKING:
     from .remote import RemoteTier as RemoteTier
     from .remote_config import remote_settings as remote_settings
     from .settings import DEVICE_KINDS as DEVICE_KINDS
+    from .settings import SettingWarning as SettingWarning
     from .settings import check_all as check_all
     from .settings import setting as setting
+    from .settings import unknown_variables as unknown_variables
     from .shader_snapshots import ShaderSnapshots as ShaderSnapshots
     from .tier import Tier as Tier
 
@@ -85,8 +87,10 @@ _HOME = {
     "RemoteTier": ".remote",
     "remote_settings": ".remote_config",
     "DEVICE_KINDS": ".settings",
+    "SettingWarning": ".settings",
     "check_all": ".settings",
     "setting": ".settings",
+    "unknown_variables": ".settings",
     "ShaderSnapshots": ".shader_snapshots",
     "Tier": ".tier",
 }

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -25,6 +27,7 @@ REMOTE_MODES = ("readwrite", "read")
 REMOTE_SCHEMES = ("redis", "rediss", "unix")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SERVER_MODES = ("auto", "use", "off")
+PREFIX = "SLANGSPEC_"
 
 
 @frozen
@@ -260,11 +263,55 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
         raise refusal(name, text, where) from None
 
 
+class SettingWarning(UserWarning):
+    """A ``SLANGSPEC_*`` variable that names no setting: a misspelt one is otherwise ignored
+    without a word."""
+
+
+_unknown_checked = False
+
+
 def check_all() -> None:
     """ValueError for the first setting whose variable cannot be read: asked where a module
-    loads, so a bad value fails there and not at the first miss that reads it."""
+    loads, so a bad value fails there and not at the first miss that reads it. Each
+    ``SLANGSPEC_*`` variable that is no setting is a SettingWarning, once a process."""
     for name in SETTINGS:
         setting(name)
+    global _unknown_checked
+    if not _unknown_checked:
+        _unknown_checked = True
+        for message in unknown_variables():
+            warnings.warn(message, SettingWarning, stacklevel=_caller_outside())
+
+
+def unknown_variables() -> list[str]:
+    """What to say of each ``SLANGSPEC_*`` variable in the environment that names no setting."""
+    unknown = sorted(n for n in os.environ if n.startswith(PREFIX) and n not in SETTINGS)
+    if not unknown:
+        return []
+    import difflib  # only once a variable is found wrong
+
+    suffixes = [known.removeprefix(PREFIX) for known in SETTINGS]
+    said = []
+    for name in unknown:
+        near = difflib.get_close_matches(name.removeprefix(PREFIX), suffixes, n=1)
+        hint = (
+            f"did you mean {PREFIX}{near[0]}?"
+            if near
+            else f"the settings are {', '.join(SETTINGS)}"
+        )
+        said.append(f"{name} is set but is no slangspec setting, so it changes nothing; {hint}")
+    return said
+
+
+def _caller_outside() -> int:
+    """The ``stacklevel`` of a warning raised in the function calling this one that points at
+    the first frame outside slangspec: the user's call."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def refusal(name: str, text: str, source: str | None = None, why: str | None = None) -> ValueError:

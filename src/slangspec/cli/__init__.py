@@ -7,6 +7,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -28,12 +29,17 @@ def main() -> None:
 
     Exit codes: 0 ok, 1 failure, 2 usage error. SLANGSPEC_LOG=info logs what the commands do.
     """
+    from ..cache_store import SettingWarning, unknown_variables
     from ..log import configure
 
     try:
         configure()
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
+    for message in unknown_variables():
+        click.echo(f"specialize: {message}", err=True)
+    # Said once here: not again by the modules this process and its workers load.
+    warnings.filterwarnings("ignore", category=SettingWarning)
 
 
 main.add_command(warm)
