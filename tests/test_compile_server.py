@@ -153,6 +153,22 @@ def test_clients_racing_to_start_it_get_one_server_that_later_ones_use(tmp_path,
     verified(cache)
 
 
+def test_a_server_log_past_its_bound_is_kept_once_when_the_next_server_starts(
+    tmp_path, run_dir, kind
+):
+    cache = tmp_path / "cache"
+    log = server_place(cache).log
+    old = b"an earlier server's line\n" * (server_client.LOG_BYTES // 25 + 1)
+    log.write_bytes(old)
+    finished(client(cache, "auto", kind, "1"))
+    deadline = time.monotonic() + 60
+    while server_client.status(cache) is None:
+        assert time.monotonic() < deadline, "no server answered after the first miss"
+        time.sleep(0.1)
+    assert log.with_name(log.name + ".1").read_bytes() == old
+    assert b"serving" in log.read_bytes() and len(log.read_bytes()) < len(old)
+
+
 LIBRARY_USER = """
 import json, sys
 import torch

@@ -10,6 +10,7 @@ a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the same way
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -104,6 +105,7 @@ def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
     if arch is not None:
         command += ["--arch", arch]
     try:
+        _rotated(place.log)
         with open(place.log, "ab") as log:
             subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
@@ -112,6 +114,18 @@ def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
         give_up(cache_root, f"it could not be started: {exc}")
         return
     _log.info("started the compile server of %s", cache_root)
+
+
+LOG_BYTES = 1 << 20
+"""A server's log past this size is kept as ``HASH.log.1`` (replacing the one before it) when
+the next server starts: a line a request, and servers that start again and again, would
+otherwise grow it without end."""
+
+
+def _rotated(log: Path) -> None:
+    with contextlib.suppress(OSError):
+        if log.stat().st_size > LOG_BYTES:
+            os.replace(log, log.with_name(log.name + ".1"))
 
 
 def status(cache_root: Path) -> dict[str, Any] | None:
