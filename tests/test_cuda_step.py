@@ -463,7 +463,7 @@ from slangspec.counts import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 from slangspec.signatures import call_signature
 
-shader, lib, root = sys.argv[1:4]
+shader, lib, root, hooked = sys.argv[1:5]
 
 
 def module():
@@ -474,35 +474,35 @@ def module():
 builder, waiter = module(), module()
 signature = call_signature(builder.poly.id, (torch.ones(1, requires_grad=True), torch.ones(7)))
 seen = {}
-insert = cache_module.Cache.insert
+if hooked == "amend":  # the forward alone first: the backward is then built after its entry
+    seen["forward"] = builder.poly.warm(signature, [])
+original = getattr(cache_module.Cache, hooked)
 
 
-def inserted(self, *args, **kwargs):
-    entry = insert(self, *args, **kwargs)
-    if not seen:  # where a process waiting on the build's lease stops waiting
+def hook(self, *args, **kwargs):
+    result = original(self, *args, **kwargs)
+    if "waiter" not in seen:  # where a process waiting on the lease stops waiting
         before = dict(compile_counts)
         seen["waiter"] = waiter.poly.warm(signature)
         seen["compiled"] = {k: n - before.get(k, 0) for k, n in compile_counts.items()}
-    return entry
+    return result
 
 
-cache_module.Cache.insert = inserted
+setattr(cache_module.Cache, hooked, hook)
 seen["builder"] = builder.poly.warm(signature)
 print(json.dumps(seen))
 """
 
 
-@needs_nvrtc
-def test_a_process_that_finds_the_row_of_a_build_finds_its_cubins_with_it(tmp_path):
-    """A process waiting on a build's lease stops as soon as the entry's row is there: the
-    row comes with the build's cubins, or the waiter builds every kernel again (one cubin a
-    kernel) and the build's own cubin ends up referenced by no entry."""
+def waited(cache: Path, hooked: str) -> dict:
+    """What a waiter found (``WAITER``), looking when the builder's ``Cache.<hooked>`` has
+    changed the row, in an sm_90 build with no GPU."""
     here = Path(__file__).parent
     shader, lib = here / "shaders" / "cached.slang", here / "slang_lib"
     env = {**os.environ, "SLANGSPEC_DEVICE": "cuda", "SLANGSPEC_CUDA_ARCH": "sm_90"}
     env["CUDA_VISIBLE_DEVICES"] = ""
     done = subprocess.run(
-        [sys.executable, "-c", WAITER, str(shader), str(lib), str(tmp_path / "cache")],
+        [sys.executable, "-c", WAITER, str(shader), str(lib), str(cache), hooked],
         capture_output=True,
         text=True,
         timeout=300,
@@ -510,7 +510,16 @@ def test_a_process_that_finds_the_row_of_a_build_finds_its_cubins_with_it(tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen["builder"] == "built"
+    assert seen["builder"] == "built" and seen.get("forward", "built") == "built", seen
+    return seen
+
+
+@needs_nvrtc
+def test_a_process_that_finds_the_row_of_a_build_finds_its_cubins_with_it(tmp_path):
+    """A process waiting on a build's lease stops as soon as the entry's row is there: the
+    row comes with the build's cubins, or the waiter builds every kernel again (one cubin a
+    kernel) and the build's own cubin ends up referenced by no entry."""
+    seen = waited(tmp_path / "cache", "insert")
     assert seen["waiter"] == "cached" and not any(seen["compiled"].values()), seen
     verified = subprocess.run(
         [sys.executable, "-m", "slangspec", "cache", "verify", "--cache-dir", tmp_path / "cache"],
@@ -521,60 +530,10 @@ def test_a_process_that_finds_the_row_of_a_build_finds_its_cubins_with_it(tmp_pa
     assert verified.returncode == 0, verified.stdout[-2000:]
 
 
-KERNEL_WAITER = """
-import json, sys
-import torch
-import slangspec
-from slangspec.cache_store import cache as cache_module
-from slangspec.counts import compile_counts
-from slangspec.runtime.module_base import BuildModule, load_module
-from slangspec.signatures import call_signature
-
-shader, lib, root = sys.argv[1:4]
-
-
-def module():
-    cache = slangspec.Cache(root)
-    return load_module(BuildModule, shader, include_paths=[lib], cache=cache, device="cuda")
-
-
-builder, waiter = module(), module()
-signature = call_signature(builder.poly.id, (torch.ones(1, requires_grad=True), torch.ones(7)))
-seen = {"forward": builder.poly.warm(signature, [])}
-amend = cache_module.Cache.amend
-
-
-def amended(self, *args, **kwargs):
-    amend(self, *args, **kwargs)
-    if "waiter" not in seen:  # where a process waiting on the kernel's lease stops waiting
-        before = dict(compile_counts)
-        seen["waiter"] = waiter.poly.warm(signature)
-        seen["compiled"] = {k: n - before.get(k, 0) for k, n in compile_counts.items()}
-
-
-cache_module.Cache.amend = amended
-seen["builder"] = builder.poly.warm(signature)
-print(json.dumps(seen))
-"""
-
-
 @needs_nvrtc
 def test_a_process_that_finds_a_backward_kernel_in_its_row_finds_its_cubin_with_it(tmp_path):
     """The same for a backward kernel built after its forward: a waiter stops waiting when the
     row names the kernel's source, so the row names its cubin in the same change, or the
     waiter compiles the kernel again from that source."""
-    here = Path(__file__).parent
-    shader, lib = here / "shaders" / "cached.slang", here / "slang_lib"
-    env = {**os.environ, "SLANGSPEC_DEVICE": "cuda", "SLANGSPEC_CUDA_ARCH": "sm_90"}
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    done = subprocess.run(
-        [sys.executable, "-c", KERNEL_WAITER, str(shader), str(lib), str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen["forward"] == "built" and seen["builder"] == "built", seen
+    seen = waited(tmp_path / "cache", "amend")
     assert seen["waiter"] == "cached" and not any(seen["compiled"].values()), seen
