@@ -16,6 +16,7 @@ from ..signature_text import argument_label
 from ..specializer.kinds import KIND
 from ..specializer.plan import RESULT, ArgPlan, SpecializationPlan
 from .launch import Binding
+from .partial_writes import merged, unwritten_like
 from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
@@ -368,7 +369,7 @@ class Specialization:
             self.check_size(args, call_shape)
         outputs = [bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs]
         for k, j, *_ in self._diff_written:
-            outputs[k] = args[j].detach().clone()
+            outputs[k] = unwritten_like(args[j])
         if n == 0:
             return tuple(outputs), call_shape
         try:
@@ -555,11 +556,14 @@ def _finisher(plan: SpecializationPlan) -> Callable[[Sequence[Any], Sequence[tor
     if not plan.outputs:
         return _nothing
     results = [(k, o.path) for k, o in enumerate(plan.outputs) if o.source == RESULT]
-    written = [(k, o.leaf) for k, o in enumerate(plan.outputs) if o.source != RESULT]
+    written = [
+        (k, o.leaf, plan.is_whole(o)) for k, o in enumerate(plan.outputs) if o.source != RESULT
+    ]
 
     def finish(args: Sequence[Any], outputs: Sequence[torch.Tensor]) -> Any:
-        for k, leaf in written:
-            args[leaf].copy_(outputs[k])
+        for k, leaf, partly in written:
+            target = args[leaf]
+            target.copy_(merged(outputs[k], target) if partly else outputs[k])
         if not results:
             return None
         if not plan.result_struct:

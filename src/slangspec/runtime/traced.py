@@ -42,8 +42,9 @@ from ..signatures import (
     signature,
     type_name_form,
 )
-from ..specializer.kinds import declared_kind
+from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
+from .partial_writes import merged
 from .shapes import broadcast
 from .specialization import Specialization, leaf_reader, shaping
 
@@ -86,12 +87,17 @@ def operator_name(fn: Traceable) -> str:
 def _written(name: str) -> tuple[int, ...]:
     """The positions of the function's written tensor parameters (``IRWTensor``, ``RWTensor``,
     ``IWTensor``, ``WTensor``)."""
-    return _functions[name].agreed("the tensors they write", _written_of)
+    return _functions[name].agreed("the tensors they write", _writing("itself"))
 
 
-def _written_of(info: FunctionInfo) -> tuple[int, ...]:
-    rows = [declared_kind(p.type) for p in info.params]
-    return tuple(k for k, row in enumerate(rows) if row is not None and row.writes == "itself")
+def _writing(how: Writes) -> Callable[[FunctionInfo], tuple[int, ...]]:
+    """The positions of a function's parameters whose tensors a call writes ``how``."""
+
+    def positions(info: FunctionInfo) -> tuple[int, ...]:
+        rows = [declared_kind(p.type) for p in info.params]
+        return tuple(k for k, row in enumerate(rows) if row is not None and row.writes == how)
+
+    return positions
 
 
 @torch._dynamo.assume_constant_result
@@ -118,12 +124,17 @@ def operator_kind(name: str) -> tuple[str, tuple[int, ...]]:
 
 
 @torch._dynamo.assume_constant_result
-def output_layout(name: str) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], bool]:
-    """Where the "outputs" operator's tensors go (``output_routes``), and whether the result
-    is a struct."""
+def output_layout(
+    name: str,
+) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], bool, tuple[int, ...]]:
+    """Where the "outputs" operator's tensors go (``output_routes``), whether the result is a
+    struct, and the positions of the written differentiable tensors, which a call may write
+    only part of."""
     fn = _functions[name]
-    return fn.agreed("their outputs", output_routes), fn.agreed(
-        "their results", lambda o: o.returns.kind == "struct"
+    return (
+        fn.agreed("their outputs", output_routes),
+        fn.agreed("their results", lambda o: o.returns.kind == "struct"),
+        fn.agreed("the tensors they write", _writing("output")),
     )
 
 
@@ -618,16 +629,18 @@ def _finish(
     outputs: Sequence[torch.Tensor],
     routes: tuple[tuple[int, tuple[str, ...]], ...],
     result_struct: bool,
+    partly: tuple[int, ...],
 ) -> Any:
     """As an eager call finishes: each output of a parameter copied into its tensor (through
-    autograd), then the result, a dict for a struct."""
+    autograd; of a written differentiable tensor, at ``partly``, what the call wrote of it),
+    then the result, a dict for a struct."""
     result: Any = None
     for out, (source, path) in zip(outputs, routes, strict=True):
         if source != RESULT:
             target = args[source]
             for key in path:
                 target = target[key]
-            target.copy_(out)
+            target.copy_(merged(out, target) if source in partly else out)
         elif not result_struct:
             result = out
         else:
