@@ -3,16 +3,16 @@
     pip install -e '.[bench]'          # matplotlib
     python benchmarks/report.py [--doc docs/benchmarks.md] [--out docs/charts]
 
-The document is the record: each chart reads the table of a named section, so a chart never
-shows a number the text does not. Charts:
+The document is the record: each chart reads the table of a named section, and its goals from
+the table "Where the goals stand", so a chart never shows a number the text does not. Each
+chart's title names the commit of the figures it shows. Charts:
 
-- dispatch.png: slangspec / slangpy per hot call, both runs (H200); the training step against
-  torch eager before and after cotangents were read in place, with the goal;
-- startup.png: a whole process's first forward+backward from "torch ready", per mode (H200);
-- warm_jobs.png: `specialize warm --jobs` speed-up by jobs, lavapipe and H200, with the goals
-  and what sixteen equal pure-Python loops get from the H200 host's cores;
-- edit_loop.png: a new or edited function's first forward+backward on the H200, against the
-  tree it is measured with, and the goals.
+- dispatch.png: each hot call's ratio to slangpy and to torch, forward and training step, with
+  the goals against slangpy (H200);
+- startup.png: a new process's first forward+backward per mode, with the warm goal (H200);
+- warm_jobs.png: `specialize warm --jobs` speed-up by jobs on each machine, with the goals;
+- edit_loop.png: a new or edited function's first forward+backward on the H200, in-process and
+  with the compile server, against the tree it is measured with, and the goals.
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ from typing import Any
 HERE = Path(__file__).parent
 DOC = HERE.parent / "docs" / "benchmarks.md"
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+
+DISPATCH = "Hot dispatch and the training step (H200)"
+STARTUP = "A new process's first call (H200)"
+WARM = "`specialize warm --jobs`"
+EDIT_LOOP = "The edit loop (H200)"
+GOALS = "Where the goals stand"
 
 Table = list[dict[str, str]]
 
@@ -67,129 +74,146 @@ def section(found: dict[str, list[Table]], heading: str, index: int = 0) -> Tabl
     return found[heading][index]
 
 
-def dispatch_figures(found: dict[str, list[Table]]) -> dict[str, Any]:
-    """Per-call ratios against slangpy (two runs) and the training step against torch."""
-    hot = section(found, "Hot dispatch against slangpy (H200)")
-    step = section(found, "The training step")
-    return {
-        "hot": [
-            (f"{r['function']} {r['elements']} {r['mode']}", *numbers(r["slangspec / slangpy"]))
-            for r in hot
-        ],
-        "step": [
-            (
-                f"{r['function']} {r['elements']} {r['mode']}",
-                numbers(r["before"])[-1],
-                numbers(r["after"])[-1],
-            )
-            for r in step
-        ],
-    }
+def measured(text: str) -> dict[str, list[str]]:
+    """The commits each section's "Measured:" line names (its first line), in order, by heading."""
+    found: dict[str, list[str]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("Measured:") and heading not in found:
+            found[heading] = COMMIT.findall(line)
+    return found
+
+
+def commit_of(text: str, heading: str) -> str:
+    """The first commit the "Measured:" line under ``heading`` names."""
+    commits = measured(text).get(heading)
+    if not commits:
+        raise LookupError(f"docs/benchmarks.md names no commit under '{heading}' ('Measured:')")
+    return commits[0]
+
+
+def goal(found: dict[str, list[Table]], benchmark: str) -> float:
+    """The first number of a goal in the table "Where the goals stand"."""
+    for row in section(found, GOALS):
+        if row["benchmark"] == benchmark:
+            return numbers(row["goal"])[0]
+    raise LookupError(f"docs/benchmarks.md has no goal for '{benchmark}' under '{GOALS}'")
+
+
+def dispatch_figures(found: dict[str, list[Table]]) -> list[tuple[str, float, float, float, float]]:
+    """(call, forward / slangpy, forward / torch, step / slangpy, step / torch) per row."""
+    return [
+        (
+            f"{r['function']} {r['elements']}",
+            *numbers(r["forward"])[1:3],
+            *numbers(r["training step"])[1:3],
+        )
+        for r in section(found, DISPATCH)
+    ]
 
 
 def startup_figures(found: dict[str, list[Table]]) -> list[tuple[str, str, float]]:
-    """(function, mode, ms from torch ready) per row."""
-    rows = section(found, "A whole process, from exec (H200)")
-    return [(r["function"], r["mode"], numbers(r["from torch ready"])[0]) for r in rows]
-
-
-def warm_figures(found: dict[str, list[Table]]) -> dict[str, list[tuple[float, float]]]:
-    """(jobs, speed-up) per machine."""
-    heading = "`specialize warm --jobs` (lavapipe, 2 cores)"
-    machines = {
-        "lavapipe, 2 cores": 0,
-        "H200, 16 cores": 1,
-        "H200, kernel by kernel (28dce91)": 2,
-        "H200, kernel by kernel (1a094d8)": 4,
-        "H200, workers started before torch (27eb617)": 8,
-        "H200, no wait at exit (acf6365)": 11,
-        "H200, workers without torch (0c40fdb)": 12,
-        "lavapipe, nothing loaded twice (365b78d)": 19,
-        "H200, nothing loaded twice (d4d7fe4)": 20,
-    }
-    return {
-        name: [(float(r["jobs"]), float(r["speed-up"])) for r in section(found, heading, i)]
-        for name, i in machines.items()
-    }
-
-
-def host_figures(found: dict[str, list[Table]]) -> list[tuple[float, float]]:
-    """(copies, speed-up) of equal pure-Python loops run at once on the H200 host."""
-    rows = section(found, "`specialize warm --jobs` (lavapipe, 2 cores)", 22)
-    return [(float(r["copies"]), numbers(r[list(r)[1]])[0]) for r in rows]
-
-
-def edit_loop_figures(found: dict[str, list[Table]]) -> list[tuple[str, float, float, float]]:
-    """(function and mode, ms before, ms now, goal ms or NaN) per row."""
-    rows = section(found, "The edit-compile loop, phase by phase (H200)")
-    before, now = list(rows[0])[2:4]
+    """(function and commit, mode, ms) per cell that holds a figure."""
+    rows = section(found, STARTUP)
+    modes = list(rows[0])[2:]
     return [
+        (f"{r['function'].strip('`')} at {r['commit']}", mode, numbers(r[mode])[0])
+        for r in rows
+        for mode in modes
+        if numbers(r[mode])
+    ]
+
+
+def warm_figures(
+    found: dict[str, list[Table]],
+) -> tuple[dict[str, list[tuple[float, float]]], list[tuple[float, float]]]:
+    """(jobs, speed-up) per machine and commit; (jobs, goal) where a row has a goal."""
+    curves: dict[str, list[tuple[float, float]]] = {}
+    goals = []
+    for r in section(found, WARM):
+        jobs = float(r["jobs"])
+        curves.setdefault(f"{r['machine']} ({r['commit']})", []).append(
+            (jobs, float(r["speed-up"]))
+        )
+        if numbers(r["goal"]):
+            goals.append((jobs, numbers(r["goal"])[0]))
+    return curves, goals
+
+
+def edit_loop_figures(
+    found: dict[str, list[Table]],
+) -> tuple[str, list[tuple[str, float, float, float, float]]]:
+    """The baseline's name, and (case, baseline ms, in-process ms, server ms, goal ms or NaN)."""
+    rows = section(found, EDIT_LOOP)
+    baseline = list(rows[0])[3]
+    return baseline, [
         (
-            f"{r['function'].replace('`', '')} {r['mode']}",
-            numbers(r[before])[0],
-            numbers(r[now])[0],
+            r["case"].replace("`", ""),
+            numbers(r[baseline])[0],
+            numbers(r["in-process"])[0],
+            numbers(r["with the server"])[0],
             (numbers(r["goal"]) or [float("nan")])[0],
         )
         for r in rows
     ]
 
 
-def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
+def render(text: str, out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    found = tables(text)
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
-    d = dispatch_figures(found)
-    fig, (hot, step) = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels = [r[0] for r in d["hot"]]
-    y = range(len(labels))
-    hot.barh([i - 0.2 for i in y], [r[1] for r in d["hot"]], 0.4, label="run 1")
-    hot.barh([i + 0.2 for i in y], [r[2] for r in d["hot"]], 0.4, label="run 2")
-    hot.axvline(1.0, color="k", lw=1)
-    hot.set_yticks(list(y), labels)
-    hot.invert_yaxis()
-    hot.set_xlabel("slangspec / slangpy (below 1: slangspec faster)")
-    hot.set_title("Hot calls against slangpy (H200)")
-    hot.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
-    labels = [r[0] for r in d["step"]]
-    y = range(len(labels))
-    step.barh([i - 0.2 for i in y], [r[1] for r in d["step"]], 0.4, label="cotangent copied")
-    step.barh([i + 0.2 for i in y], [r[2] for r in d["step"]], 0.4, label="read in place")
-    step.axvline(1.0, color="k", lw=1)
-    step.axvline(1.2, color="r", ls="--", lw=1, label="goal for a training step")
-    step.set_yticks(list(y), labels)
-    step.invert_yaxis()
-    step.set_xlabel("slangspec / torch eager")
-    step.set_title("Against torch eager (H200)")
-    step.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize="small")
+    rows = dispatch_figures(found)
+    fig, (spy, vs_torch) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    y = range(len(rows))
+    labels = [r[0] for r in rows]
+    for ax, forward, step, against in ((spy, 1, 3, "slangpy"), (vs_torch, 2, 4, "torch eager")):
+        ax.barh([i - 0.2 for i in y], [r[forward] for r in rows], 0.4, label="forward")
+        ax.barh([i + 0.2 for i in y], [r[step] for r in rows], 0.4, label="training step")
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xlabel(f"slangspec / {against} (below 1: slangspec faster)")
+    spy.axvline(goal(found, "hot forward, against slangpy"), color="tab:blue", ls="--", lw=1)
+    spy.axvline(goal(found, "training step, against slangpy"), color="tab:orange", ls="--", lw=1)
+    spy.set_yticks(list(y), labels)
+    spy.invert_yaxis()
+    commit = commit_of(text, DISPATCH)
+    spy.set_title(f"Hot calls against slangpy, dashed: goals (H200, {commit})")
+    vs_torch.set_title(f"Against torch eager (H200, {commit})")
+    spy.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     written.append(_save(fig, out / "dispatch.png"))
 
     rows = startup_figures(found)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [f"{f}: {m}" for f, m, _ in rows]
+    fig, ax = plt.subplots(figsize=(9, 5))
     ax.barh(range(len(rows)), [ms for *_, ms in rows], color=[_mode_colour(m) for _, m, _ in rows])
-    ax.set_yticks(range(len(rows)), labels)
+    ax.set_yticks(range(len(rows)), [f"{f}: {m}" for f, m, _ in rows])
     ax.invert_yaxis()
+    warm_goal = goal(found, "a warm process's first forward+backward")
+    ax.axvline(
+        warm_goal, color="r", ls="--", lw=1, label=f"goal for a warm process: {warm_goal:g} ms"
+    )
     ax.set_xscale("log")
-    ax.set_xlabel("ms from torch ready to the first forward+backward (log scale)")
+    ax.set_xlabel("ms to the first forward+backward (log scale)")
     ax.set_title("A new process's first call (H200)")
+    ax.legend()
     fig.tight_layout()
     written.append(_save(fig, out / "startup.png"))
 
+    curves, goals = warm_figures(found)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, points in warm_figures(found).items():
+    for name, points in curves.items():
         ax.plot([j for j, _ in points], [s for _, s in points], "o-", label=name)
-    top = max(j for points in warm_figures(found).values() for j, _ in points)
+    top = max(j for points in curves.values() for j, _ in points)
     ticks = [2**k for k in range(int(top).bit_length())]
     ax.plot(ticks, ticks, color="grey", ls=":", label="ideal")
-    ax.plot([2, 16], [1.8, 12], "r*", ms=12, ls="", label="goals (2 jobs on 2 cores, 16 on 16)")
-    host = host_figures(found)
-    ax.plot(*zip(*host, strict=True), "kx", ms=9, ls="", label="16 equal loops on the H200 host")
+    ax.plot(*zip(*goals, strict=True), "r*", ms=12, ls="", label="goals")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("jobs")
@@ -199,20 +223,28 @@ def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
     fig.tight_layout()
     written.append(_save(fig, out / "warm_jobs.png"))
 
-    rows = edit_loop_figures(found)
-    heading = section(found, "The edit-compile loop, phase by phase (H200)")
-    before, now = list(heading[0])[2:4]
+    baseline, rows = edit_loop_figures(found)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     y = range(len(rows))
-    ax.barh([i - 0.2 for i in y], [r[1] for r in rows], 0.4, label=before, color="grey")
-    ax.barh([i + 0.2 for i in y], [r[2] for r in rows], 0.4, label=now, color="tab:green")
-    ax.plot([r[3] for r in rows], list(y), "r|", ms=22, mew=2, ls="", label="goal")
+    bars = (
+        (1, baseline, "grey"),
+        (2, "in-process", "tab:blue"),
+        (3, "with the server", "tab:green"),
+    )
+    for k, (column, name, colour) in enumerate(bars):
+        ax.barh(
+            [i + (k - 1) * 0.27 for i in y],
+            [r[column] for r in rows],
+            0.27,
+            label=name,
+            color=colour,
+        )
+    ax.plot([r[4] for r in rows], list(y), "r|", ms=22, mew=2, ls="", label="goal")
     ax.set_yticks(list(y), [r[0] for r in rows])
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("ms to the first forward+backward, from slangpy's device ready (log scale)")
-    ax.set_title("The edit-compile loop (H200)")
-    ax.legend()
+    ax.set_xlabel("ms to the first forward+backward, from torch's CUDA start-up")
+    ax.set_title(f"The edit loop (H200, {commit_of(text, EDIT_LOOP)})")
+    ax.legend(loc="lower right")
     fig.tight_layout()
     written.append(_save(fig, out / "edit_loop.png"))
     return written
@@ -220,8 +252,8 @@ def render(found: dict[str, list[Table]], out: Path) -> list[Path]:
 
 def _mode_colour(mode: str) -> str:
     for word, colour in (
-        ("slangpy", "tab:blue"),
-        ("torch", "grey"),
+        ("slangpy, no cache", "tab:blue"),
+        ("slangpy", "tab:cyan"),
         ("warm", "tab:green"),
         ("cold", "tab:red"),
     ):
@@ -246,8 +278,7 @@ def main() -> None:
     p.add_argument("--doc", type=Path, default=DOC)
     p.add_argument("--out", type=Path, default=None, help="default: charts/ beside the doc")
     args = p.parse_args()
-    found = tables(args.doc.read_text())
-    for path in render(found, args.out or args.doc.parent / "charts"):
+    for path in render(args.doc.read_text(), args.out or args.doc.parent / "charts"):
         print(path)
 
 
