@@ -560,14 +560,22 @@ class Builder:
 
     def described_by_server(self, function: str) -> tuple[FunctionInfo, ...] | None:
         """Each overload of ``function`` as the user's compile server reflects it; None when
-        this process reflects it itself (``server_client.ask``)."""
+        this process reflects it itself (``server_client.ask``); the server's
+        ``SlangCompileError`` where it is the user's (``_users_error``)."""
         from ..compile.server_client import ask
+        from ..compile.slang_api import SlangCompileError
 
         guard, paths, text, _ = self._cuda_places(None)
         library = self._cuda_library(guard, text)
         self._module_written()
         request = {**self._server_request("describe", text, paths, library), "function": function}
-        reply = ask(self.cache.root, request, self.module.arch)
+        try:
+            reply = ask(self.cache.root, request, self.module.arch)
+        except SlangCompileError as exc:
+            refused = self._users_error(exc)
+            if refused is None:
+                return None
+            raise refused from None
         if reply is None:
             return None
         try:
@@ -587,10 +595,12 @@ class Builder:
         prelude: Path,
     ) -> dict[str, BuiltKernel] | None:
         """``kernels`` built by the user's compile server; None when this process builds them
-        itself (``server_client.ask``)."""
+        itself (``server_client.ask``); the server's ``SlangCompileError`` where it is the
+        user's (``_users_error``)."""
         from ..compile.cubin import cubin_problem
         from ..compile.cuda_build import BuiltKernel
         from ..compile.server_client import ask, give_up
+        from ..compile.slang_api import SlangCompileError
 
         request = {
             **self._server_request("build", text, paths, library),
@@ -598,7 +608,12 @@ class Builder:
             "arch": self.module.arch,
             "prelude": str(prelude),
         }
-        reply = ask(self.cache.root, request, self.module.arch)
+        try:
+            reply = ask(self.cache.root, request, self.module.arch)
+        except SlangCompileError as exc:
+            if self._users_error(exc) is None:
+                return None
+            raise  # named where the build fails (``_retried``)
         if reply is None:
             return None
         try:
