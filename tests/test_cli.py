@@ -573,6 +573,24 @@ def test_explain_names_the_differing_grad_bit(tmp_path):
     assert bad.exit_code == 2 and "SIGNATURE" in bad.output
 
 
+def test_a_module_that_does_not_compile_fails_warm_and_explain_with_slangs_diagnostics(tmp_path):
+    broken, cache = tmp_path / "broken.slang", tmp_path / "c"
+    broken.write_text("float f(float x) {\n  return x +;\n}\n")
+    path = manifest(tmp_path, '["f32[N]"]')
+    path.write_text(path.read_text().replace(str(SHADER), str(broken)).replace('"poly"', '"f"'))
+    first = f"SlangCompileError: {broken}:2:13: error[E20002]: syntax error"
+    table = cli("warm", path, "--cache-dir", cache)
+    assert table.exit_code == 1 and first in table.output, table.output
+    # In worker processes, as JSON: the same line.
+    command = [sys.executable, "-m", "slangspec", "warm", str(path), "--jobs", "2", "--json"]
+    out = subprocess.run([*command, "--cache-dir", str(cache)], capture_output=True, text=True)
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["detail"] == first, out.stderr
+    explained = cli("explain", broken, "f", "f32[N]", "--cache-dir", cache)
+    assert explained.exit_code == 1
+    assert explained.output.startswith(f"Error: MODULE {broken}: Slang compilation failed:\n")
+    assert explained.output.count(f"{broken}:2:13") == explained.output.count("E20002") == 1
+
+
 def test_python_dash_m_and_version():
     out = subprocess.run(
         [sys.executable, "-m", "slangspec", "--version"],
