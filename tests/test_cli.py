@@ -573,6 +573,52 @@ def test_explain_names_the_differing_grad_bit(tmp_path):
     assert bad.exit_code == 2 and "SIGNATURE" in bad.output
 
 
+def test_explain_says_a_file_changed_only_where_the_stored_entrys_function_reaches_an_edit(
+    tmp_path,
+):
+    module, cache = tmp_path / "splat.slang", tmp_path / "c"
+    text = "float splat(float x) { return x * 2.0; }\n"
+    text += "float other(float x, float y) { return x + y; }\n"
+    module.write_text(text)
+    path = manifest(tmp_path, '["f32[N]"]', 'masks = "none"')
+    path.write_text(path.read_text().replace(str(SHADER), str(module)).replace('"poly"', '"splat"'))
+    assert cli("warm", path, "--cache-dir", cache).exit_code == 0
+
+    def explained(function: str, spec: str) -> str:
+        r = cli("explain", module, function, spec, "--cache-dir", cache)
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    other = explained("other", "f32[N]; f32[N]")  # nearest: splat's entry, of an unedited file
+    assert "function: splat stored, other asked" in other and "changed" not in other
+    assert "changed" not in explained("splat", "f32[N] grad")
+    module.write_text(text.replace("x + y", "x - y"))  # not what splat reaches
+    assert "hit: stored with kernels forward" in explained("splat", "f32[N]")
+    module.write_text(text.replace("x * 2.0", "x * 3.0"))
+    changed = "- Slang file splat.slang changed in what splat reaches"
+    assert changed in explained("splat", "f32[N]") and changed in explained(
+        "other", "f32[N]; f32[N]"
+    )
+
+
+def test_a_module_that_does_not_compile_fails_warm_and_explain_with_slangs_diagnostics(tmp_path):
+    broken, cache = tmp_path / "broken.slang", tmp_path / "c"
+    broken.write_text("float f(float x) {\n  return x +;\n}\n")
+    path = manifest(tmp_path, '["f32[N]"]')
+    path.write_text(path.read_text().replace(str(SHADER), str(broken)).replace('"poly"', '"f"'))
+    first = f"SlangCompileError: {broken}:2:13: error[E20002]: syntax error"
+    table = cli("warm", path, "--cache-dir", cache)
+    assert table.exit_code == 1 and first in table.output, table.output
+    # In worker processes, as JSON: the same line.
+    command = [sys.executable, "-m", "slangspec", "warm", str(path), "--jobs", "2", "--json"]
+    out = subprocess.run([*command, "--cache-dir", str(cache)], capture_output=True, text=True)
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["detail"] == first, out.stderr
+    explained = cli("explain", broken, "f", "f32[N]", "--cache-dir", cache)
+    assert explained.exit_code == 1
+    assert explained.output.startswith(f"Error: MODULE {broken}: Slang compilation failed:\n")
+    assert explained.output.count(f"{broken}:2:13") == explained.output.count("E20002") == 1
+
+
 def test_python_dash_m_and_version():
     out = subprocess.run(
         [sys.executable, "-m", "slangspec", "--version"],

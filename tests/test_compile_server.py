@@ -265,6 +265,50 @@ def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, ki
     verified(cache)
 
 
+BROKEN = """
+import json, sys
+import slangspec
+from slangspec.counts import compile_counts
+from slangspec.runtime.module_base import BuildModule, load_module_source
+source = "float f(float x) {\\n  return x +;\\n}\\n"
+m = load_module_source(BuildModule, "broken", source, cache=slangspec.Cache(sys.argv[1]),
+                       device="cuda")
+try:
+    m["f"]
+except slangspec.SlangCompileError as exc:
+    print(json.dumps({"error": str(exc), "counts": dict(compile_counts)}))
+"""
+
+
+def test_slangs_diagnostics_from_the_server_are_the_clients_error_compiled_once(
+    tmp_path, run_dir, kind
+):
+    cache = tmp_path / "cache"
+    serving(cache, kind)
+    command = [sys.executable, "-c", BROKEN, str(cache)]
+    out = subprocess.run(command, capture_output=True, text=True, env=_env("use", kind))
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["counts"].get("front_end", 0) == 0, out.stderr  # the server's compile alone
+    error = report["error"]
+    assert error.count("broken.slang:2:13") == error.count("E20002") == 1
+    assert str(cache) not in error
+
+
+def _elsewhere(request: dict) -> dict:
+    """Slang's diagnostics for a file that is none of the client's."""
+    where = " --> /nowhere/else.slang:1:1\n"
+    return {"ok": False, "error": "SlangCompileError", "diagnostics": f"error[E1]: no\n{where}"}
+
+
+def test_a_servers_diagnostics_for_no_file_of_the_client_cost_an_in_process_build(
+    tmp_path, run_dir, kind
+):
+    cache = tmp_path / "cache"
+    with FakeServer(server_place(cache).socket, answer=_elsewhere):
+        assert in_process(finished(client(cache, "use", kind, "1"), timeout=60))
+    verified(cache)
+
+
 def _junk_cubins(request: dict) -> dict:
     """A build answered in the reply's shape, each cubin an ELF header and nothing of the
     kernel's code; any other request refused."""

@@ -2,6 +2,7 @@
 still works."""
 
 import re
+import traceback
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 import slangspec
+from slangspec.counts import compile_counts
 
 SHADERS = Path(__file__).parent / "shaders"
 
@@ -346,6 +348,49 @@ def test_a_module_that_does_not_compile_fails_at_its_first_use_naming_the_line(t
     for use in (lambda: hasattr(m, "g"), lambda: m.f(1.0)):
         with pytest.raises(slangspec.SlangCompileError, match=r"broken.slang:1:27"):
             use()
+
+
+BROKEN = "float f(float x) {\n  return x +;\n}\n"
+
+
+def test_a_module_that_does_not_compile_is_compiled_once_and_said_once_as_the_user_named_it(
+    cache_dir, tmp_path, tdev, monkeypatch
+):
+    """Slang's diagnostics, once, at the place the user wrote: a ``load_source`` module by its
+    name, a file by its path, an imported file by its path; one front-end compile each."""
+    from slangspec.runtime.module_base import BuildModule, load_module_source
+
+    lib, own = tmp_path / "lib", tmp_path / "own.slang"
+    lib.mkdir()
+    (lib / "faulty.slang").write_text(BROKEN.replace("float f(", "float helper("))
+    own.write_text(BROKEN)
+    importer = "import faulty;\nfloat f(float x) { return helper(x); }\n"
+    x = torch.ones(3, device=tdev)
+    source = slangspec.load_source("broken", BROKEN, cache_dir=cache_dir)
+    path = slangspec.load(own, cache_dir=cache_dir)
+    imports = slangspec.load_source("importer", importer, include_paths=[lib], cache_dir=cache_dir)
+    monkeypatch.setenv("SLANGSPEC_CUDA_ARCH", "sm_90")  # CUDA's build: no GPU needed
+    cuda = load_module_source(
+        BuildModule, "broken_cuda", BROKEN, device="cuda", cache_dir=cache_dir
+    )
+    uses = [
+        (lambda: source.f(x), "broken.slang"),
+        (lambda: path.f(x), str(own)),
+        (lambda: imports.f(x), str(lib / "faulty.slang")),
+        (lambda: cuda["f"], "broken_cuda.slang"),
+    ]
+    for use, file in uses:
+        before = compile_counts["front_end"]
+        with pytest.raises(slangspec.SlangCompileError) as caught:
+            use()
+        assert compile_counts["front_end"] == before + 1
+        error = caught.value
+        where = f"{file}:2:13"
+        assert error.first_error == f"{where}: error[E20002]: syntax error"
+        told = "".join(traceback.format_exception(error))
+        for text in (str(error), told):
+            assert text.count(where) == text.count("error[E20002]") == 1, told
+        assert "slangspec-apart" not in told
 
 
 @pytest.fixture(scope="module")

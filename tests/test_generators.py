@@ -272,6 +272,26 @@ def test_bad_grid_offsets_and_strides(m):
         slangspec.grid((2,), offset=(1.5,))
     with fails(TypeError, "generators::pair: argument 1 ('v'): expected an int32 tensor"):
         m.pair(slangspec.grid((2, 3, 4), stride=(1, 2, 3)))
+    with fails(ValueError, "grid offset must be 1 int (one per dimension of the shape) from"):
+        slangspec.grid((2,), offset=1.5)
+
+
+def test_a_grid_shape_is_ints_and_nothing_else():
+    for shape, shown in (
+        (2.5, "2.5"),
+        ((True,), "(True,)"),
+        ((2, False), "(2, False)"),
+        (None, "None"),
+        ("ab", "'ab'"),
+        ((), "()"),
+        ((2, -1), "(2, -1)"),
+    ):
+        with fails(
+            ValueError,
+            f"grid shape must be a non-negative int or a sequence of one or more, got {shown}",
+        ):
+            slangspec.grid(shape)
+    assert slangspec.grid(torch.Size([2, 3])).shape == slangspec.grid([2, 3]).shape == (2, 3)
 
 
 def test_bad_generator_options():
@@ -285,6 +305,21 @@ def test_bad_generator_options():
         slangspec.thread_id(0)
     with fails(ValueError, "rand_float: min must be a number, got 'a'"):
         slangspec.rand_float("a")
+    float32 = "a finite number a float32 can hold (from -3.4028235e+38 to 3.4028235e+38)"
+    for options, shown in (
+        ({"max": 1e300}, "max must be {}, got 1e+300"),
+        ({"min": -(10**400)}, "min must be {}, got -1" + "0" * 400),
+        ({"min": float("nan")}, "min must be {}, got nan"),
+        ({"max": float("inf")}, "max must be {}, got inf"),
+    ):
+        with fails(ValueError, "rand_float: " + shown.format(float32)):
+            slangspec.rand_float(**options)
+    slangspec.rand_float(-3.4028235e38, 3.4028235e38)  # float32's ends, as numpy shows them
+    for make in (slangspec.wang_hash, slangspec.rand_float):
+        for bad in ("no", 2, None):
+            with fails(ValueError, f"{make.kind}: hash_seed must be True or False, got {bad!r}"):
+                make(hash_seed=bad)
+    assert slangspec.wang_hash(hash_seed=0).hash_seed is False
 
 
 def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path, tdev):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
+from .reach import REACHED
 from .signature_text import (
     TYPE_KEY,
     DictForm,
@@ -57,7 +58,9 @@ def _signature_differences(old: str, new: str) -> list[str]:
 
 
 def differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
-    """Each preimage component that differs, in words."""
+    """Each preimage component that differs, in words. A module's own file is keyed by what
+    the function reaches in it (``reach``): ``asked`` must hold the sources as they key
+    ``stored``'s function now for a file's difference to mean that it changed."""
     out = []
     for name in sorted(set(stored["toolchain"]) | set(asked["toolchain"])):
         old, new = stored["toolchain"].get(name), asked["toolchain"].get(name)
@@ -76,7 +79,10 @@ def differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
         elif file not in stored["sources"]:
             out.append(f"imported file {file} is new")
         elif stored["sources"][file] != asked["sources"][file]:
-            out.append(f"Slang file {file} changed")
+            hashes = (stored["sources"][file], asked["sources"][file])
+            reached = all(h.startswith(REACHED) for h in hashes)
+            where = f" in what {stored['function']} reaches" if reached else ""
+            out.append(f"Slang file {file} changed{where}")
     if stored["defines"] != asked["defines"]:
         out.append(f"defines: {stored['defines']} stored, {asked['defines']} asked")
     if stored["function"] != asked["function"]:
@@ -88,7 +94,8 @@ def differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
 
 def explain(fn: Any, signature: str, nearest: int = 3) -> dict[str, Any]:
     """The key ``fn`` (a slangspec Function) would use for ``signature``, whether it is stored,
-    and on a miss the stored entries of the same function that differ least, with how."""
+    and on a miss the stored entries of the module that differ least, those of ``fn`` first,
+    with how (each against what its own function would key now)."""
     m = fn.module
     asked = m.preimage(fn.name, signature)
     key = key_of(asked)
@@ -106,9 +113,10 @@ def explain(fn: Any, signature: str, nearest: int = 3) -> dict[str, Any]:
     for other, row in m.cache.rows():
         if row is None or row["preimage"]["module"] != m.name:
             continue
-        diff = differences(row["preimage"], asked)
-        same_function = row["preimage"]["function"] == fn.name
-        candidates.append((not same_function, len(diff), other, row["preimage"]["signature"], diff))
+        stored = row["preimage"]
+        diff = differences(stored, {**asked, "sources": m.function_sources(stored["function"])})
+        same_function = stored["function"] == fn.name
+        candidates.append((not same_function, len(diff), other, stored["signature"], diff))
     candidates.sort()
     result["nearest"] = [
         {"key": k, "signature": s, "differences": d} for _, _, k, s, d in candidates[:nearest]

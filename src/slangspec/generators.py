@@ -10,12 +10,14 @@ A generator's options that change the kernel (``dims``) are in its signature for
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any, ClassVar
 
 from .frozen import frozen
 
 _UINT32 = 2**32
+FLOAT32_MAX = 3.4028234663852886e38
 DEFAULT_SEED = 2640457667
 """slangpy's default seed for ``wang_hash`` and ``rand_float``."""
 
@@ -81,6 +83,29 @@ def _warmup(warmup: Any, what: str) -> int:
     return warmup
 
 
+def _hash_seed(hash_seed: Any, what: str) -> bool:
+    if not isinstance(hash_seed, int) or hash_seed not in (0, 1):
+        raise ValueError(f"{what}: hash_seed must be True or False, got {hash_seed!r}")
+    return bool(hash_seed)
+
+
+def _bound(value: Any, name: str) -> float:
+    """A bound of ``rand_float``'s range, as the float32 its uniform word holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"rand_float: {name} must be a number, got {value!r}")
+    try:
+        bound = float(value)
+        float_bits(bound)
+    except OverflowError:
+        bound = math.inf
+    if math.isfinite(bound):
+        return bound
+    raise ValueError(
+        f"rand_float: {name} must be a finite number a float32 can hold (from "
+        f"{-FLOAT32_MAX:.8g} to {FLOAT32_MAX:.8g}), got {value!r}"
+    )
+
+
 class Generator:
     """A value made per thread in the kernel. ``dims`` is the width of the vector it fills (-1:
     the parameter's); ``words()`` the uniform words its values bind as."""
@@ -139,7 +164,7 @@ class wang_hash(Generator):
         self.dims = _dims(dim, "wang_hash")
         self.seed = _seed(seed, "wang_hash")
         self.warmup = _warmup(warmup, "wang_hash")
-        self.hash_seed = bool(hash_seed)
+        self.hash_seed = _hash_seed(hash_seed, "wang_hash")
 
     def words(self) -> list[int]:
         return [wang_hash_of(self.seed) if self.hash_seed else self.seed, self.warmup]
@@ -162,15 +187,12 @@ class rand_float(Generator):
         warmup: int = 0,
         hash_seed: bool = True,
     ) -> None:
-        for name, value in (("min", min), ("max", max)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"rand_float: {name} must be a number, got {value!r}")
-        self.min = float(min)
-        self.max = float(max)
+        self.min = _bound(min, "min")
+        self.max = _bound(max, "max")
         self.dims = _dims(dim, "rand_float")
         self.seed = _seed(seed, "rand_float")
         self.warmup = _warmup(warmup, "rand_float")
-        self.hash_seed = bool(hash_seed)
+        self.hash_seed = _hash_seed(hash_seed, "rand_float")
 
     def words(self) -> list[int]:
         seed = wang_hash_of(self.seed) if self.hash_seed else self.seed

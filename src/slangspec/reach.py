@@ -23,6 +23,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+REACHED = "reach:"
+"""How a key's hash of a module's own file starts where it hashes only what one function
+reaches in it."""
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
     |(?P<comment>//[^\n]*|/\*.*?\*/)

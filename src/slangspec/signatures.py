@@ -112,9 +112,13 @@ class grid:
         stride: Sequence[int] | None = None,
     ) -> None:
         # A size torch traces symbolically (SymInt) stands for an int.
-        dims = (shape,) if isinstance(shape, int | torch.SymInt) else tuple(shape)
-        if not dims or not all(isinstance(d, int | torch.SymInt) and d >= 0 for d in dims):
-            raise ValueError(f"grid shape must be one or more non-negative ints, got {shape!r}")
+        dims = (shape,) if isinstance(shape, int | torch.SymInt) else _entries(shape)
+        if not dims or not all(
+            isinstance(d, int | torch.SymInt) and not isinstance(d, bool) and d >= 0 for d in dims
+        ):
+            raise ValueError(
+                f"grid shape must be a non-negative int or a sequence of one or more, got {shape!r}"
+            )
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "offset", _grid_entries("offset", offset, len(dims), 0))
         object.__setattr__(self, "stride", _grid_entries("stride", stride, len(dims), 1))
@@ -130,10 +134,18 @@ class grid:
         return [v % 2**32 for v in (*self.offset, *self.stride)]
 
 
+def _entries(given: Any) -> tuple[Any, ...]:
+    """The entries of a sequence (a tuple, list, ``torch.Size``); none for anything else (a
+    string is no sequence of ints)."""
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence | torch.Size):
+        return ()
+    return tuple(given)
+
+
 def _grid_entries(name: str, given: Sequence[int] | None, n: int, default: int) -> tuple[int, ...]:
     if given is None:
         return (default,) * n
-    entries = (given,) if isinstance(given, int) else tuple(given)
+    entries = (given,) if isinstance(given, int) else _entries(given)
     if len(entries) != n or not all(
         isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in entries
     ):

@@ -35,6 +35,7 @@ Argument specs::
 from __future__ import annotations
 
 import concurrent.futures as futures
+import logging
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -74,6 +75,7 @@ from .signature_text import (
 if TYPE_CHECKING:
     from .runtime.module_base import BuildFunction, BuildModule
 
+_log = logging.getLogger(__name__)
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
 """What became of one item; "deferred" (another machine is building one of its kernels) is only
 ever passing: the kernel is taken up again once everything else was."""
@@ -324,7 +326,7 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError], 
             fn = module_for(item, None, None, read_only=True)[item.function]
             names = fn.parameter_names(len(spec))
         except Exception as exc:  # the module does not load, or lacks the function
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            message = _failure(exc)
             raise fail(f"cannot name {function_id}'s parameters: {message}", needle) from None
         try:
             spec = ordered_specs(function_id, [], spec, names)
@@ -416,7 +418,7 @@ def check_one(item: WarmItem, device: str | None, cache_dir: str | None) -> Warm
         missing = fn.missing(item.signature, item.masks)
         return WarmResult(item, "missing" if missing else "present", ", ".join(missing))
     except Exception as exc:  # reported per item; the run goes on
-        return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return _failed(item, exc)
 
 
 def warm_task(
@@ -437,7 +439,23 @@ def warm_task(
                 return WarmResult(item, "deferred", "another process is building it"), ()
             return _kernel_task(item, fn, mask)
     except Exception as exc:  # reported per item; the run goes on
-        return WarmResult(item, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]), ()
+        return _failed(item, exc), ()
+
+
+def _failed(item: WarmItem, exc: Exception) -> WarmResult:
+    """``item`` failed with ``exc``: said in one line (``_failure``), and whole in the log."""
+    _log.info("%s failed: %s: %s", item.label, type(exc).__name__, exc)
+    return WarmResult(item, "failed", _failure(exc))
+
+
+def _failure(exc: Exception) -> str:
+    """Why a build failed, in one line: Slang's first error where Slang refused the sources
+    (its file, line and column, and message), else the exception's first line."""
+    from .compile.slang_api import SlangCompileError
+
+    if isinstance(exc, SlangCompileError):
+        return f"{type(exc).__name__}: {exc.first_error}"
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _kernel_task(

@@ -61,6 +61,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     struct's is its fields' ("{origin: f32[N, 3] grad, dir: f32[N, 3]}").
     """
     from ..cache import Cache
+    from ..compile.slang_api import SlangCompileError
     from ..explain import explain as explain_call
     from ..runtime.module_base import BuildModule, UnknownFunctionError, load_module
 
@@ -82,6 +83,8 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
         fn = m[function]
     except UnknownFunctionError as exc:
         raise UsageProblem(f"FUNCTION: {exc}") from None
+    except SlangCompileError as exc:
+        raise click.ClickException(f"MODULE {module}: {exc}") from None
     asked = _signature(fn, signature)
     try:
         plan = fn.plan_for_signature(asked)  # a call it could not make is no miss

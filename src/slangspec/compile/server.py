@@ -150,7 +150,12 @@ class CompileServer:
             _log.info("%s of module %s: %.3f s", op, request["module"]["name"], reply["server_s"])
         except Exception as exc:  # the client compiles in-process, where the error is its own
             _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            failed = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            from .slang_api import SlangCompileError
+
+            if isinstance(exc, SlangCompileError):  # unless these name its own sources' errors
+                failed["diagnostics"] = exc.diagnostics
+            return failed
         if request.get("library"):
             self._spare_for = request
         return {"ok": True, **reply}

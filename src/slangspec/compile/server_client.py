@@ -43,7 +43,8 @@ class NotTheUsersServer(Exception):
 def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] | None:
     """The server's reply to ``request``, or None when this process compiles itself: the
     setting is off, no server runs (under ``auto`` one is started for later processes), it
-    failed, or it could not do what was asked."""
+    failed, or it could not do what was asked. ``SlangCompileError`` with the server's
+    diagnostics where Slang refused the sources."""
     mode = setting("SLANGSPEC_COMPILE_SERVER")
     root = Path(cache_root)
     if mode == "off" or root in _given_up or root in _started:
@@ -64,6 +65,11 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
         fallback_waits.append(time.monotonic() - asked)
         return give_up(root, f"{type(exc).__name__}: {exc}")
     if reply.get("ok") is not True:
+        diagnostics = reply.get("diagnostics")
+        if isinstance(diagnostics, str):
+            from .slang_api import SlangCompileError
+
+            raise SlangCompileError(diagnostics)
         _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
         return None
     return reply

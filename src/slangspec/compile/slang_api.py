@@ -13,6 +13,7 @@ import ctypes
 import functools
 import importlib.util
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -130,12 +131,70 @@ class SlangLibraryError(RuntimeError):
 
 class SlangCompileError(Exception):
     """Slang refused the sources; ``diagnostics`` is its output, file, line and column
-    included. A module that does not compile raises it on every device (slangpy's own error,
-    on Vulkan, as its cause)."""
+    included, and ``first_error`` its first error on one line. A module that does not compile
+    raises it on every device, its diagnostics naming the module's file as the user named it
+    (a ``load_source`` module as ``<name>.slang``)."""
 
     def __init__(self, diagnostics: str) -> None:
-        super().__init__(f"Slang compilation failed:\n{diagnostics}")
+        super().__init__(diagnostics)
         self.diagnostics = diagnostics
+
+    def __str__(self) -> str:
+        return f"Slang compilation failed:\n{self.diagnostics.rstrip()}"
+
+    @property
+    def place(self) -> str | None:
+        """The file Slang places its first error in; None where it places none."""
+        found = _first_error(self.diagnostics)
+        return None if found is None else found[0]
+
+    @property
+    def in_the_text(self) -> bool:
+        """Whether Slang's first error is placed in a file and is one of the text itself, found
+        reading, preprocessing, parsing or checking it (codes 10000 to 39999): not one of
+        lowering, linking or code generation (from 40000), where stale IR from a damaged cache
+        has shown (docs/reliability.md), nor one of the host's, such as a file that cannot be
+        read (below 10000)."""
+        found = _first_error(self.diagnostics)
+        code = None if found is None else re.search(r"error(?:\[E| )(\d+)", found[2])
+        return code is not None and 10000 <= int(code.group(1)) < 40000
+
+    @property
+    def first_error(self) -> str:
+        """The first error, ``file:line:column: error[E20002]: message`` where Slang places it,
+        else the first line of the diagnostics."""
+        found = _first_error(self.diagnostics)
+        if found is not None:
+            return f"{found[0]}:{found[1]}: {found[2]}"
+        lines = [line for line in self.diagnostics.splitlines() if line.strip()]
+        return next((line for line in lines if "error" in line), lines[0] if lines else "")
+
+    def naming(self, path: Path, shown: str) -> SlangCompileError:
+        """The same error, the file ``path`` named ``shown`` in its diagnostics."""
+        return SlangCompileError(self.diagnostics.replace(str(path), shown))
+
+
+_RICH_ERROR = re.compile(
+    r"^((?:fatal )?error(?:\[\w+\])?: .*)\n\s*--> (.+):(\d+:\d+)\s*$", re.MULTILINE
+)
+"""An error as Slang shows it by default: its code and message, then a line pointing at its
+file, line and column."""
+_PLAIN_ERROR = re.compile(r"^(.+?)\((\d+)(?:,\s*(\d+))?\): ((?:fatal )?error.*)$", re.MULTILINE)
+"""An error on one line, as Slang writes it without its rich format: ``file(line): error``."""
+
+
+def _first_error(diagnostics: str) -> tuple[str, str, str] | None:
+    """The file, ``line:column`` (or line) and message of the first error that Slang places in
+    a file."""
+    found = []
+    rich = _RICH_ERROR.search(diagnostics)
+    if rich is not None:
+        found.append((rich.start(), rich.group(2), rich.group(3), rich.group(1)))
+    plain = _PLAIN_ERROR.search(diagnostics)
+    if plain is not None:
+        where = plain.group(2) + (f":{plain.group(3)}" if plain.group(3) else "")
+        found.append((plain.start(), plain.group(1), where, plain.group(4)))
+    return min(found)[1:] if found else None
 
 
 def slangpy_directory() -> Path:

@@ -146,7 +146,8 @@ class Compiler:
         try:
             loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
         except spy.SlangCompileError as exc:
-            raise SlangCompileError(str(exc)) from exc
+            # Its text is slangpy's error's, whole: chained, a traceback would show it twice.
+            raise SlangCompileError(str(exc)) from None
         _log.info("Slang front-end of module %s: %.3f s", module.name, time.perf_counter() - start)
         session.modules[module.name] = loaded
         self._sealed()

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..compile.cuda_build import BuiltKernel
     from ..compile.cuda_source import Kernel as KernelSource
     from ..compile.reflection import FrontEnd
+    from ..compile.slang_api import SlangCompileError
     from ..compile.vulkan_compiler import CompiledKernel, Compiler
 
 _log = logging.getLogger(__name__)
@@ -426,24 +427,57 @@ class Builder:
         files under it (the cache's layout changed, or ``lost()`` says so), again in a fresh
         Slang session, up to ``RETRIES`` times; then, or at once when nothing changed (what it
         read from the cache may be half-written or stale), once ``apart()`` from the cache
-        root, whose failure is the build's."""
+        root, whose failure is the build's. Slang refusing the user's own sources
+        (``_users_error``) is the build's failure at once: no retry would read them otherwise."""
         tries = 0
         while True:
             tries += 1
             layout = self.cache.files.layout_id()
             try:
                 return attempt()
-            except Exception:
+            except Exception as exc:
                 self._forget_session()
+                refused = self._users_error(exc)
+                if refused is not None:
+                    raise refused from None
                 changed = lost() or self.cache.files.layout_id() != layout
                 if not changed or tries > RETRIES:
                     return apart()
+
+    def _users_error(self, exc: Exception) -> SlangCompileError | None:
+        """``exc`` naming the module as the user did (``_named``) where it is Slang refusing
+        the user's own sources: its first error one in their text (``in_the_text``), placed in
+        the module's text, or in a file of the module's directory or include paths outside the
+        cache root; else None."""
+        from ..compile.slang_api import SlangCompileError
+
+        if not isinstance(exc, SlangCompileError) or exc.place is None or not exc.in_the_text:
+            return None
+        m = self.module
+        place = Path(exc.place)
+        if place != m.text.path:
+            homes = [*m.include_paths, *([] if m.source is not None else [m.text.path.parent])]
+            place = place.resolve()
+            if place.is_relative_to(self.cache.root.resolve()) or not any(
+                place.is_relative_to(home.resolve()) for home in homes
+            ):
+                return None
+        return self._named(exc, m.text.path)
+
+    def _named(self, exc: SlangCompileError, path: Path) -> SlangCompileError:
+        """``exc``, the module's file ``path`` named as the user named the module: a file given
+        to ``load`` is its own path, a module given to ``load_source`` (written in the cache,
+        or apart from it) ``<name>.slang``."""
+        m = self.module
+        return exc if m.source is None else exc.naming(path, f"{m.name}.slang")
 
     @contextlib.contextmanager
     def _apart(self) -> Iterator[Apart]:
         """A private directory, include paths and module text that read and write nothing under
         the cache root: the Slang module cache (``slang`` in it), the kernel directory and the
         place of a module given as a source string are the private directory."""
+        from ..compile.slang_api import SlangCompileError
+
         m = self.module
         root = self.cache.root.resolve()
         with tempfile.TemporaryDirectory(prefix="slangspec-apart-") as directory:
@@ -452,7 +486,10 @@ class Builder:
             text = m.text
             if m.source is not None:
                 text = ModuleText(m.name, private / f"{m.name}.slang", m.source)
-            yield private, outside, text
+            try:
+                yield private, outside, text
+            except SlangCompileError as exc:
+                raise self._named(exc, text.path) from None
 
     def _forget_session(self) -> None:
         """Drop the module's Slang session after a failed build: it keeps what it loaded."""
@@ -523,14 +560,22 @@ class Builder:
 
     def described_by_server(self, function: str) -> tuple[FunctionInfo, ...] | None:
         """Each overload of ``function`` as the user's compile server reflects it; None when
-        this process reflects it itself (``server_client.ask``)."""
+        this process reflects it itself (``server_client.ask``); the server's
+        ``SlangCompileError`` where it is the user's (``_users_error``)."""
         from ..compile.server_client import ask
+        from ..compile.slang_api import SlangCompileError
 
         guard, paths, text, _ = self._cuda_places(None)
         library = self._cuda_library(guard, text)
         self._module_written()
         request = {**self._server_request("describe", text, paths, library), "function": function}
-        reply = ask(self.cache.root, request, self.module.arch)
+        try:
+            reply = ask(self.cache.root, request, self.module.arch)
+        except SlangCompileError as exc:
+            refused = self._users_error(exc)
+            if refused is None:
+                return None
+            raise refused from None
         if reply is None:
             return None
         try:
@@ -550,10 +595,12 @@ class Builder:
         prelude: Path,
     ) -> dict[str, BuiltKernel] | None:
         """``kernels`` built by the user's compile server; None when this process builds them
-        itself (``server_client.ask``)."""
+        itself (``server_client.ask``); the server's ``SlangCompileError`` where it is the
+        user's (``_users_error``)."""
         from ..compile.cubin import cubin_problem
         from ..compile.cuda_build import BuiltKernel
         from ..compile.server_client import ask, give_up
+        from ..compile.slang_api import SlangCompileError
 
         request = {
             **self._server_request("build", text, paths, library),
@@ -561,7 +608,12 @@ class Builder:
             "arch": self.module.arch,
             "prelude": str(prelude),
         }
-        reply = ask(self.cache.root, request, self.module.arch)
+        try:
+            reply = ask(self.cache.root, request, self.module.arch)
+        except SlangCompileError as exc:
+            if self._users_error(exc) is None:
+                return None
+            raise  # named where the build fails (``_retried``)
         if reply is None:
             return None
         try:

@@ -37,7 +37,7 @@ from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
 from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
-from ..reach import reached_text
+from ..reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from .miss_path import Builder, needing_slang
 
@@ -342,7 +342,7 @@ class BuildModule:
             reached = reached_text(self.text.text, _IDENT.findall(function))
             sources = dict(self.sources)
             if reached is not None:
-                sources[self.path.name] = "reach:" + xxhash.xxh3_128_hexdigest(reached.encode())
+                sources[self.path.name] = REACHED + xxhash.xxh3_128_hexdigest(reached.encode())
             self._function_sources[function] = sources
         return sources
 
