@@ -70,7 +70,8 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
     lang, text = README_BLOCKS[0]
     assert lang in SHELL and commands(text) == SETUP
     ci = commands((ROOT / ".ci" / "run").read_text())
-    assert ci[-1] == "bash scripts/test.sh"
+    # Run as it is, or under the meter of the suite's budget.
+    assert ci[-1].rpartition(" -- ")[2] == "bash scripts/test.sh"
 
 
 def test_every_readme_block_runs():
