@@ -68,19 +68,23 @@ def _env(mode: str, kind: str) -> dict[str, str]:
     return env
 
 
-def client(cache: Path, mode: str, kind: str, *grads: str) -> subprocess.Popen:
-    """A process missing ``poly`` for each grad flag of ``x`` in ``grads``: on a GPU it calls
-    it and checks values and gradients against torch (tests/jit_worker.py), else it builds."""
+def client(
+    cache: Path, mode: str, kind: str, *grads: str, cwd: Path | None = None
+) -> subprocess.Popen:
+    """A process missing ``poly`` for each grad flag of ``x`` in ``grads``, run in ``cwd``
+    (whose modules it does not import itself): on a GPU it calls it and checks values and
+    gradients against torch (tests/jit_worker.py), else it builds."""
     if kind == "cuda":
         command = [str(HERE / "jit_worker.py"), str(cache), "--signatures", str(len(grads))]
     else:
-        command = ["-c", BUILD_ONLY, str(cache), str(HERE), *grads]
+        command = ["-P", "-c", BUILD_ONLY, str(cache), str(HERE), *grads]
     return subprocess.Popen(
         [sys.executable, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=_env(mode, kind),
+        cwd=cwd,
     )
 
 
@@ -347,3 +351,24 @@ def test_the_cache_cleared_while_it_serves(tmp_path, run_dir, kind):
     slangspec.Cache(cache).clear()
     assert served(finished(client(cache, "use", kind, "1", "0")))
     verified(cache)
+
+
+PLANTED = "import pathlib\npathlib.Path({marker!r}).write_text(__file__)\n"
+"""A module planted where a client runs, which notes that some process imported it."""
+
+
+def test_a_server_a_client_starts_imports_nothing_from_where_the_client_runs(
+    tmp_path, run_dir, kind
+):
+    cache, planted, marker = tmp_path / "cache", tmp_path / "planted", tmp_path / "imported"
+    planted.mkdir()
+    for name in ("slangspec", "xxhash", "torch"):
+        (planted / f"{name}.py").write_text(PLANTED.format(marker=str(marker)))
+    finished(client(cache, "auto", kind, "1", cwd=planted))
+    deadline = time.monotonic() + 60
+    while server_client.status(cache) is None and not marker.exists():
+        assert time.monotonic() < deadline, server_place(cache).log.read_text()
+        time.sleep(0.1)
+    assert not marker.exists(), f"the server imported {marker.read_text()}"
+    # It is this tree's slangspec (the test's PYTHONPATH names it), and it serves.
+    assert served(finished(client(cache, "auto", kind, "1", "0")))

@@ -95,20 +95,39 @@ def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
                 raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
 
 
+PACKAGE_PARENT = Path(__file__).absolute().parents[2]
+"""The directory this slangspec was imported from: the only one a server it starts is given
+besides the interpreter's own."""
+_START = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from slangspec.compile.server import main; sys.exit(main())"
+)
+
+
 def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
     """Start the server of ``cache_root`` detached from this process (once per process: when
-    another is starting one too, one of them serves and the other leaves at once)."""
+    another is starting one too, one of them serves and the other leaves at once).
+
+    It outlives this process, so it takes nothing of where or how this one runs: Python
+    isolated (``-I``: no working or script directory, no ``PYTHON*`` variables and no user
+    site on its path), in ``/``, with this slangspec's own directory put first on its path."""
     if cache_root in _started:
         return
     _started.add(cache_root)
-    command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache_root)]
+    command = [sys.executable, "-I", "-c", _START, str(PACKAGE_PARENT)]
+    command += ["--cache-dir", str(Path(cache_root).absolute())]
     if arch is not None:
         command += ["--arch", arch]
     try:
         _rotated(place.log)
         with open(place.log, "ab") as log:
             subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd="/",
+                start_new_session=True,
             )
     except OSError as exc:
         give_up(cache_root, f"it could not be started: {exc}")
