@@ -37,6 +37,7 @@ BUILD_ONLY = """
 import json, sys
 from pathlib import Path
 import slangspec
+from slangspec.compile import server_client
 from slangspec.counts import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 here = Path(sys.argv[2])
@@ -45,7 +46,8 @@ m = load_module(BuildModule, here / "shaders" / "cached.slang",
                 device="cuda")
 for g in sys.argv[3:]:
     m.poly.warm(f"cached::poly call [D1,S6,G1,V1] [D1,S6,G{g},Vx]")
-print(json.dumps({"counts": dict(compile_counts), "ok": True}))
+waited = sum(server_client.fallback_waits)
+print(json.dumps({"counts": dict(compile_counts), "server_wait_s": waited, "ok": True}))
 """
 
 
@@ -372,3 +374,15 @@ def test_a_server_a_client_starts_imports_nothing_from_where_the_client_runs(
     assert not marker.exists(), f"the server imported {marker.read_text()}"
     # It is this tree's slangspec (the test's PYTHONPATH names it), and it serves.
     assert served(finished(client(cache, "auto", kind, "1", "0")))
+
+
+def test_a_server_trickling_its_reply_is_given_up_after_the_silence_bound(
+    tmp_path, run_dir, kind, monkeypatch
+):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", "30")
+    # A byte every half second: each read of the socket gets one well within the bound.
+    with FakeServer(server_place(cache).socket, trickle=0.5) as peer:
+        report = finished(client(cache, "use", kind, "1", "0"), timeout=60)
+    assert in_process(report) and len(peer.requests) == 1
+    assert report["server_wait_s"] < 30

@@ -34,6 +34,10 @@ from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
 from .server_place import ServerPlace, server_place
 
 HEARTBEAT_S = 0.5
+REQUEST_WAIT_S = 10.0
+"""A request not whole this long after its connection is dropped unanswered."""
+SEND_WAIT_S = 10.0
+"""A reply or heartbeat a client takes no more of for this long is dropped."""
 SPARE_AFTER_S = 0.3
 """Idle this long after a request for a module that imports slangpy's library, the server
 loads the library into a session for the next new module."""
@@ -92,12 +96,12 @@ class CompileServer:
                 self.refused += 1
                 _log.warning("refused a connection from user %d", uid)
                 return
-            conn.settimeout(10.0)
             try:
-                request = receive(conn, REQUEST_LIMIT)
+                request = receive(conn, REQUEST_LIMIT, time.monotonic() + REQUEST_WAIT_S)
             except (FrameError, OSError) as exc:
                 _log.warning("an unreadable request: %s", exc)
                 return
+            conn.settimeout(SEND_WAIT_S)
             with self._count:
                 self.requests += 1
             reply = self._answer(conn, request)

@@ -3,7 +3,8 @@ build kernels, and starting it.
 
 Every failure of the server costs a client at most ``REPLY_WAIT_S`` of silence and then an
 in-process compile: a server that is gone, stopped, answering garbage or another user's is
-never asked again by this process (one that is merely absent is started, once). One that
+never asked again by this process (one that is merely absent is started, once). Each message
+must come whole within ``REPLY_WAIT_S`` of the last, however its bytes trickle in. One that
 keeps working on a request (its heartbeats come, its reply does not) is waited on as long as
 a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the same way.
 """
@@ -26,7 +27,8 @@ from .server_place import ServerPlace, UnsafePlace, server_place
 
 CONNECT_WAIT_S = 0.5
 REPLY_WAIT_S = 2.0
-"""Silence past this, with neither a reply nor a heartbeat, and the server is taken as gone."""
+"""Silence past this, with neither a whole reply nor a whole heartbeat, and the server is taken
+as gone."""
 
 _log = logging.getLogger("slangspec.server")
 _given_up: set[Path] = set()
@@ -77,7 +79,8 @@ def give_up(root: Path, why: str) -> None:
 
 
 def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
-    """Send ``request`` to the server at ``place``; its reply, past its heartbeats."""
+    """Send ``request`` to the server at ``place``; its reply, past its heartbeats, each whole
+    within ``REPLY_WAIT_S`` of the one before and all within ``SLANGSPEC_CACHE_LEASE``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(CONNECT_WAIT_S)
         sock.connect(str(place.socket))
@@ -88,11 +91,12 @@ def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
         send(sock, request)
         busy_until = time.monotonic() + setting("SLANGSPEC_CACHE_LEASE")
         while True:
-            reply = receive(sock, REPLY_LIMIT)
+            now = time.monotonic()
+            if now >= busy_until:
+                raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
+            reply = receive(sock, REPLY_LIMIT, min(now + REPLY_WAIT_S, busy_until))
             if reply != {"working": True}:
                 return reply
-            if time.monotonic() > busy_until:
-                raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
 
 
 PACKAGE_PARENT = Path(__file__).absolute().parents[2]
