@@ -2,11 +2,13 @@
 modules it loaded and NVRTC (its CUDA prelude precompiled) warm between the user's processes,
 and builds CUDA kernels for them.
 
-Requests are plain data (``frames``): ``describe`` a module's function, ``build`` kernels into
-one cubin, ``status``, ``stop``. Only a process of the server's own user is answered (its peer
-credentials are checked on every connection). While it works on a request the server sends a
-heartbeat every ``HEARTBEAT_S``, so a client tells a busy server from a stopped one. It exits
-after ``SLANGSPEC_SERVE_IDLE`` without requests, or as soon as its socket is no longer its own.
+Requests are typed data (``server_messages``): ``describe`` a module's function, ``build``
+kernels into one cubin, ``status``, ``stop``. Only a process of the server's own user is
+answered (its peer credentials are checked on every connection), and work only for a request
+of the server's own identity. What it keeps it writes under its own cache root, never where a
+request says. While it works on a request the server sends a heartbeat every ``HEARTBEAT_S``,
+so a client tells a busy server from a stopped one. It exits after ``SLANGSPEC_SERVE_IDLE``
+without requests, or as soon as its socket is no longer its own.
 
     python -m slangspec.compile.server --cache-dir DIR [--arch sm_90]
 """
@@ -28,9 +30,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cache_store import setting
+from ..cache_store import ModuleCacheGuard, setting
+from ..frozen import frozen
 from ..module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
+from .server_messages import HEARTBEAT, Identity, ModuleSource, Reply, Request, identity
 from .server_place import ServerPlace, server_place
 
 HEARTBEAT_S = 0.5
@@ -44,9 +48,32 @@ loads the library into a session for the next new module."""
 _log = logging.getLogger("slangspec.server")
 
 
+@frozen
+class Places:
+    """What a server builds with, of its own cache root: its identity, the toolchain it
+    names, slangpy's module cache (where it keeps slangpy's library as IR and Slang's CUDA
+    prelude) and where generated kernel sources lie (what Slang is told of their paths)."""
+
+    identity: Identity
+    toolchain: dict[str, Any]
+    guard: ModuleCacheGuard
+    kernel_dir: Path
+
+
+def places(cache_root: Path) -> Places:
+    """The places of the cache at ``cache_root``, as a process building there has them."""
+    from ..cache_store import Cache
+    from .toolchain import toolchain
+
+    cache = Cache(cache_root)
+    chain = toolchain(cache)
+    return Places(identity(chain), chain, cache.module_cache_guard(chain), cache.files.kernel_dir)
+
+
 class CompileServer:
-    def __init__(self, place: ServerPlace, idle_s: float) -> None:
+    def __init__(self, place: ServerPlace, own: Places, idle_s: float) -> None:
         self.place = place
+        self.own = own
         self.idle_s = idle_s
         self.started = time.time()
         self.last_request = time.monotonic()
@@ -55,14 +82,15 @@ class CompileServer:
         self.built: dict[str, int] = {}
         self.active = 0
         self.stopping = False
-        self._spare_for: dict[str, Any] | None = None
+        self.socket_id = 0
+        self._spare_for: Request | None = None
         self._work = threading.Lock()  # Slang's session and NVRTC take one request at a time
         self._count = threading.Lock()
 
     # -- the listening loop --------------------------------------------------------------------
 
     def serve(self, listener: socket.socket) -> None:
-        identity = os.stat(self.place.socket).st_ino
+        self.socket_id = os.stat(self.place.socket).st_ino
         listener.settimeout(0.25)
         while not self.stopping:
             try:
@@ -71,16 +99,19 @@ class CompileServer:
                 pass
             else:
                 threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
-            if self._should_leave(identity):
+            if self._should_leave():
                 break
             self._spare_when_idle()
+        self._release_socket()
+
+    def _release_socket(self) -> None:
         with contextlib.suppress(OSError):
-            if os.stat(self.place.socket).st_ino == identity:
+            if os.stat(self.place.socket).st_ino == self.socket_id:
                 self.place.socket.unlink()
 
-    def _should_leave(self, identity: int) -> bool:
+    def _should_leave(self) -> bool:
         try:
-            if os.stat(self.place.socket).st_ino != identity:
+            if os.stat(self.place.socket).st_ino != self.socket_id:
                 _log.info("the socket was removed or replaced: leaving")
                 return True
         except OSError:
@@ -97,16 +128,22 @@ class CompileServer:
                 _log.warning("refused a connection from user %d", uid)
                 return
             try:
-                request = receive(conn, REQUEST_LIMIT, time.monotonic() + REQUEST_WAIT_S)
+                message = receive(conn, REQUEST_LIMIT, time.monotonic() + REQUEST_WAIT_S)
             except (FrameError, OSError) as exc:
                 _log.warning("an unreadable request: %s", exc)
                 return
             conn.settimeout(SEND_WAIT_S)
             with self._count:
                 self.requests += 1
-            reply = self._answer(conn, request)
+            try:
+                request = Request.from_json(message)
+            except FrameError as exc:
+                _log.warning("refused a request: %s", exc)
+                reply = Reply(False, self.own.identity, {}, f"refused: {exc}")
+            else:
+                reply = self._answer(conn, request)
             with contextlib.suppress(OSError):
-                send(conn, reply)
+                send(conn, reply.to_json())
 
     def _spare_when_idle(self) -> None:
         request = self._spare_for
@@ -115,10 +152,12 @@ class CompileServer:
         self._spare_for = None
         from .cuda_source import make_spare
 
+        assert request.module is not None  # only a request for work is kept for this
         try:
             with self._work:
-                _, paths, defines, library = _module(request)
-                make_spare(paths, defines, library)
+                _, paths, library = _module(request.module, self.own)
+                if library is not None:
+                    make_spare(paths, request.module.defines, library)
         except Exception as exc:  # the next module makes its session as it would have
             _log.info("no spare session: %s: %s", type(exc).__name__, exc)
 
@@ -135,29 +174,36 @@ class CompileServer:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _answer(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "status":
-            return {"ok": True, **self.status()}
-        if op == "stop":
+    def _answer(self, conn: socket.socket, request: Request) -> Reply:
+        own = self.own.identity
+        if request.op == "status":
+            return Reply(True, own, self.status())
+        if request.op == "stop":
             self.stopping = True
-            return {"ok": True}
-        work = {"describe": _describe, "build": _build}.get(op)  # type: ignore[arg-type]
-        if work is None:
-            return {"ok": False, "error": f"unknown request {op!r}"}
+            return Reply(True, own, {})
+        if request.identity != own:
+            _log.warning("refused a request of another install: %s", request.identity)
+            return Reply(False, own, {}, "refused: the request is of another install")
+        problem = _unreadable(request)
+        if problem is not None:
+            _log.warning("refused a request: %s", problem)
+            return Reply(False, own, {}, f"refused: {problem}")
+        work = {"describe": _describe, "build": _build}[request.op]
+        module = request.module
+        assert module is not None  # Request.from_json gives every request for work one
         try:
             with self._counted(), _heartbeat(conn), self._work:
                 start = time.perf_counter()
-                reply = work(request)
-                reply["server_s"] = time.perf_counter() - start
-                self.built[op] = self.built.get(op, 0) + 1
-            _log.info("%s of module %s: %.3f s", op, request["module"]["name"], reply["server_s"])
+                body = work(module, request, self.own)
+                body["server_s"] = time.perf_counter() - start
+                self.built[request.op] = self.built.get(request.op, 0) + 1
         except Exception as exc:  # the client compiles in-process, where the error is its own
-            _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        if request.get("library"):
+            _log.info("%s failed: %s: %s", request.op, type(exc).__name__, exc)
+            return Reply(False, own, {}, f"{type(exc).__name__}: {exc}")
+        _log.info("%s of module %s: %.3f s", request.op, module.name, body["server_s"])
+        if module.library:
             self._spare_for = request
-        return {"ok": True, **reply}
+        return Reply(True, own, body)
 
     def status(self) -> dict[str, Any]:
         from . import cuda_source, nvrtc
@@ -185,7 +231,7 @@ def _heartbeat(conn: socket.socket) -> Iterator[None]:
     def beat() -> None:
         while not done.wait(HEARTBEAT_S):
             try:
-                send(conn, {"working": True})
+                send(conn, HEARTBEAT)
             except OSError:
                 return
 
@@ -198,42 +244,48 @@ def _heartbeat(conn: socket.socket) -> Iterator[None]:
         thread.join()
 
 
-def _module(request: dict[str, Any]) -> tuple[ModuleText, list[Path], dict[str, str], Any]:
-    m = request["module"]
-    module = ModuleText(str(m["name"]), Path(m["path"]), str(m["text"]))
-    paths = [Path(p) for p in request["include_paths"]]
-    defines = {str(k): str(v) for k, v in request["defines"].items()}
-    library = Path(request["library"]) if request.get("library") else None
-    return module, paths, defines, library
+def _unreadable(request: Request) -> str | None:
+    """Why the server will not read what ``request`` names: an include path that is not a
+    directory its user may read; None when it may."""
+    paths = request.module.include_paths if request.module is not None else ()
+    for path in paths:
+        if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
+            return f"include path {path!r} is not a directory this user may read"
+    return None
 
 
-def _describe(request: dict[str, Any]) -> dict[str, Any]:
+def _module(m: ModuleSource, own: Places) -> tuple[ModuleText, list[Path], Path | None]:
+    """The module ``m`` as Slang takes it, its include paths, and slangpy's library as IR
+    for it from the server's own module cache (made there if missing) when it imports it."""
+    from .cuda_build import library_dir
+
+    library = library_dir(own.guard, own.toolchain, m.defines) if m.library else None
+    return ModuleText(m.name, Path(m.path), m.text), [Path(p) for p in m.include_paths], library
+
+
+def _describe(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
     from ..specializer.reflect import function_overloads, has_function
     from .cuda_source import front_end
 
-    module, paths, defines, library = _module(request)
-    name = str(request["function"])
-    fe = front_end(module, paths, defines, None, library, str(request["content"]))
-    if not has_function(fe, name):
+    module, paths, library = _module(m, own)
+    fe = front_end(module, paths, m.defines, None, library, m.content)
+    if not has_function(fe, request.function):
         return {"overloads": False}
-    found = function_overloads(fe, module.name, name, module.text)
+    found = function_overloads(fe, module.name, request.function, module.text)
     return {"overloads": [info.to_json() for info in found]}
 
 
-def _build(request: dict[str, Any]) -> dict[str, Any]:
+def _build(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
     from . import nvrtc
-    from .cuda_build import build, stored_prelude
+    from .cuda_build import build, prelude_path, stored_prelude
     from .cuda_source import Kernel
 
-    module, paths, defines, library = _module(request)
-    arch = str(request["arch"])
-    prelude = Path(request["prelude"])
-    nvrtc.warm_up(arch, stored_prelude(prelude))
-    kernels = [
-        Kernel(str(k["name"]), str(k["source"]), Path(k["path"])) for k in request["kernels"]
-    ]
-    content = str(request["content"])
-    built = build(module, kernels, paths, defines, arch, library, content, prelude)
+    module, paths, library = _module(m, own)
+    prelude = prelude_path(own.guard, own.toolchain)
+    nvrtc.warm_up(request.arch, stored_prelude(prelude))
+    place = own.kernel_dir
+    kernels = [Kernel(k.name, k.source, place / f"{k.name}.slang") for k in request.kernels]
+    built = build(module, kernels, paths, m.defines, request.arch, library, m.content, prelude)
     return {
         "kernels": {
             name: {
@@ -274,7 +326,7 @@ def run(cache_root: Path, arch: str | None = None) -> bool:
             finally:
                 os.umask(old)
             listener.listen(64)
-            server = CompileServer(place, setting("SLANGSPEC_SERVE_IDLE"))
+            server = CompileServer(place, places(cache_root), setting("SLANGSPEC_SERVE_IDLE"))
             _log.info("serving %s at %s (pid %d)", cache_root, place.socket, os.getpid())
             _start(arch)
             server.serve(listener)
