@@ -1,10 +1,10 @@
 """The compile server (``specialize serve``): a process that misses on CUDA has the user's server
 describe the function and build its kernels, and every way the server can fail (stopped, killed
 mid-request, its socket removed or replaced, garbage, oversized or trickled replies, another
-user at the door, another install behind it, the cache cleared under it) costs the client a
-bounded wait and an in-process build, never a wrong kernel or a hang. A request makes the
-server write nothing where it says, and a server a client starts imports nothing from where
-the client runs.
+user at the door, another install behind it, work past its deadline, the cache cleared under it)
+costs the client a bounded wait and an in-process build, never a wrong kernel or a hang. A
+request makes the server write nothing where it says, and a server a client starts imports
+nothing from where the client runs.
 
 On a machine without a GPU the clients build for sm_90 and run nothing (``SLANGSPEC_CUDA_ARCH``,
 as ``warm --arch`` does); on a GPU they call the kernels and check them against torch."""
@@ -33,6 +33,7 @@ import slangspec
 from compile_servers import FakeServer, frame, framed, servers
 from slangspec.compile import server_client
 from slangspec.compile.prepared import PRELUDE_FILE
+from slangspec.compile.server import EXIT_PAST_DEADLINE
 from slangspec.compile.server_place import UnsafePlace, runtime_directory, server_place
 
 pytestmark = needs_nvrtc
@@ -499,6 +500,29 @@ def test_a_server_trickling_its_reply_is_given_up_after_the_silence_bound(
         report = finished(client(cache, "use", kind, "1", "0"), timeout=60)
     assert in_process(report) and len(peer.requests) == 1
     assert report["server_wait_s"] < 30
+
+
+def test_work_past_the_deadline_is_answered_failed_and_the_server_leaves(
+    tmp_path, run_dir, kind, recorded, monkeypatch
+):
+    """No request wedges the server for good (Slang opens no FIFO or device an import names,
+    and a request names no other file): the slowest real work, a first build with NVRTC cold,
+    under a deadline far shorter than it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_SERVE_DEADLINE", "0.05")
+    server = serving(cache, kind)
+    reply = exchanged(cache, recorded["build"])
+    assert reply["ok"] is False and reply["leaving"] is True, reply
+    assert "SLANGSPEC_SERVE_DEADLINE" in reply["error"]
+    assert server.wait(timeout=30) == EXIT_PAST_DEADLINE
+    assert not server_place(cache).socket.exists()
+    # A client it failed builds itself and asks it nothing more: it starts none after it left.
+    server = serving(cache, kind)
+    report = finished(client(cache, "auto", kind, "1", "0"))
+    assert report["counts"].get("kernel", 0) > 0
+    assert server.wait(timeout=30) == EXIT_PAST_DEADLINE
+    assert servers(run_dir) == []
+    verified(cache)
 
 
 def test_a_process_whose_cache_writes_nothing_asks_no_server(tmp_path, run_dir, kind):

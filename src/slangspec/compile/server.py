@@ -7,8 +7,10 @@ kernels into one cubin, ``status``, ``stop``. Only a process of the server's own
 answered (its peer credentials are checked on every connection), and work only for a request
 of the server's own identity. What it keeps it writes under its own cache root, never where a
 request says. While it works on a request the server sends a heartbeat every ``HEARTBEAT_S``,
-so a client tells a busy server from a stopped one. It exits after ``SLANGSPEC_SERVE_IDLE``
-without requests, or as soon as its socket is no longer its own.
+so a client tells a busy server from a stopped one. A request it has not finished within
+``SLANGSPEC_SERVE_DEADLINE`` is answered as failed, and the server leaves: the work cannot be
+taken back from Slang or NVRTC, and a fresh server serves the next client. It exits after
+``SLANGSPEC_SERVE_IDLE`` without requests, or as soon as its socket is no longer its own.
 
     python -m slangspec.compile.server --cache-dir DIR [--arch sm_90]
 """
@@ -26,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ SEND_WAIT_S = 10.0
 SPARE_AFTER_S = 0.3
 """Idle this long after a request for a module that imports slangpy's library, the server
 loads the library into a session for the next new module."""
+EXIT_PAST_DEADLINE = 3
+"""The server's exit status when it leaves work it could not finish within its deadline."""
 _log = logging.getLogger("slangspec.server")
 
 
@@ -71,10 +75,11 @@ def places(cache_root: Path) -> Places:
 
 
 class CompileServer:
-    def __init__(self, place: ServerPlace, own: Places, idle_s: float) -> None:
+    def __init__(self, place: ServerPlace, own: Places, idle_s: float, deadline_s: float) -> None:
         self.place = place
         self.own = own
         self.idle_s = idle_s
+        self.deadline_s = deadline_s
         self.started = time.time()
         self.last_request = time.monotonic()
         self.requests = 0
@@ -152,14 +157,18 @@ class CompileServer:
         self._spare_for = None
         from .cuda_source import make_spare
 
-        assert request.module is not None  # only a request for work is kept for this
-        try:
-            with self._work:
-                _, paths, library = _module(request.module, self.own)
-                if library is not None:
-                    make_spare(paths, request.module.defines, library)
-        except Exception as exc:  # the next module makes its session as it would have
-            _log.info("no spare session: %s: %s", type(exc).__name__, exc)
+        def spare() -> None:
+            assert request.module is not None  # only a request for work is kept for this
+            _, paths, library = _module(request.module, self.own)
+            if library is not None:
+                make_spare(paths, request.module.defines, library)
+
+        with self._work:
+            done = _Bounded(spare, self.deadline_s)
+        if done.running:
+            self._leave("a session for the next module", None)
+        if done.error is not None:  # the next module makes its session as it would have
+            _log.info("no spare session: %s: %s", type(done.error).__name__, done.error)
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:
@@ -191,19 +200,34 @@ class CompileServer:
         work = {"describe": _describe, "build": _build}[request.op]
         module = request.module
         assert module is not None  # Request.from_json gives every request for work one
-        try:
-            with self._counted(), _heartbeat(conn), self._work:
-                start = time.perf_counter()
-                body = work(module, request, self.own)
-                body["server_s"] = time.perf_counter() - start
-                self.built[request.op] = self.built.get(request.op, 0) + 1
-        except Exception as exc:  # the client compiles in-process, where the error is its own
+        with self._counted():
+            with _heartbeat(conn):
+                self._work.acquire()  # held for good by work past its deadline: see _leave
+                done = _Bounded(lambda: work(module, request, self.own), self.deadline_s)
+            if done.running:
+                self._leave(f"{request.op} of module {module.name}", conn)
+            self._work.release()
+        if done.error is not None:  # the client compiles in-process, where the error is its own
+            exc = done.error
             _log.info("%s failed: %s: %s", request.op, type(exc).__name__, exc)
             return Reply(False, own, {}, f"{type(exc).__name__}: {exc}")
-        _log.info("%s of module %s: %.3f s", request.op, module.name, body["server_s"])
+        self.built[request.op] = self.built.get(request.op, 0) + 1
+        _log.info("%s of module %s: %.3f s", request.op, module.name, done.seconds)
         if module.library:
             self._spare_for = request
-        return Reply(True, own, body)
+        return Reply(True, own, {**done.result, "server_s": done.seconds})
+
+    def _leave(self, what: str, conn: socket.socket | None) -> None:
+        """Leave at once, the work on ``what`` still running past the deadline: no new client
+        finds this server, the one waiting (on ``conn``) is answered that it failed, and the
+        process exits with the work, which nothing else could stop."""
+        why = f"{what} not done within SLANGSPEC_SERVE_DEADLINE ({self.deadline_s:g} s)"
+        _log.error("%s: leaving", why)
+        self._release_socket()
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                send(conn, Reply(False, self.own.identity, {}, why, leaving=True).to_json())
+        os._exit(EXIT_PAST_DEADLINE)
 
     def status(self) -> dict[str, Any]:
         from . import cuda_source, nvrtc
@@ -221,7 +245,31 @@ class CompileServer:
             "memory_bytes": _resident_bytes(),
             "peak_memory_bytes": usage.ru_maxrss * 1024,
             "idle_exit_s": self.idle_s,
+            "deadline_s": self.deadline_s,
         }
+
+
+class _Bounded:
+    """``work()`` run on a thread of its own for at most ``deadline_s``: what it returned or
+    raised, how long it took, or that it is still ``running``."""
+
+    def __init__(self, work: Callable[[], Any], deadline_s: float) -> None:
+        self.result: Any = None
+        self.error: Exception | None = None
+        self.seconds = 0.0
+        done = threading.Event()
+
+        def run() -> None:
+            start = time.perf_counter()
+            try:
+                self.result = work()
+            except Exception as exc:
+                self.error = exc
+            self.seconds = time.perf_counter() - start
+            done.set()
+
+        threading.Thread(target=run, name="slangspec-request", daemon=True).start()
+        self.running = not done.wait(deadline_s)
 
 
 @contextlib.contextmanager
@@ -326,7 +374,8 @@ def run(cache_root: Path, arch: str | None = None) -> bool:
             finally:
                 os.umask(old)
             listener.listen(64)
-            server = CompileServer(place, places(cache_root), setting("SLANGSPEC_SERVE_IDLE"))
+            idle, deadline = setting("SLANGSPEC_SERVE_IDLE"), setting("SLANGSPEC_SERVE_DEADLINE")
+            server = CompileServer(place, places(cache_root), idle, deadline)
             _log.info("serving %s at %s (pid %d)", cache_root, place.socket, os.getpid())
             _start(arch)
             server.serve(listener)
