@@ -454,6 +454,8 @@ def test_a_request_of_another_install_is_refused_and_the_server_stays(
         assert reply["ok"] is False and reply["error"].startswith("refused"), (request, reply)
     assert server_client.status(cache)["done"] == {}
     assert exchanged(cache, describe)["ok"] is True
+    # Its status is any install's to ask, one whose messages carried no identity too.
+    assert exchanged(cache, {"op": "status"})["body"]["done"] == {"describe": 1}
 
 
 def another_install(directory: Path, version: str) -> Path:

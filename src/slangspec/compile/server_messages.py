@@ -116,9 +116,11 @@ class Request:
         op = message.get("op")
         if op not in _OPS:
             raise FrameError(f"request: op {op!r} is none of {', '.join(_OPS)}")
-        fields = _fields(message, "request", {"op": str, "identity": dict, **_OPS[op]})
         if op in ("status", "stop"):
+            # Answered to any install: to one whose messages carried no identity too.
+            fields = _fields({"identity": {}, **message}, "request", {"op": str, "identity": dict})
             return cls(op, fields["identity"])
+        fields = _fields(message, "request", {"op": str, "identity": dict, **_OPS[op]})
         m = _fields(fields["module"], "request.module", _MODULE)
         paths = tuple(_strings(m["include_paths"], "request.module.include_paths"))
         defines = m["defines"]
