@@ -34,14 +34,15 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   stopped with a client waiting, or at a random moment; stopped (SIGSTOP) before a client asks
   or mid-build; its socket removed or replaced by a regular file, before or mid-build; a fake
   server at the socket answering frames that are not JSON, past the size bound, not an object,
-  of the wrong content or cut short, closing unanswered, or sending heartbeats and never a
-  reply; two clients racing to start it (one server stays, and serves a later client); the
-  cache cleared every 0.3 s while it serves (a later client is served). Every cubin a client
-  keeps must be the one a process building by itself keeps (wrong otherwise); a client may
-  wait on a failing server 2.5 s at most (two seconds of silence, after half a second to
-  connect), on one that only sends heartbeats the trials' ``SLANGSPEC_CACHE_LEASE`` of 5 s
-  more (hung otherwise); ``specialize cache verify`` must pass on each trial's cache (one more
-  unexpected otherwise). Each wait is printed;
+  of the wrong content or cut short, closing unanswered, sending heartbeats and never a
+  reply, or trickling a reply a byte every half second; two clients racing to start it (one
+  server stays, and serves a later client); the cache cleared every 0.3 s while it serves (a
+  later client is served). Every cubin a client keeps must be the one a process building by
+  itself keeps (wrong otherwise); a client may wait on a failing server 2.5 s at most (two
+  seconds without a whole message, after half a second to connect), on one that only sends
+  heartbeats the trials' ``SLANGSPEC_CACHE_LEASE`` of 5 s more (hung otherwise); ``specialize
+  cache verify`` must pass on each trial's cache (one more unexpected otherwise). Each wait is
+  printed;
 - hostile: mangled function names (unbalanced brackets, call expressions, statements, comments,
   other characters) through lookups and ``hasattr`` in a few processes: each an
   UnknownFunctionError or the function it names, no process crashed, no kernel holding the
@@ -558,6 +559,7 @@ SERVER_FAULTS = (
     "reply cut short",
     "closed unanswered",
     "heartbeats, never a reply",
+    "trickling, never a whole reply",
     "two clients starting it",
     "cache cleared while it serves",
 )
@@ -666,10 +668,11 @@ class ServerTrials:
                     cache = self.root / f"server-{next(self.caches)}"
                     start = time.monotonic()
                     what = f"server {how}" + (f", round {r}" if r else "")
-                    if how in _JUNK or how.startswith("heartbeats"):
+                    if how in _JUNK or how.startswith(("heartbeats", "trickling")):
                         path = server_place(cache).socket
                         beating = how.startswith("heartbeats")
-                        with FakeServer(path, _JUNK.get(how, b""), beating):
+                        trickle = 0.5 if how.startswith("trickling") else 0.0
+                        with FakeServer(path, _JUNK.get(how, b""), beating, trickle=trickle):
                             bound = self.bound + (SERVER_LEASE_S if beating else 0.0)
                             self.judged(self.client(cache, "use", 2), cache, what, bound)
                     elif how == "two clients starting it":
@@ -1051,8 +1054,8 @@ def main() -> None:
         beating = max(w for what, w in trials.waits.items() if "heartbeats" in what)
         failing = max(w for what, w in trials.waits.items() if "heartbeats" not in what)
         done(
-            f"compile server killed, stopped, its socket taken, junk replies, raced, cache "
-            f"cleared (waits on it {failing:.2f} s at most, bound {trials.bound} s; on "
+            f"compile server killed, stopped, its socket taken, junk or trickled replies, raced, "
+            f"cache cleared (waits on it {failing:.2f} s at most, bound {trials.bound} s; on "
             f"heartbeats alone {beating:.2f} s, bound {SERVER_LEASE_S + trials.bound} s; "
             f"{trials.compared} binaries compared)",
             trials.counts,

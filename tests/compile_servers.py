@@ -1,6 +1,6 @@
 """Compile servers for the server tests and the torture benchmark: a real one started in the
 foreground, the ones a runtime directory holds, and a fake one at the socket that answers
-every request with bytes given."""
+every request with bytes given, or trickles them."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def frame(message: object) -> bytes:
     return len(data).to_bytes(4, "big") + data
 
 
-def _request(conn: socket.socket) -> dict:
-    """One framed request, read whole."""
+def framed(conn: socket.socket) -> dict:
+    """One framed message, read whole."""
     data = b""
     while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
         chunk = conn.recv(1 << 20)
@@ -65,10 +65,15 @@ def _request(conn: socket.socket) -> dict:
     return json.loads(data[4:] or b"{}")
 
 
+TRICKLED = frame({"ok": True, "body": {"padding": "x" * 4096}})
+"""What a trickling server sends, a byte at a time: over an hour at a byte a second."""
+
+
 class FakeServer:
     """A listener at ``path`` that reads each request and answers ``reply``, bytes as given,
     until closed; with ``answer``, what it returns for the request, framed; with ``beating``
-    it sends a heartbeat every half second instead, and never a reply."""
+    it sends a heartbeat every half second instead, and never a reply; with ``trickle``, one
+    byte of ``TRICKLED`` every ``trickle`` seconds. Each request it read is in ``requests``."""
 
     def __init__(
         self,
@@ -76,10 +81,13 @@ class FakeServer:
         reply: bytes = b"",
         beating: bool = False,
         answer: Callable[[dict], object] | None = None,
+        trickle: float = 0.0,
     ) -> None:
         self.reply = reply
         self.answer = answer
         self.beating = beating
+        self.trickle = trickle
+        self.requests: list[dict] = []
         self.closed = threading.Event()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
@@ -99,9 +107,15 @@ class FakeServer:
     def _answer(self, conn: socket.socket) -> None:
         with conn:
             try:
-                request = _request(conn)
+                request = framed(conn)
+                self.requests.append(request)
                 if self.answer is not None:
                     conn.sendall(frame(self.answer(request)))
+                elif self.trickle:
+                    for byte in TRICKLED:
+                        if self.closed.wait(self.trickle):
+                            break
+                        conn.sendall(bytes([byte]))
                 elif not self.beating:
                     conn.sendall(self.reply)
                 while self.beating and not self.closed.wait(0.5):

@@ -1,8 +1,10 @@
 """The compile server (``specialize serve``): a process that misses on CUDA has the user's server
 describe the function and build its kernels, and every way the server can fail (stopped, killed
-mid-request, its socket removed or replaced, garbage or oversized replies, another user at the
-door, the cache cleared under it) costs the client a bounded wait and an in-process build, never
-a wrong kernel or a hang.
+mid-request, its socket removed or replaced, garbage, oversized or trickled replies, another
+user at the door, another install behind it, work past its deadline, the cache cleared under it)
+costs the client a bounded wait and an in-process build, never a wrong kernel or a hang. A
+request makes the server write nothing where it says, and a server a client starts imports
+nothing from where the client runs.
 
 On a machine without a GPU the clients build for sm_90 and run nothing (``SLANGSPEC_CUDA_ARCH``,
 as ``warm --arch`` does); on a GPU they call the kernels and check them against torch."""
@@ -12,7 +14,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -26,8 +30,10 @@ from test_cuda_step import elf_arch, needs_nvrtc
 
 import compile_servers
 import slangspec
-from compile_servers import FakeServer, frame, servers
+from compile_servers import FakeServer, frame, framed, servers
 from slangspec.compile import server_client
+from slangspec.compile.prepared import PRELUDE_FILE
+from slangspec.compile.server import EXIT_PAST_DEADLINE
 from slangspec.compile.server_place import UnsafePlace, runtime_directory, server_place
 
 pytestmark = needs_nvrtc
@@ -37,6 +43,7 @@ BUILD_ONLY = """
 import json, sys
 from pathlib import Path
 import slangspec
+from slangspec.compile import server_client
 from slangspec.counts import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 here = Path(sys.argv[2])
@@ -45,7 +52,8 @@ m = load_module(BuildModule, here / "shaders" / "cached.slang",
                 device="cuda")
 for g in sys.argv[3:]:
     m.poly.warm(f"cached::poly call [D1,S6,G1,V1] [D1,S6,G{g},Vx]")
-print(json.dumps({"counts": dict(compile_counts), "ok": True}))
+waited = sum(server_client.fallback_waits)
+print(json.dumps({"counts": dict(compile_counts), "server_wait_s": waited, "ok": True}))
 """
 
 
@@ -68,19 +76,23 @@ def _env(mode: str, kind: str) -> dict[str, str]:
     return env
 
 
-def client(cache: Path, mode: str, kind: str, *grads: str) -> subprocess.Popen:
-    """A process missing ``poly`` for each grad flag of ``x`` in ``grads``: on a GPU it calls
-    it and checks values and gradients against torch (tests/jit_worker.py), else it builds."""
+def client(
+    cache: Path, mode: str, kind: str, *grads: str, cwd: Path | None = None
+) -> subprocess.Popen:
+    """A process missing ``poly`` for each grad flag of ``x`` in ``grads``, run in ``cwd``
+    (whose modules it does not import itself): on a GPU it calls it and checks values and
+    gradients against torch (tests/jit_worker.py), else it builds."""
     if kind == "cuda":
         command = [str(HERE / "jit_worker.py"), str(cache), "--signatures", str(len(grads))]
     else:
-        command = ["-c", BUILD_ONLY, str(cache), str(HERE), *grads]
+        command = ["-P", "-c", BUILD_ONLY, str(cache), str(HERE), *grads]
     return subprocess.Popen(
         [sys.executable, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=_env(mode, kind),
+        cwd=cwd,
     )
 
 
@@ -310,19 +322,17 @@ def test_a_servers_diagnostics_for_no_file_of_the_client_cost_an_in_process_buil
 
 
 def _junk_cubins(request: dict) -> dict:
-    """A build answered in the reply's shape, each cubin an ELF header and nothing of the
-    kernel's code; any other request refused."""
+    """A build answered in the reply's shape, of the client's identity, each cubin an ELF
+    header and nothing of the kernel's code; any other request refused."""
     if request.get("op") != "build":
-        return {"ok": False, "error": "not this one"}
+        return {"ok": False, "identity": request["identity"], "error": "not this one"}
     header = b"\x7fELF\x02" + bytes(13) + struct.pack("<H", 190) + bytes(64)
     cubin = base64.b64encode(header).decode()
-    return {
-        "ok": True,
-        "kernels": {
-            k["name"]: {"cubin": cubin, "entry": k["name"], "layout": [], "group": 128}
-            for k in request["kernels"]
-        },
+    kernels = {
+        k["name"]: {"cubin": cubin, "entry": k["name"], "layout": [], "group": 128}
+        for k in request["kernels"]
     }
+    return {"ok": True, "identity": request["identity"], "body": {"kernels": kernels}}
 
 
 def test_cubins_that_are_not_the_kernels_are_refused(tmp_path, run_dir, kind):
@@ -391,3 +401,189 @@ def test_the_cache_cleared_while_it_serves(tmp_path, run_dir, kind):
     slangspec.Cache(cache).clear()
     assert served(finished(client(cache, "use", kind, "1", "0")))
     verified(cache)
+
+
+PLANTED = "import pathlib\npathlib.Path({marker!r}).write_text(__file__)\n"
+"""A module planted where a client runs, which notes that some process imported it."""
+
+
+def test_a_server_a_client_starts_imports_nothing_from_where_the_client_runs(
+    tmp_path, run_dir, kind
+):
+    cache, planted, marker = tmp_path / "cache", tmp_path / "planted", tmp_path / "imported"
+    planted.mkdir()
+    for name in ("slangspec", "xxhash", "torch"):
+        (planted / f"{name}.py").write_text(PLANTED.format(marker=str(marker)))
+    finished(client(cache, "auto", kind, "1", cwd=planted))
+    deadline = time.monotonic() + 60
+    while server_client.status(cache) is None and not marker.exists():
+        assert time.monotonic() < deadline, server_place(cache).log.read_text()
+        time.sleep(0.1)
+    assert not marker.exists(), f"the server imported {marker.read_text()}"
+    # It is this tree's slangspec (the test's PYTHONPATH names it), and it serves.
+    assert served(finished(client(cache, "auto", kind, "1", "0")))
+
+
+def exchanged(cache: Path, message: dict) -> dict:
+    """The reply of the server of ``cache`` to ``message``, sent as it is, past heartbeats."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(60)
+        sock.connect(str(server_place(cache).socket))
+        sock.sendall(frame(message))
+        while (reply := framed(sock)) == {"working": True}:
+            pass
+        return reply
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, kind) -> dict[str, dict]:
+    """A describe and a build request as a client sends them, by op: kept by a peer that
+    refuses each, so that the client asks for both."""
+    cache = tmp_path_factory.mktemp("recorded") / "cache"
+    directory = Path(tempfile.mkdtemp(prefix="ss-"))
+
+    def refuse(request: dict) -> dict:
+        return {"ok": False, "identity": request.get("identity"), "error": "kept"}
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(directory))
+        with FakeServer(server_place(cache).socket, answer=refuse) as peer:
+            finished(client(cache, "use", kind, "1"))
+    shutil.rmtree(directory)
+    return {r["op"]: r for r in peer.requests}
+
+
+def test_a_request_names_no_path_the_server_writes_and_only_directories_it_reads(
+    tmp_path, run_dir, kind, recorded
+):
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    victim = tmp_path / "victim.cu"
+    victim.write_text("the user's file")
+    serving(cache, kind)
+    build = recorded["build"]
+    module = build["module"]
+    for request in (
+        {**build, "prelude": str(victim)},
+        {**build, "prelude": str(outside / "made" / "prelude.cu")},
+        {**build, "kernel_dir": str(outside / "kernels")},
+        {**build, "module": {**module, "path": "cached.slang"}},
+        {**build, "module": {**module, "include_paths": [str(victim)]}},
+        {**build, "module": {**module, "include_paths": ["slang_lib"]}},
+    ):
+        reply = exchanged(cache, request)
+        assert reply["ok"] is False and reply["error"].startswith("refused"), (request, reply)
+    assert victim.read_text() == "the user's file" and not outside.exists()
+    # It stays, and builds what is asked, keeping Slang's prelude under its own cache root.
+    assert exchanged(cache, build)["ok"] is True
+    assert server_client.status(cache)["done"] == {"build": 1}
+    assert [p.name for p in (cache / "slang").rglob(PRELUDE_FILE)] == [PRELUDE_FILE]
+
+
+def test_a_request_of_another_install_is_refused_and_the_server_stays(
+    tmp_path, run_dir, kind, recorded
+):
+    cache = tmp_path / "cache"
+    serving(cache, kind)
+    describe = recorded["describe"]
+    ours = describe["identity"]
+    unlike = (
+        {**ours, "toolchain": {**ours["toolchain"], "slangspec": "0.0.0+elsewhere"}},
+        {**ours, "protocol": ours["protocol"] - 1},
+    )
+    for request in (
+        *({**describe, "identity": other} for other in unlike),
+        {k: v for k, v in describe.items() if k != "identity"},
+    ):
+        reply = exchanged(cache, request)
+        assert reply["ok"] is False and reply["error"].startswith("refused"), (request, reply)
+    assert server_client.status(cache)["done"] == {}
+    assert exchanged(cache, describe)["ok"] is True
+    # Its status is any install's to ask, one whose messages carried no identity too.
+    assert exchanged(cache, {"op": "status"})["body"]["done"] == {"describe": 1}
+
+
+def another_install(directory: Path, version: str) -> Path:
+    """A directory to put on a path that holds slangspec as this one but for its version:
+    another install, as a server left running across an upgrade runs it."""
+    package = directory / "slangspec"
+    package.mkdir(parents=True)
+    for entry in Path(slangspec.__file__).parent.iterdir():
+        if entry.name not in ("_version.py", "__pycache__"):
+            (package / entry.name).symlink_to(entry)
+    (package / "_version.py").write_text(f"__version__ = {version!r}\n")
+    return directory
+
+
+def test_a_server_of_another_install_is_asked_once_and_the_client_builds(tmp_path, run_dir, kind):
+    cache, log = tmp_path / "cache", tmp_path / "server.log"
+    elsewhere = another_install(tmp_path / "elsewhere", "0.0.0+elsewhere")
+    compile_servers.serving(cache, {**_env("off", kind), "PYTHONPATH": str(elsewhere)}, log)
+    assert in_process(finished(client(cache, "use", kind, "1", "0")))
+    assert log.read_text().count("refused a request of another install") == 1
+    assert server_client.status(cache)["identity"]["toolchain"]["slangspec"] == "0.0.0+elsewhere"
+
+
+def test_a_reply_of_another_install_is_not_taken(tmp_path, run_dir, kind):
+    """As from a server too old to check a request's identity: the client checks the reply's."""
+
+    def elsewhere(request: dict) -> dict:
+        other = {**request.get("identity", {}), "protocol": 1}
+        return {"ok": True, "identity": other, "body": {"overloads": False}}
+
+    cache = tmp_path / "cache"
+    with FakeServer(server_place(cache).socket, answer=elsewhere) as peer:
+        assert in_process(finished(client(cache, "use", kind, "1", "0")))
+    assert len(peer.requests) == 1
+
+
+def test_a_server_trickling_its_reply_is_given_up_after_the_silence_bound(
+    tmp_path, run_dir, kind, monkeypatch
+):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_CACHE_LEASE", "30")
+    # A byte every half second: each read of the socket gets one well within the bound.
+    with FakeServer(server_place(cache).socket, trickle=0.5) as peer:
+        report = finished(client(cache, "use", kind, "1", "0"), timeout=60)
+    assert in_process(report) and len(peer.requests) == 1
+    assert report["server_wait_s"] < 30
+
+
+def test_work_past_the_deadline_is_answered_failed_and_the_server_leaves(
+    tmp_path, run_dir, kind, recorded, monkeypatch
+):
+    """No request wedges the server for good (Slang opens no FIFO or device an import names,
+    and a request names no other file): the slowest real work, a first build with NVRTC cold,
+    under a deadline far shorter than it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SLANGSPEC_SERVE_DEADLINE", "0.05")
+    server = serving(cache, kind)
+    reply = exchanged(cache, recorded["build"])
+    assert reply["ok"] is False and reply["leaving"] is True, reply
+    assert "SLANGSPEC_SERVE_DEADLINE" in reply["error"]
+    assert server.wait(timeout=30) == EXIT_PAST_DEADLINE
+    assert not server_place(cache).socket.exists()
+    # A client it failed builds itself and asks it nothing more: it starts none after it left.
+    server = serving(cache, kind)
+    report = finished(client(cache, "auto", kind, "1", "0"))
+    assert report["counts"].get("kernel", 0) > 0
+    assert server.wait(timeout=30) == EXIT_PAST_DEADLINE
+    assert servers(run_dir) == []
+    verified(cache)
+
+
+def test_a_process_whose_cache_writes_nothing_asks_no_server(tmp_path, run_dir, kind):
+    """The server keeps what it writes under the cache root, which such a process may not
+    write."""
+    cache = tmp_path / "cache"
+    serving(cache, kind)
+    viewing = BUILD_ONLY.replace("Cache(sys.argv[1])", "Cache(sys.argv[1], read_only=True)")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", viewing, str(cache), str(HERE), "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env("use", "vulkan"),
+    )
+    assert in_process(finished(proc))
+    assert server_client.status(cache)["done"] == {}
+    assert not (cache / "slang").exists() or not any((cache / "slang").iterdir())

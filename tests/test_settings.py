@@ -28,6 +28,7 @@ BAD = {
     "SLANGSPEC_LOG": "loud",
     "SLANGSPEC_COMPILE_SERVER": "sometimes",
     "SLANGSPEC_SERVE_IDLE": "-5",
+    "SLANGSPEC_SERVE_DEADLINE": "0",
 }
 KEY = secrets.token_hex(32)
 """What the secrets' example describes."""
@@ -46,6 +47,7 @@ EXAMPLE_READS = {
     "SLANGSPEC_PREPARED_DIR": "/opt/slangspec-prepared",
     "SLANGSPEC_COMPILE_SERVER": "off",
     "SLANGSPEC_SERVE_IDLE": 1800.0,
+    "SLANGSPEC_SERVE_DEADLINE": 300.0,
 }
 
 

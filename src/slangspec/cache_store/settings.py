@@ -237,6 +237,16 @@ SETTINGS: dict[str, Setting] = {
             "how long the compile server waits for a request before it exits (10 min by default)",
         ),
         Setting(
+            "SLANGSPEC_SERVE_DEADLINE",
+            _positive_duration,
+            90.0,
+            "5m",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long the compile server works on one request before it answers that it "
+            "failed and exits, leaving the build to its client (90 s by default; keep it below "
+            "`SLANGSPEC_CACHE_LEASE`, which bounds the client's wait)",
+        ),
+        Setting(
             "SLANGSPEC_LOG",
             _choice(*LOG_LEVELS, any_case=True),
             None,

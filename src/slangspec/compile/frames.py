@@ -1,12 +1,13 @@
 """Messages between the compile server and its clients: JSON objects, each sent as a 4-byte
-length and that many bytes, refused past a size bound; and who is at the other end of a Unix
-socket."""
+length and that many bytes, refused past a size bound or when not whole by a deadline; and who
+is at the other end of a Unix socket."""
 
 from __future__ import annotations
 
 import json
 import socket
 import struct
+import time
 from typing import Any
 
 _HEADER = struct.Struct("!I")
@@ -19,7 +20,8 @@ REPLY_LIMIT = 256 << 20
 
 
 class FrameError(Exception):
-    """A message that is cut short, too large, or not a JSON object."""
+    """A message that is cut short, too large, not a JSON object, or not one of the messages
+    the other end may send (``server_messages``)."""
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -27,14 +29,15 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def receive(sock: socket.socket, limit: int) -> dict[str, Any]:
-    """The next message; FrameError for one past ``limit`` bytes or not an object, and for a
-    connection closed before a whole message. A socket timeout is raised as it is."""
-    (size,) = _HEADER.unpack(_exactly(sock, _HEADER.size))
+def receive(sock: socket.socket, limit: int, deadline: float) -> dict[str, Any]:
+    """The next message, whole by ``deadline`` (a ``time.monotonic()``) or TimeoutError, however
+    its bytes trickle in; FrameError for one past ``limit`` bytes or not an object, and for a
+    connection closed before a whole message."""
+    (size,) = _HEADER.unpack(_exactly(sock, _HEADER.size, deadline))
     if size > limit:
         raise FrameError(f"a message of {size} bytes, over the bound of {limit}")
     try:
-        message = json.loads(_exactly(sock, size))
+        message = json.loads(_exactly(sock, size, deadline))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FrameError(f"not JSON: {exc}") from None
     if not isinstance(message, dict):
@@ -42,9 +45,13 @@ def receive(sock: socket.socket, limit: int) -> dict[str, Any]:
     return message
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
+def _exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
     parts = []
     while size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("a message not whole by its deadline")
+        sock.settimeout(left)
         part = sock.recv(min(size, 1 << 20))
         if not part:
             raise FrameError("the connection closed mid-message")

@@ -2,11 +2,15 @@
 modules it loaded and NVRTC (its CUDA prelude precompiled) warm between the user's processes,
 and builds CUDA kernels for them.
 
-Requests are plain data (``frames``): ``describe`` a module's function, ``build`` kernels into
-one cubin, ``status``, ``stop``. Only a process of the server's own user is answered (its peer
-credentials are checked on every connection). While it works on a request the server sends a
-heartbeat every ``HEARTBEAT_S``, so a client tells a busy server from a stopped one. It exits
-after ``SLANGSPEC_SERVE_IDLE`` without requests, or as soon as its socket is no longer its own.
+Requests are typed data (``server_messages``): ``describe`` a module's function, ``build``
+kernels into one cubin, ``status``, ``stop``. Only a process of the server's own user is
+answered (its peer credentials are checked on every connection), and work only for a request
+of the server's own identity. What it keeps it writes under its own cache root, never where a
+request says. While it works on a request the server sends a heartbeat every ``HEARTBEAT_S``,
+so a client tells a busy server from a stopped one. A request it has not finished within
+``SLANGSPEC_SERVE_DEADLINE`` is answered as failed, and the server leaves: the work cannot be
+taken back from Slang or NVRTC, and a fresh server serves the next client. It exits after
+``SLANGSPEC_SERVE_IDLE`` without requests, or as soon as its socket is no longer its own.
 
     python -m slangspec.compile.server --cache-dir DIR [--arch sm_90]
 """
@@ -24,26 +28,58 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cache_store import setting
+from ..cache_store import ModuleCacheGuard, setting
+from ..frozen import frozen
 from ..module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
+from .server_messages import HEARTBEAT, Identity, ModuleSource, Reply, Request, identity
 from .server_place import ServerPlace, server_place
 
 HEARTBEAT_S = 0.5
+REQUEST_WAIT_S = 10.0
+"""A request not whole this long after its connection is dropped unanswered."""
+SEND_WAIT_S = 10.0
+"""A reply or heartbeat a client takes no more of for this long is dropped."""
 SPARE_AFTER_S = 0.3
 """Idle this long after a request for a module that imports slangpy's library, the server
 loads the library into a session for the next new module."""
+EXIT_PAST_DEADLINE = 3
+"""The server's exit status when it leaves work it could not finish within its deadline."""
 _log = logging.getLogger("slangspec.server")
 
 
+@frozen
+class Places:
+    """What a server builds with, of its own cache root: its identity, the toolchain it
+    names, slangpy's module cache (where it keeps slangpy's library as IR and Slang's CUDA
+    prelude) and where generated kernel sources lie (what Slang is told of their paths)."""
+
+    identity: Identity
+    toolchain: dict[str, Any]
+    guard: ModuleCacheGuard
+    kernel_dir: Path
+
+
+def places(cache_root: Path) -> Places:
+    """The places of the cache at ``cache_root``, as a process building there has them."""
+    from ..cache_store import Cache
+    from .toolchain import toolchain
+
+    cache = Cache(cache_root)
+    chain = toolchain(cache)
+    return Places(identity(chain), chain, cache.module_cache_guard(chain), cache.files.kernel_dir)
+
+
 class CompileServer:
-    def __init__(self, place: ServerPlace, idle_s: float) -> None:
+    def __init__(self, place: ServerPlace, own: Places, idle_s: float, deadline_s: float) -> None:
         self.place = place
+        self.own = own
         self.idle_s = idle_s
+        self.deadline_s = deadline_s
         self.started = time.time()
         self.last_request = time.monotonic()
         self.requests = 0
@@ -51,14 +87,15 @@ class CompileServer:
         self.built: dict[str, int] = {}
         self.active = 0
         self.stopping = False
-        self._spare_for: dict[str, Any] | None = None
+        self.socket_id = 0
+        self._spare_for: Request | None = None
         self._work = threading.Lock()  # Slang's session and NVRTC take one request at a time
         self._count = threading.Lock()
 
     # -- the listening loop --------------------------------------------------------------------
 
     def serve(self, listener: socket.socket) -> None:
-        identity = os.stat(self.place.socket).st_ino
+        self.socket_id = os.stat(self.place.socket).st_ino
         listener.settimeout(0.25)
         while not self.stopping:
             try:
@@ -67,16 +104,19 @@ class CompileServer:
                 pass
             else:
                 threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
-            if self._should_leave(identity):
+            if self._should_leave():
                 break
             self._spare_when_idle()
+        self._release_socket()
+
+    def _release_socket(self) -> None:
         with contextlib.suppress(OSError):
-            if os.stat(self.place.socket).st_ino == identity:
+            if os.stat(self.place.socket).st_ino == self.socket_id:
                 self.place.socket.unlink()
 
-    def _should_leave(self, identity: int) -> bool:
+    def _should_leave(self) -> bool:
         try:
-            if os.stat(self.place.socket).st_ino != identity:
+            if os.stat(self.place.socket).st_ino != self.socket_id:
                 _log.info("the socket was removed or replaced: leaving")
                 return True
         except OSError:
@@ -92,17 +132,23 @@ class CompileServer:
                 self.refused += 1
                 _log.warning("refused a connection from user %d", uid)
                 return
-            conn.settimeout(10.0)
             try:
-                request = receive(conn, REQUEST_LIMIT)
+                message = receive(conn, REQUEST_LIMIT, time.monotonic() + REQUEST_WAIT_S)
             except (FrameError, OSError) as exc:
                 _log.warning("an unreadable request: %s", exc)
                 return
+            conn.settimeout(SEND_WAIT_S)
             with self._count:
                 self.requests += 1
-            reply = self._answer(conn, request)
+            try:
+                request = Request.from_json(message)
+            except FrameError as exc:
+                _log.warning("refused a request: %s", exc)
+                reply = Reply(False, self.own.identity, {}, f"refused: {exc}")
+            else:
+                reply = self._answer(conn, request)
             with contextlib.suppress(OSError):
-                send(conn, reply)
+                send(conn, reply.to_json())
 
     def _spare_when_idle(self) -> None:
         request = self._spare_for
@@ -111,12 +157,18 @@ class CompileServer:
         self._spare_for = None
         from .cuda_source import make_spare
 
-        try:
-            with self._work:
-                _, paths, defines, library = _module(request)
-                make_spare(paths, defines, library)
-        except Exception as exc:  # the next module makes its session as it would have
-            _log.info("no spare session: %s: %s", type(exc).__name__, exc)
+        def spare() -> None:
+            assert request.module is not None  # only a request for work is kept for this
+            _, paths, library = _module(request.module, self.own)
+            if library is not None:
+                make_spare(paths, request.module.defines, library)
+
+        with self._work:
+            done = _Bounded(spare, self.deadline_s)
+        if done.running:
+            self._leave("a session for the next module", None)
+        if done.error is not None:  # the next module makes its session as it would have
+            _log.info("no spare session: %s: %s", type(done.error).__name__, done.error)
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:
@@ -131,34 +183,55 @@ class CompileServer:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _answer(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "status":
-            return {"ok": True, **self.status()}
-        if op == "stop":
+    def _answer(self, conn: socket.socket, request: Request) -> Reply:
+        own = self.own.identity
+        if request.op == "status":
+            return Reply(True, own, self.status())
+        if request.op == "stop":
             self.stopping = True
-            return {"ok": True}
-        work = {"describe": _describe, "build": _build}.get(op)  # type: ignore[arg-type]
-        if work is None:
-            return {"ok": False, "error": f"unknown request {op!r}"}
-        try:
-            with self._counted(), _heartbeat(conn), self._work:
-                start = time.perf_counter()
-                reply = work(request)
-                reply["server_s"] = time.perf_counter() - start
-                self.built[op] = self.built.get(op, 0) + 1
-            _log.info("%s of module %s: %.3f s", op, request["module"]["name"], reply["server_s"])
-        except Exception as exc:  # the client compiles in-process, where the error is its own
-            _log.info("%s failed: %s: %s", op, type(exc).__name__, exc)
-            failed = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            return Reply(True, own, {})
+        if request.identity != own:
+            _log.warning("refused a request of another install: %s", request.identity)
+            return Reply(False, own, {}, "refused: the request is of another install")
+        problem = _unreadable(request)
+        if problem is not None:
+            _log.warning("refused a request: %s", problem)
+            return Reply(False, own, {}, f"refused: {problem}")
+        work = {"describe": _describe, "build": _build}[request.op]
+        module = request.module
+        assert module is not None  # Request.from_json gives every request for work one
+        with self._counted():
+            with _heartbeat(conn):
+                self._work.acquire()  # held for good by work past its deadline: see _leave
+                done = _Bounded(lambda: work(module, request, self.own), self.deadline_s)
+            if done.running:
+                self._leave(f"{request.op} of module {module.name}", conn)
+            self._work.release()
+        if done.error is not None:  # the client compiles in-process, where the error is its own
+            exc = done.error
+            _log.info("%s failed: %s: %s", request.op, type(exc).__name__, exc)
             from .slang_api import SlangCompileError
 
-            if isinstance(exc, SlangCompileError):  # unless these name its own sources' errors
-                failed["diagnostics"] = exc.diagnostics
-            return failed
-        if request.get("library"):
+            # Slang's diagnostics, which the client raises where they name its own sources.
+            diagnostics = exc.diagnostics if isinstance(exc, SlangCompileError) else ""
+            return Reply(False, own, {}, f"{type(exc).__name__}: {exc}", diagnostics=diagnostics)
+        self.built[request.op] = self.built.get(request.op, 0) + 1
+        _log.info("%s of module %s: %.3f s", request.op, module.name, done.seconds)
+        if module.library:
             self._spare_for = request
-        return {"ok": True, **reply}
+        return Reply(True, own, {**done.result, "server_s": done.seconds})
+
+    def _leave(self, what: str, conn: socket.socket | None) -> None:
+        """Leave at once, the work on ``what`` still running past the deadline: no new client
+        finds this server, the one waiting (on ``conn``) is answered that it failed, and the
+        process exits with the work, which nothing else could stop."""
+        why = f"{what} not done within SLANGSPEC_SERVE_DEADLINE ({self.deadline_s:g} s)"
+        _log.error("%s: leaving", why)
+        self._release_socket()
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                send(conn, Reply(False, self.own.identity, {}, why, leaving=True).to_json())
+        os._exit(EXIT_PAST_DEADLINE)
 
     def status(self) -> dict[str, Any]:
         from . import cuda_source, nvrtc
@@ -176,7 +249,31 @@ class CompileServer:
             "memory_bytes": _resident_bytes(),
             "peak_memory_bytes": usage.ru_maxrss * 1024,
             "idle_exit_s": self.idle_s,
+            "deadline_s": self.deadline_s,
         }
+
+
+class _Bounded:
+    """``work()`` run on a thread of its own for at most ``deadline_s``: what it returned or
+    raised, how long it took, or that it is still ``running``."""
+
+    def __init__(self, work: Callable[[], Any], deadline_s: float) -> None:
+        self.result: Any = None
+        self.error: Exception | None = None
+        self.seconds = 0.0
+        done = threading.Event()
+
+        def run() -> None:
+            start = time.perf_counter()
+            try:
+                self.result = work()
+            except Exception as exc:
+                self.error = exc
+            self.seconds = time.perf_counter() - start
+            done.set()
+
+        threading.Thread(target=run, name="slangspec-request", daemon=True).start()
+        self.running = not done.wait(deadline_s)
 
 
 @contextlib.contextmanager
@@ -186,7 +283,7 @@ def _heartbeat(conn: socket.socket) -> Iterator[None]:
     def beat() -> None:
         while not done.wait(HEARTBEAT_S):
             try:
-                send(conn, {"working": True})
+                send(conn, HEARTBEAT)
             except OSError:
                 return
 
@@ -199,42 +296,48 @@ def _heartbeat(conn: socket.socket) -> Iterator[None]:
         thread.join()
 
 
-def _module(request: dict[str, Any]) -> tuple[ModuleText, list[Path], dict[str, str], Any]:
-    m = request["module"]
-    module = ModuleText(str(m["name"]), Path(m["path"]), str(m["text"]))
-    paths = [Path(p) for p in request["include_paths"]]
-    defines = {str(k): str(v) for k, v in request["defines"].items()}
-    library = Path(request["library"]) if request.get("library") else None
-    return module, paths, defines, library
+def _unreadable(request: Request) -> str | None:
+    """Why the server will not read what ``request`` names: an include path that is not a
+    directory its user may read; None when it may."""
+    paths = request.module.include_paths if request.module is not None else ()
+    for path in paths:
+        if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
+            return f"include path {path!r} is not a directory this user may read"
+    return None
 
 
-def _describe(request: dict[str, Any]) -> dict[str, Any]:
+def _module(m: ModuleSource, own: Places) -> tuple[ModuleText, list[Path], Path | None]:
+    """The module ``m`` as Slang takes it, its include paths, and slangpy's library as IR
+    for it from the server's own module cache (made there if missing) when it imports it."""
+    from .cuda_build import library_dir
+
+    library = library_dir(own.guard, own.toolchain, m.defines) if m.library else None
+    return ModuleText(m.name, Path(m.path), m.text), [Path(p) for p in m.include_paths], library
+
+
+def _describe(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
     from ..specializer.reflect import function_overloads, has_function
     from .cuda_source import front_end
 
-    module, paths, defines, library = _module(request)
-    name = str(request["function"])
-    fe = front_end(module, paths, defines, None, library, str(request["content"]))
-    if not has_function(fe, name):
+    module, paths, library = _module(m, own)
+    fe = front_end(module, paths, m.defines, None, library, m.content)
+    if not has_function(fe, request.function):
         return {"overloads": False}
-    found = function_overloads(fe, module.name, name, module.text)
+    found = function_overloads(fe, module.name, request.function, module.text)
     return {"overloads": [info.to_json() for info in found]}
 
 
-def _build(request: dict[str, Any]) -> dict[str, Any]:
+def _build(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
     from . import nvrtc
-    from .cuda_build import build, stored_prelude
+    from .cuda_build import build, prelude_path, stored_prelude
     from .cuda_source import Kernel
 
-    module, paths, defines, library = _module(request)
-    arch = str(request["arch"])
-    prelude = Path(request["prelude"])
-    nvrtc.warm_up(arch, stored_prelude(prelude))
-    kernels = [
-        Kernel(str(k["name"]), str(k["source"]), Path(k["path"])) for k in request["kernels"]
-    ]
-    content = str(request["content"])
-    built = build(module, kernels, paths, defines, arch, library, content, prelude)
+    module, paths, library = _module(m, own)
+    prelude = prelude_path(own.guard, own.toolchain)
+    nvrtc.warm_up(request.arch, stored_prelude(prelude))
+    place = own.kernel_dir
+    kernels = [Kernel(k.name, k.source, place / f"{k.name}.slang") for k in request.kernels]
+    built = build(module, kernels, paths, m.defines, request.arch, library, m.content, prelude)
     return {
         "kernels": {
             name: {
@@ -275,7 +378,8 @@ def run(cache_root: Path, arch: str | None = None) -> bool:
             finally:
                 os.umask(old)
             listener.listen(64)
-            server = CompileServer(place, setting("SLANGSPEC_SERVE_IDLE"))
+            idle, deadline = setting("SLANGSPEC_SERVE_IDLE"), setting("SLANGSPEC_SERVE_DEADLINE")
+            server = CompileServer(place, places(cache_root), idle, deadline)
             _log.info("serving %s at %s (pid %d)", cache_root, place.socket, os.getpid())
             _start(arch)
             server.serve(listener)

@@ -2,10 +2,13 @@
 build kernels, and starting it.
 
 Every failure of the server costs a client at most ``REPLY_WAIT_S`` of silence and then an
-in-process compile: a server that is gone, stopped, answering garbage or another user's is
-never asked again by this process (one that is merely absent is started, once). One that
-keeps working on a request (its heartbeats come, its reply does not) is waited on as long as
-a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the same way.
+in-process compile: a server that is gone, stopped, answering garbage or another user's, that
+runs another install (its identity is not the client's) or that left after failing a request
+past its deadline is never asked again by this process (one that is merely absent is started,
+once). Each message must come whole within ``REPLY_WAIT_S`` of the last, however its bytes
+trickle in. One that keeps working on a request (its heartbeats come, its reply does not) is
+waited on as long as a compile lease holds, ``SLANGSPEC_CACHE_LEASE``, and then given up the
+same way.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from typing import Any
 
 from ..cache_store import setting
 from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
+from .server_messages import HEARTBEAT, Reply, Request, identity
 from .server_place import ServerPlace, UnsafePlace, server_place
+from .toolchain import toolchain
 
 CONNECT_WAIT_S = 0.5
 REPLY_WAIT_S = 2.0
-"""Silence past this, with neither a reply nor a heartbeat, and the server is taken as gone."""
+"""Silence past this, with neither a whole reply nor a whole heartbeat, and the server is taken
+as gone."""
 
 _log = logging.getLogger("slangspec.server")
 _given_up: set[Path] = set()
@@ -40,11 +46,11 @@ class NotTheUsersServer(Exception):
     """The process listening at the server's socket runs as another user."""
 
 
-def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] | None:
-    """The server's reply to ``request``, or None when this process compiles itself: the
-    setting is off, no server runs (under ``auto`` one is started for later processes), it
-    failed, or it could not do what was asked. ``SlangCompileError`` with the server's
-    diagnostics where Slang refused the sources."""
+def ask(cache_root: Path, request: Request, arch: str) -> dict[str, Any] | None:
+    """What the server replied to ``request`` (its ``body``), or None when this process
+    compiles itself: the setting is off, no server runs (under ``auto`` one is started for later
+    processes), it failed, runs another install, or could not do what was asked.
+    ``SlangCompileError`` with the server's diagnostics where Slang refused the sources."""
     mode = setting("SLANGSPEC_COMPILE_SERVER")
     root = Path(cache_root)
     if mode == "off" or root in _given_up or root in _started:
@@ -64,15 +70,32 @@ def ask(cache_root: Path, request: dict[str, Any], arch: str) -> dict[str, Any] 
     except (OSError, FrameError, NotTheUsersServer) as exc:
         fallback_waits.append(time.monotonic() - asked)
         return give_up(root, f"{type(exc).__name__}: {exc}")
-    if reply.get("ok") is not True:
-        diagnostics = reply.get("diagnostics")
-        if isinstance(diagnostics, str):
+    if reply.identity != request.identity:
+        fallback_waits.append(time.monotonic() - asked)
+        unlike = _unlike(reply.identity, request.identity)
+        return give_up(root, f"it runs another install ({unlike})")
+    if reply.leaving:
+        fallback_waits.append(time.monotonic() - asked)
+        return give_up(root, f"it failed {request.op} and left: {reply.error}")
+    if not reply.ok:
+        if reply.diagnostics:
             from .slang_api import SlangCompileError
 
-            raise SlangCompileError(diagnostics)
-        _log.info("compile server could not %s: %s", request.get("op"), reply.get("error"))
+            raise SlangCompileError(reply.diagnostics)
+        _log.info("compile server could not %s: %s", request.op, reply.error)
         return None
-    return reply
+    return reply.body
+
+
+def _unlike(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    """What differs between two identities, in a few words."""
+    if theirs.get("protocol") != ours.get("protocol"):
+        return f"messages of version {theirs.get('protocol')}, not {ours.get('protocol')}"
+    mine, other = ours.get("toolchain", {}), theirs.get("toolchain", {})
+    if not isinstance(other, dict):
+        return "a toolchain that is not one"
+    names = sorted(n for n in {*mine, *other} if mine.get(n) != other.get(n))
+    return ", ".join(f"{n} {other.get(n)!r}, not {mine.get(n)!r}" for n in names)
 
 
 def give_up(root: Path, why: str) -> None:
@@ -82,8 +105,9 @@ def give_up(root: Path, why: str) -> None:
     return None
 
 
-def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
-    """Send ``request`` to the server at ``place``; its reply, past its heartbeats."""
+def exchange(place: ServerPlace, request: Request) -> Reply:
+    """Send ``request`` to the server at ``place``; its reply, past its heartbeats, each whole
+    within ``REPLY_WAIT_S`` of the one before and all within ``SLANGSPEC_CACHE_LEASE``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(CONNECT_WAIT_S)
         sock.connect(str(place.socket))
@@ -91,30 +115,50 @@ def exchange(place: ServerPlace, request: dict[str, Any]) -> dict[str, Any]:
         if uid != os.getuid():
             raise NotTheUsersServer(f"the socket's server runs as user {uid}")
         sock.settimeout(REPLY_WAIT_S)
-        send(sock, request)
+        send(sock, request.to_json())
         busy_until = time.monotonic() + setting("SLANGSPEC_CACHE_LEASE")
         while True:
-            reply = receive(sock, REPLY_LIMIT)
-            if reply != {"working": True}:
-                return reply
-            if time.monotonic() > busy_until:
+            now = time.monotonic()
+            if now >= busy_until:
                 raise TimeoutError("the server worked on one request past SLANGSPEC_CACHE_LEASE")
+            message = receive(sock, REPLY_LIMIT, min(now + REPLY_WAIT_S, busy_until))
+            if message != HEARTBEAT:
+                return Reply.from_json(message)
+
+
+PACKAGE_PARENT = Path(__file__).absolute().parents[2]
+"""The directory this slangspec was imported from: the only one a server it starts is given
+besides the interpreter's own."""
+_START = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from slangspec.compile.server import main; sys.exit(main())"
+)
 
 
 def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
     """Start the server of ``cache_root`` detached from this process (once per process: when
-    another is starting one too, one of them serves and the other leaves at once)."""
+    another is starting one too, one of them serves and the other leaves at once).
+
+    It outlives this process, so it takes nothing of where or how this one runs: Python
+    isolated (``-I``: no working or script directory, no ``PYTHON*`` variables and no user
+    site on its path), in ``/``, with this slangspec's own directory put first on its path."""
     if cache_root in _started:
         return
     _started.add(cache_root)
-    command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache_root)]
+    command = [sys.executable, "-I", "-c", _START, str(PACKAGE_PARENT)]
+    command += ["--cache-dir", str(Path(cache_root).absolute())]
     if arch is not None:
         command += ["--arch", arch]
     try:
         _rotated(place.log)
         with open(place.log, "ab") as log:
             subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd="/",
+                start_new_session=True,
             )
     except OSError as exc:
         give_up(cache_root, f"it could not be started: {exc}")
@@ -135,17 +179,23 @@ def _rotated(log: Path) -> None:
 
 
 def status(cache_root: Path) -> dict[str, Any] | None:
-    """What the server of ``cache_root`` reports of itself; None when none answers."""
+    """What the server of ``cache_root`` reports of itself, with its ``identity`` (the status
+    of a server of another install too); None when none answers."""
     try:
-        reply = exchange(server_place(cache_root), {"op": "status"})
+        reply = exchange(server_place(cache_root), Request("status", _identity()))
     except (OSError, FrameError, NotTheUsersServer, UnsafePlace):
         return None
-    return reply if reply.get("ok") is True else None
+    return {**reply.body, "identity": reply.identity} if reply.ok else None
 
 
 def stop(cache_root: Path) -> bool:
-    """Ask the server of ``cache_root`` to leave; whether one was there to ask."""
+    """Ask the server of ``cache_root`` to leave (one of another install too); whether one was
+    there to ask."""
     try:
-        return exchange(server_place(cache_root), {"op": "stop"}).get("ok") is True
+        return exchange(server_place(cache_root), Request("stop", _identity())).ok
     except (OSError, FrameError, NotTheUsersServer, UnsafePlace):
         return False
+
+
+def _identity() -> dict[str, Any]:
+    return identity(toolchain())

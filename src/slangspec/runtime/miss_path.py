@@ -536,7 +536,7 @@ class Builder:
         library = self._cuda_library(guard, text)
         kernels = [KernelSource(n, src, kernel_dir / f"{n}.slang") for n, src in sources.items()]
         prelude = prelude_path(guard, m.toolchain)
-        built = None if apart else self._served_build(text, kernels, paths, library, prelude)
+        built = None if apart else self._served_build(text, kernels, paths, library)
         if built is None:
             self._start_nvrtc(guard)
             built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
@@ -545,32 +545,46 @@ class Builder:
             self.cache.files.note_kept(prelude)
         return {name: self._launchable(b) for name, b in built.items()}
 
-    def _server_request(
-        self, op: str, text: ModuleText, paths: list[Path], library: Path | None
-    ) -> dict[str, Any]:
+    def _ask_server(
+        self,
+        op: Literal["describe", "build"],
+        text: ModuleText,
+        paths: list[Path],
+        library: Path | None,
+        **asked: Any,
+    ) -> dict[str, Any] | None:
+        """What the user's compile server answers to ``op`` on the module (``server_client.ask``);
+        None where this process compiles itself. A cache that writes nothing never asks: the
+        server keeps what it writes under the cache root."""
+        from ..compile.server_client import ask
+        from ..compile.server_messages import ModuleSource, Request, identity
+
+        if self.cache.read_only:
+            return None
         m = self.module
-        return {
-            "op": op,
-            "module": {"name": text.name, "path": str(text.path), "text": text.text},
-            "include_paths": [str(p) for p in paths],
-            "defines": dict(m.defines),
-            "library": None if library is None else str(library),
-            "content": m.content,
-        }
+        module = ModuleSource(
+            text.name,
+            str(text.path.absolute()),
+            text.text,
+            tuple(str(p.absolute()) for p in paths),
+            dict(m.defines),
+            library is not None,
+            m.content,
+        )
+        request = Request(op, identity(m.toolchain), module, **asked)
+        return ask(self.cache.root, request, m.arch)
 
     def described_by_server(self, function: str) -> tuple[FunctionInfo, ...] | None:
         """Each overload of ``function`` as the user's compile server reflects it; None when
         this process reflects it itself (``server_client.ask``); the server's
         ``SlangCompileError`` where it is the user's (``_users_error``)."""
-        from ..compile.server_client import ask
         from ..compile.slang_api import SlangCompileError
 
         guard, paths, text, _ = self._cuda_places(None)
         library = self._cuda_library(guard, text)
         self._module_written()
-        request = {**self._server_request("describe", text, paths, library), "function": function}
         try:
-            reply = ask(self.cache.root, request, self.module.arch)
+            reply = self._ask_server("describe", text, paths, library, function=function)
         except SlangCompileError as exc:
             refused = self._users_error(exc)
             if refused is None:
@@ -587,29 +601,21 @@ class Builder:
         return found
 
     def _served_build(
-        self,
-        text: ModuleText,
-        kernels: list[KernelSource],
-        paths: list[Path],
-        library: Path | None,
-        prelude: Path,
+        self, text: ModuleText, kernels: list[KernelSource], paths: list[Path], library: Path | None
     ) -> dict[str, BuiltKernel] | None:
         """``kernels`` built by the user's compile server; None when this process builds them
         itself (``server_client.ask``); the server's ``SlangCompileError`` where it is the
         user's (``_users_error``)."""
         from ..compile.cubin import cubin_problem
         from ..compile.cuda_build import BuiltKernel
-        from ..compile.server_client import ask, give_up
+        from ..compile.server_client import give_up
+        from ..compile.server_messages import KernelText
         from ..compile.slang_api import SlangCompileError
 
-        request = {
-            **self._server_request("build", text, paths, library),
-            "kernels": [{"name": k.name, "source": k.source, "path": str(k.path)} for k in kernels],
-            "arch": self.module.arch,
-            "prelude": str(prelude),
-        }
+        texts = tuple(KernelText(k.name, k.source) for k in kernels)
+        arch = self.module.arch
         try:
-            reply = ask(self.cache.root, request, self.module.arch)
+            reply = self._ask_server("build", text, paths, library, kernels=texts, arch=arch)
         except SlangCompileError as exc:
             if self._users_error(exc) is None:
                 return None
