@@ -4,10 +4,9 @@ the tier itself, so that a process without a remote imports nothing that speaks 
 from __future__ import annotations
 
 from dataclasses import field
-from urllib.parse import urlsplit, urlunsplit
 
 from ..frozen import frozen
-from .settings import setting
+from .settings import setting, url_shown
 
 
 @frozen
@@ -33,15 +32,14 @@ class RemoteSettings:
                 "(remote_trust_all=True) to trust every writer of the server"
             )
 
+    def __repr__(self) -> str:
+        secret = "a secret" if self.secret is not None else "no secret"
+        return f"<RemoteSettings {self.shown}, {secret}>"
+
     @property
     def shown(self) -> str:
         """The URL without its password, for messages."""
-        parts = urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        user = parts.username or ""
-        netloc = f"{user}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
+        return url_shown(self.url)
 
 
 def remote_settings(url: str | None = None, trust_all: bool | None = None) -> RemoteSettings | None:
