@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sqlite3
 import threading
 import time
+import tracemalloc
 import warnings
 
 import pytest
@@ -18,7 +20,8 @@ from conftest import release_devices
 
 import slangspec
 from slangspec.cache_store import CacheWarning
-from slangspec.cache_store.remote import PREFIX, RemoteTier, namespace
+from slangspec.cache_store.keys import SHADERS
+from slangspec.cache_store.remote import MAX_VALUE_BYTES, PREFIX, RemoteTier, namespace
 from slangspec.cache_store.remote_config import remote_settings
 from slangspec.counts import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
@@ -693,6 +696,30 @@ def test_an_oversized_blob_is_refused_before_it_travels(tmp_path, redis_server, 
     ):
         poly_checked(load(tmp_path / "second", redis_server), tdev)
     assert compile_counts["specialize"] == before + 1
+
+
+def test_a_fact_past_its_bound_is_refused_unread_and_never_published(redis_server):
+    """Entries and facts are a few kilobytes: one of 400 MB cost a fresh node 44 s and 2.1 GB.
+    Blobs keep their own bound (see the test above): one of 2 MiB travels."""
+    tier = RemoteTier(remote_settings(redis_server.url))
+    big = {"a": "x" * MAX_VALUE_BYTES}
+    with pytest.warns(CacheWarning, match=r"is not sent fact f, which is \d+ bytes, past the"):
+        tier.note_fact("f", big)
+    client = redis_server.client()
+    assert client.dbsize() == 0
+    client.set(PREFIX + "fact:f", json.dumps({"value": big}))
+    tracemalloc.start()
+    try:
+        with pytest.warns(CacheWarning, match=r"\(ProtocolError: a string of \d+ bytes, past"):
+            assert tier.fact("f") == {}
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_VALUE_BYTES, "the fact was read before it was refused"
+    snapshot = os.urandom(2 * MAX_VALUE_BYTES)
+    fresh = RemoteTier(remote_settings(redis_server.url))
+    fresh.share_shader_snapshot(SHADERS + "n", snapshot)
+    assert RemoteTier(remote_settings(redis_server.url)).shader_snapshot(SHADERS + "n") == snapshot
 
 
 def test_a_call_fetches_each_blob_once_even_when_it_is_refused(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from ..frozen import frozen
-from .settings import setting, url_shown
+from .settings import SETTINGS, setting, url_shown
 
 
 @frozen
@@ -21,6 +21,8 @@ class RemoteSettings:
     secret, the settings are refused otherwise."""
     given_as: str = field(default="SLANGSPEC_REMOTE", compare=False, repr=False)
     """The setting or argument the URL came from, for messages."""
+    timeout: float = SETTINGS["SLANGSPEC_REMOTE_TIMEOUT"].default
+    """The seconds one call to the server may take, its whole reply included."""
 
     def __post_init__(self) -> None:
         if self.secret is None and not self.trust_all:
@@ -56,4 +58,5 @@ def remote_settings(url: str | None = None, trust_all: bool | None = None) -> Re
         setting("SLANGSPEC_REMOTE_MODE") == "read",
         setting("SLANGSPEC_REMOTE_TRUST_ALL") if trust_all is None else trust_all,
         "remote" if url else "SLANGSPEC_REMOTE",
+        setting("SLANGSPEC_REMOTE_TIMEOUT"),
     )

@@ -202,6 +202,15 @@ SETTINGS: dict[str, Setting] = {
             shown=url_shown,
         ),
         Setting(
+            "SLANGSPEC_REMOTE_TIMEOUT",
+            _positive_duration,
+            2.0,
+            "5s",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long one call to the remote tier may take, its whole reply included, before "
+            "the process leaves the server alone for 30 s and computes locally (2 s by default)",
+        ),
+        Setting(
             "SLANGSPEC_REMOTE_MODE",
             _choice(*REMOTE_MODES),
             "readwrite",
