@@ -54,6 +54,7 @@ BEHAVIOURS: dict[str, Callable[[], Iterator[bytes]]] = {
     "negative-length": lambda: iter([b"$-5\r\n"]),
     "array-for-a-value": lambda: iter([b"*1\r\n$2\r\n{}\r\n"]),
     "unknown-kind": lambda: iter([b"?what\r\n"]),
+    "keys-not-text": lambda: iter([b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\n\xff\r\n"]),
 }
 """What the server answers every command with but ``AUTH``, by the user name logged in as."""
 

@@ -141,6 +141,10 @@ def a_garbled_plan(client, stored) -> None:
     stored["plan"] = "{ not a plan"
 
 
+def a_nested_plan(client, stored) -> None:
+    stored["plan"] = "[" * 100_000
+
+
 @pytest.mark.parametrize(
     "change,warned",
     [
@@ -150,6 +154,7 @@ def a_garbled_plan(client, stored) -> None:
         (forged_mac, "its MAC does not hold"),
         (a_name_that_is_no_blob, "does not decode"),
         (a_garbled_plan, "plan does not fit its entry"),
+        (a_nested_plan, "plan does not fit its entry: JSON nested too deep"),
     ],
     ids=[
         "blob evicted",
@@ -158,6 +163,7 @@ def a_garbled_plan(client, stored) -> None:
         "forged MAC",
         "not a blob name",
         "garbled plan",
+        "plan nested past the JSON decoder",
     ],
 )
 def test_what_the_remote_cannot_prove_is_refused_and_built_again(
@@ -720,6 +726,19 @@ def test_a_fact_past_its_bound_is_refused_unread_and_never_published(redis_serve
     fresh = RemoteTier(remote_settings(redis_server.url))
     fresh.share_shader_snapshot(SHADERS + "n", snapshot)
     assert RemoteTier(remote_settings(redis_server.url)).shader_snapshot(SHADERS + "n") == snapshot
+
+
+def test_json_nested_past_the_decoders_depth_is_garbage_like_any_other(redis_server):
+    """It raised RecursionError out of the tier, which only ValueError means garbage to."""
+    tier = RemoteTier(remote_settings(redis_server.url))
+    client = redis_server.client()
+    client.set(PREFIX + "entry:k", "[" * 100_000)
+    client.set(PREFIX + "fact:f", "[" * 100_000)
+    with pytest.warns(CacheWarning, match=r"entry k that does not decode \(JSON nested too deep"):
+        assert not tier.get("k").usable
+    with pytest.warns(CacheWarning, match=r"fact f that does not decode \(JSON nested too deep"):
+        assert tier.fact("f") == {}
+    assert tier.listing() == [("k", None)]
 
 
 def test_a_call_fetches_each_blob_once_even_when_it_is_refused(

@@ -61,6 +61,13 @@ def test_a_hostile_reply_leaves_the_server_alone_soon_within_bounded_memory(host
     assert remote.fact("f") == {}, "the server is left alone for a while"
 
 
+def test_a_scan_of_keys_that_are_not_text_lists_nothing(hostile):
+    """The tools' listings decoded each key as it came: a byte that is no UTF-8 raised."""
+    remote = RemoteTier(RemoteSettings(hostile.url("keys-not-text"), trust_all=True))
+    with pytest.warns(CacheWarning, match="SCAN answered a key that is not text"):
+        assert remote.entry_keys() == []
+
+
 SOURCE = "float twice(float x) { return 2 * x; }"
 
 

@@ -422,7 +422,7 @@ class Client:
         """What ``script``, which answers an integer, answers."""
         return _integer(self.call("EVAL", script, len(keys), *keys, *args), "EVAL")
 
-    def scan_iter(self, match: str, count: int = 100) -> Iterator[bytes]:
+    def scan_iter(self, match: str, count: int = 100) -> Iterator[str]:
         """Every key matching ``match``, in batches of about ``count``."""
         cursor = b"0"
         while True:
@@ -432,9 +432,11 @@ class Client:
             cursor, keys = reply
             if not isinstance(cursor, bytes) or not isinstance(keys, list):
                 raise ProtocolError("SCAN answered other than a cursor and its keys")
-            if not all(isinstance(k, bytes) for k in keys):
-                raise ProtocolError("SCAN answered keys that are not strings")
-            yield from keys
+            try:
+                names = [k.decode() for k in keys]
+            except (AttributeError, UnicodeDecodeError) as exc:
+                raise ProtocolError(f"SCAN answered a key that is not text ({exc})") from None
+            yield from names
             if cursor == b"0":
                 return
 

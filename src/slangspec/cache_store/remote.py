@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -178,7 +177,7 @@ class RemoteTier:
 
     def _fetched(self, key: str, raw: bytes) -> Found | Unusable | None:
         try:
-            stored = json.loads(raw)
+            stored = travel.loaded(raw)
             wanted = sorted(blobs_of(travel.parts(stored)))
         except ValueError as exc:
             self.warn("garbled entry", f"holds an entry {key[:12]} that does not decode ({exc})")
@@ -264,7 +263,7 @@ class RemoteTier:
         if raw is None:
             return {}
         try:
-            stored = json.loads(raw)
+            stored = travel.loaded(raw)
             value = stored["value"]
             if not isinstance(value, dict):
                 raise TypeError("not an object")
@@ -361,7 +360,7 @@ class RemoteTier:
         """Names of the facts that start with ``prefix`` (a scan: for tools)."""
         start = len(self.prefix + "fact:")
         pattern = self.prefix + "fact:" + prefix + "*"
-        found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(pattern)])
+        found = self._call(lambda r: [k[start:] for k in r.scan_iter(pattern)])
         return sorted(found or [])
 
     def note_fact(self, name: str, value: dict[str, Any]) -> None:
@@ -385,9 +384,7 @@ class RemoteTier:
     def entry_keys(self) -> list[str]:
         """Keys of the entries the server holds (a scan: for tools, not the hot path)."""
         start = len(self.prefix + "entry:")
-        found = self._call(
-            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "entry:*")]
-        )
+        found = self._call(lambda r: [k[start:] for k in r.scan_iter(self.prefix + "entry:*")])
         return sorted(found or [])
 
     def listing(self) -> list[tuple[str, dict[str, Any] | None]]:
@@ -401,7 +398,7 @@ class RemoteTier:
             if raw is None:
                 continue
             try:
-                entry: dict[str, Any] | None = travel.parts(json.loads(raw))
+                entry: dict[str, Any] | None = travel.parts(travel.loaded(raw))
             except ValueError:
                 entry = None
             out.append((key, entry))
@@ -412,9 +409,7 @@ class RemoteTier:
         if not self.writable:
             return 0
         start = len(self.prefix + "blob:")
-        names = self._call(
-            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "blob:*")]
-        )
+        names = self._call(lambda r: [k[start:] for k in r.scan_iter(self.prefix + "blob:*")])
         gone = [n for n in names or [] if n not in referenced]
         if gone:
             self._call(lambda r: r.delete(*(self.prefix + "blob:" + n for n in gone)))
@@ -435,7 +430,7 @@ class RemoteTier:
         def count(r: Any) -> dict[str, Any]:
             kinds = {"entry": 0, "blob": 0, "fact": 0, "lease": 0}
             for k in r.scan_iter(self.prefix + "*", count=1000):
-                kind = k.decode()[len(self.prefix) :].split(":", 1)[0]
+                kind = k[len(self.prefix) :].split(":", 1)[0]
                 if kind in kinds:
                     kinds[kind] += 1
             memory = r.info("memory")
