@@ -25,8 +25,9 @@ TRICKLE_S = 0.3
 _CHUNK = 1 << 16
 
 
-def _repeat(head: bytes, piece: bytes, total: int) -> Iterator[bytes]:
-    """``head``, then ``piece`` repeated ``total`` times in all, in chunks of about 64 KiB."""
+def _repeat(head: bytes, piece: bytes, total: int, tail: bytes = b"") -> Iterator[bytes]:
+    """``head``, then ``piece`` repeated ``total`` times in all, in chunks of about 64 KiB,
+    then ``tail``."""
     yield head
     per_chunk = max(1, _CHUNK // len(piece))
     chunk = piece * per_chunk
@@ -35,6 +36,7 @@ def _repeat(head: bytes, piece: bytes, total: int) -> Iterator[bytes]:
         n = min(per_chunk, total - sent)
         yield chunk if n == per_chunk else piece * n
         sent += n
+    yield tail
 
 
 def _trickle(reply: bytes) -> Iterator[bytes]:
@@ -47,7 +49,7 @@ BEHAVIOURS: dict[str, Callable[[], Iterator[bytes]]] = {
     "nested": lambda: _repeat(b"", b"*1\r\n", 100_000),
     "length-1e14": lambda: iter([b"$100000000000000\r\n"]),
     "length-4e9": lambda: iter([b"$4000000000\r\n"]),
-    "value-100MB": lambda: _repeat(b"$104857600\r\n", b"x", 104_857_600),
+    "value-100MB": lambda: _repeat(b"$104857600\r\n", b"x", 104_857_600, b"\r\n"),
     "elements-4e9": lambda: _repeat(b"*4000000000\r\n", b":1\r\n", 4_000_000_000),
     "endless-line": lambda: _repeat(b"+", b"x", 1 << 40),
     "trickle": lambda: _trickle(b'$20\r\n{"value": {"a": 1}} \r\n'),
