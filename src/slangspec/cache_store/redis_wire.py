@@ -116,7 +116,8 @@ def encode(args: Sequence[Arg]) -> bytes:
 
 
 def connected(address: Address, connect_timeout: float) -> socket.socket:
-    """A socket to the server at ``address``, TLS set up where it asks for it."""
+    """A socket to the server at ``address``, TLS set up where it asks for it (Python bounds
+    a TLS handshake as a whole by the socket's timeout)."""
     sock = None
     try:
         if address.path is not None:
@@ -152,12 +153,15 @@ class Connection:
     def open(cls, address: Address, connect_timeout: float, timeout: float) -> Connection:
         """A connection to the server at ``address``, logged in and on its database."""
         conn = cls(connected(address, connect_timeout), timeout)
+        user = [address.username] if address.username else []
+        login: list[tuple[Arg, ...]] = (
+            [("AUTH", *user, address.password)] if address.password else []
+        )
+        if address.db:
+            login.append(("SELECT", address.db))
         try:
-            if address.password:
-                user = [address.username] if address.username else []
-                conn.call("AUTH", *user, address.password)
-            if address.db:
-                conn.call("SELECT", address.db)
+            if login:
+                conn.pipeline(login)  # within one deadline
         except BaseException:
             conn.close()
             raise
