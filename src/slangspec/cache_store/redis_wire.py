@@ -206,11 +206,11 @@ class Connection:
             raise Unreachable(f"the connection broke: {exc}") from exc
         return bool(ready)
 
-    def reply(self, most: int = REPLY_BYTES) -> Reply:
+    def reply(self) -> Reply:
         """The next reply the server sends, whole within the timeout (an error reply raised as
         ``Refused``)."""
         self._deadline = time.monotonic() + self.timeout
-        reply = self._next(most)
+        reply = self._next(REPLY_BYTES)
         if isinstance(reply, Refused):
             raise reply
         return reply
@@ -389,10 +389,10 @@ class Client:
         """The values of ``keys``, ``most`` bytes in all at most."""
         if not keys:
             return []
-        values = _expected(self.call("MGET", *keys, most=most), "MGET", list, "an array")
-        if len(values) != len(keys):  # type: ignore[arg-type]
-            raise ProtocolError(f"MGET of {len(keys)} keys answered {len(values)} values")  # type: ignore[arg-type]
-        return [_value(v, "MGET") for v in values]  # type: ignore[union-attr]
+        values = self.call("MGET", *keys, most=most)
+        if not isinstance(values, list) or len(values) != len(keys):
+            raise ProtocolError(f"MGET of {len(keys)} keys answered other than {len(keys)} values")
+        return [_value(v, "MGET") for v in values]
 
     def sizes(self, keys: Sequence[str]) -> list[int]:
         """The length of each key's value (0 for a key the server lacks), in one request."""
@@ -431,11 +431,10 @@ class Client:
         cursor = b"0"
         while True:
             reply = self.call("SCAN", cursor, "MATCH", match, "COUNT", count)
-            if not (isinstance(reply, list) and len(reply) == 2):
+            shaped = isinstance(reply, list) and len(reply) == 2
+            if not (shaped and isinstance(reply[0], bytes) and isinstance(reply[1], list)):
                 raise ProtocolError("SCAN answered other than a cursor and its keys")
             cursor, keys = reply
-            if not isinstance(cursor, bytes) or not isinstance(keys, list):
-                raise ProtocolError("SCAN answered other than a cursor and its keys")
             try:
                 names = [k.decode() for k in keys]
             except (AttributeError, UnicodeDecodeError) as exc:
