@@ -47,7 +47,12 @@ Trials, on the module the cache tests use (``tests/shaders/cached.slang``):
   other characters) through lookups and ``hasattr`` in a few processes: each an
   UnknownFunctionError or the function it names, no process crashed, no kernel holding the
   name's text; defines that would be read as more than a define, at load and in a manifest;
-  a module that begins with a byte order mark.
+  a module that begins with a byte order mark; a hostile Redis server (``tests/hostile_redis.py``)
+  as the remote tier of a fresh node per way it answers (arrays nested 100,000 deep, lengths of
+  10^14 and 4*10^9 bytes, 4*10^9 elements, a value of 100 MB, a line that never ends, a reply
+  trickled a byte every 0.3 s, garbage): each must compute right, under the default deadline,
+  and peak within 64 MiB of a node without a remote (unexpected otherwise). Each node's time
+  and memory are printed.
 """
 
 from __future__ import annotations
@@ -896,6 +901,52 @@ def hostile(cache_root: Path, names: int, processes: int) -> Counter[str]:
     return counts
 
 
+EXHAUSTED_MIB = 64
+"""How much more memory than a node without a remote a node of a hostile server may peak at."""
+
+
+def hostile_redis(cache_root: Path, processes: int) -> tuple[Counter[str], float, float]:
+    """A fresh node per way the hostile Redis server answers, ``processes`` at a time; the
+    outcomes, the longest node and the most memory one took past a node without a remote."""
+    from hostile_redis import BEHAVIOURS, HostileRedis
+
+    baseline: list[dict] = []
+    outcome(worker(cache_root / "redis-baseline", "--signatures", "1"), "no remote", baseline)
+    base_kib = baseline[0]["max_rss_kib"] if baseline else 0
+    counts: Counter[str] = Counter()
+    worst_s = worst_mib = 0.0
+    server = HostileRedis()
+    try:
+        names = sorted(BEHAVIOURS)
+        for i in range(0, len(names), processes):
+            batch = names[i : i + processes]
+            start = time.monotonic()
+            env = {"SLANGSPEC_REMOTE_TRUST_ALL": "1"}
+            procs = [
+                worker(
+                    cache_root / f"redis-{b}",
+                    "--signatures",
+                    "1",
+                    env={**env, "SLANGSPEC_REMOTE": server.url(b)},
+                )
+                for b in batch
+            ]
+            for b, proc in zip(batch, procs, strict=True):
+                reports: list[dict] = []
+                got = outcome(proc, f"hostile Redis, {b}", reports)
+                took = time.monotonic() - start
+                grew = (reports[0]["max_rss_kib"] - base_kib) / 1024 if reports else 0.0
+                if got == "ok" and grew > EXHAUSTED_MIB:
+                    FAILURES.append(f"hostile Redis, {b}: {grew:.0f} MiB past a node without one")
+                    got = "unexpected"
+                counts[got] += 1
+                worst_s, worst_mib = max(worst_s, took), max(worst_mib, grew)
+                print(f"  hostile Redis, {b}: {took:.1f} s, {grew:+.0f} MiB", flush=True)
+    finally:
+        server.stop()
+    return counts, worst_s, worst_mib
+
+
 _BAD_DEFINES = [
     {"X;}\nvoid evil(){": "1"},
     {"SCALE": "2\nvoid evil() {}"},
@@ -1068,6 +1119,13 @@ def main() -> None:
         done(
             "defines read as more than a define (refused), modules with a byte order mark",
             hostile_inputs(root, tdev),
+        )
+        counts, worst_s, worst_mib = hostile_redis(root, args.processes)
+        done(
+            f"a hostile Redis server as the remote tier: nesting, huge lengths, oversized "
+            f"values, a trickle, garbage ({worst_s:.1f} s at most, {worst_mib:+.0f} MiB at most "
+            f"past a node without a remote)",
+            counts,
         )
     shutil.rmtree(root, ignore_errors=True)
     text = table(rows)

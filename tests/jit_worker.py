@@ -15,6 +15,7 @@ built is in the cache to check.
 import argparse
 import json
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -150,6 +151,7 @@ def main() -> None:
         "lease_wait_s": waited,
         "server_wait_s": sum(server_client.fallback_waits),
         "slangpy_imported": "slangpy" in sys.modules,
+        "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     }
     print(json.dumps(report), flush=True)
     sys.exit(0 if ok else 1)

@@ -19,6 +19,7 @@ import pytest
 from redis_server import RedisServer
 
 from slangspec.cache_store.redis_wire import (
+    REPLY_BYTES,
     Address,
     Client,
     ProtocolError,
@@ -46,8 +47,8 @@ def test_every_command_the_tier_sends(redis_server):
     assert c.delete("a", "b", "missing") == 2 and c.delete() == 0
     assert c.eval("return redis.call('get', KEYS[1]) == ARGV[1] and 7 or 0", ["k"], "v") == 7
     assert c.publish("channel", b"x") == 0
-    names = {f"scan:{i}".encode() for i in range(250)}
-    c.mset({n.decode(): b"" for n in names})
+    names = {f"scan:{i}" for i in range(250)}
+    c.mset(dict.fromkeys(names, b""))
     assert set(c.scan_iter("scan:*", count=10)) == names
     memory = c.info("memory")
     assert isinstance(memory["used_memory"], int) and memory["used_memory"] > 0
@@ -63,9 +64,23 @@ def test_values_of_any_bytes_and_size_travel_whole(redis_server):
         "large": os.urandom(20 << 20),
     }
     assert c.mset(values)
-    assert c.mget(list(values)) == list(values.values())
-    assert c.get("large") == values["large"]
+    most = sum(len(v) for v in values.values())
+    assert c.mget(list(values), most) == list(values.values())
+    assert c.get("large", most) == values["large"]
     assert redis_server.client().get("line ends") == values["line ends"]
+
+
+def test_a_reply_past_its_bound_is_refused_as_announced_and_its_connection_dropped(redis_server):
+    c = client(redis_server.url)
+    value = os.urandom(REPLY_BYTES + 1)
+    assert c.mset({"a": value, "b": value})
+    past = f"a string of {len(value)} bytes, past the reply's bound of {REPLY_BYTES} bytes"
+    with pytest.raises(ProtocolError, match=f"^{past}$"):
+        c.get("a")
+    with pytest.raises(ProtocolError, match="past the reply's bound"):
+        c.mget(["a", "b"], 2 * len(value) - 1)  # the second value is refused
+    assert c.get("a", len(value)) == value  # on a connection of its own, in step
+    assert c.mget(["a", "b"], 2 * len(value)) == [value, value]
 
 
 def test_an_error_reply_is_refused_and_the_connection_stays_in_step(redis_server):

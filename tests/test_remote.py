@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sqlite3
 import threading
 import time
+import tracemalloc
 import warnings
 
 import pytest
@@ -18,7 +20,8 @@ from conftest import release_devices
 
 import slangspec
 from slangspec.cache_store import CacheWarning
-from slangspec.cache_store.remote import PREFIX, RemoteTier, namespace
+from slangspec.cache_store.keys import SHADERS
+from slangspec.cache_store.remote import MAX_VALUE_BYTES, PREFIX, RemoteTier, namespace
 from slangspec.cache_store.remote_config import remote_settings
 from slangspec.counts import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
@@ -138,6 +141,10 @@ def a_garbled_plan(client, stored) -> None:
     stored["plan"] = "{ not a plan"
 
 
+def a_nested_plan(client, stored) -> None:
+    stored["plan"] = "[" * 100_000
+
+
 @pytest.mark.parametrize(
     "change,warned",
     [
@@ -147,6 +154,7 @@ def a_garbled_plan(client, stored) -> None:
         (forged_mac, "its MAC does not hold"),
         (a_name_that_is_no_blob, "does not decode"),
         (a_garbled_plan, "plan does not fit its entry"),
+        (a_nested_plan, "plan does not fit its entry: JSON nested too deep"),
     ],
     ids=[
         "blob evicted",
@@ -155,6 +163,7 @@ def a_garbled_plan(client, stored) -> None:
         "forged MAC",
         "not a blob name",
         "garbled plan",
+        "plan nested past the JSON decoder",
     ],
 )
 def test_what_the_remote_cannot_prove_is_refused_and_built_again(
@@ -693,6 +702,43 @@ def test_an_oversized_blob_is_refused_before_it_travels(tmp_path, redis_server, 
     ):
         poly_checked(load(tmp_path / "second", redis_server), tdev)
     assert compile_counts["specialize"] == before + 1
+
+
+def test_a_fact_past_its_bound_is_refused_unread_and_never_published(redis_server):
+    """Entries and facts are a few kilobytes: one of 400 MB cost a fresh node 44 s and 2.1 GB.
+    Blobs keep their own bound (see the test above): one of 2 MiB travels."""
+    tier = RemoteTier(remote_settings(redis_server.url))
+    big = {"a": "x" * MAX_VALUE_BYTES}
+    with pytest.warns(CacheWarning, match=r"is not sent fact f, which is \d+ bytes, past the"):
+        tier.note_fact("f", big)
+    client = redis_server.client()
+    assert client.dbsize() == 0
+    client.set(PREFIX + "fact:f", json.dumps({"value": big}))
+    tracemalloc.start()
+    try:
+        with pytest.warns(CacheWarning, match=r"\(ProtocolError: a string of \d+ bytes, past"):
+            assert tier.fact("f") == {}
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_VALUE_BYTES, "the fact was read before it was refused"
+    snapshot = os.urandom(2 * MAX_VALUE_BYTES)
+    fresh = RemoteTier(remote_settings(redis_server.url))
+    fresh.share_shader_snapshot(SHADERS + "n", snapshot)
+    assert RemoteTier(remote_settings(redis_server.url)).shader_snapshot(SHADERS + "n") == snapshot
+
+
+def test_json_nested_past_the_decoders_depth_is_garbage_like_any_other(redis_server):
+    """It raised RecursionError out of the tier, which only ValueError means garbage to."""
+    tier = RemoteTier(remote_settings(redis_server.url))
+    client = redis_server.client()
+    client.set(PREFIX + "entry:k", "[" * 100_000)
+    client.set(PREFIX + "fact:f", "[" * 100_000)
+    with pytest.warns(CacheWarning, match=r"entry k that does not decode \(JSON nested too deep"):
+        assert not tier.get("k").usable
+    with pytest.warns(CacheWarning, match=r"fact f that does not decode \(JSON nested too deep"):
+        assert tier.fact("f") == {}
+    assert tier.listing() == [("k", None)]
 
 
 def test_a_call_fetches_each_blob_once_even_when_it_is_refused(

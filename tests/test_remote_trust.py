@@ -9,6 +9,7 @@ import json
 import re
 import threading
 import time
+import traceback
 import warnings
 
 import pytest
@@ -125,6 +126,50 @@ def test_a_remote_without_a_secret_is_refused_unless_every_writer_is_trusted(tmp
     monkeypatch.setenv("SLANGSPEC_REMOTE_TRUST_ALL", "0")
     monkeypatch.setenv("SLANGSPEC_REMOTE_SECRET", SECRET)
     assert slangspec.Cache.for_running(tmp_path).tiers[-1].proven
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("redis://:hunter2pass@cache-host:notaport/0", "hunter2pass"),
+        ("redis://admin:hunter2pass@cache-host:6379/0?timeout=1", "hunter2pass"),
+        ("http://:hunter2pass@cache-host", "hunter2pass"),
+        ("redis://:hunter2pass@[::1", "hunter2pass"),
+        ("redis://:hunter/2pass@cache-host/0", "hunter/2pass"),  # a slash left unencoded
+        ("redis:/:hunter2pass@cache-host", "hunter2pass"),
+        ("unix://:hunter2pass@/run/redis.sock?db=x", "hunter2pass"),
+        ("redis://:hunter2pass@cache-host:6379/0", "hunter2pass"),  # no secret
+    ],
+)
+def test_no_message_about_a_refused_url_holds_its_password(
+    url, password, tmp_path, monkeypatch, caplog
+):
+    said = []
+    with pytest.raises(ValueError) as given:
+        slangspec.Cache.for_running(tmp_path, remote=url)
+    said.append("".join(traceback.format_exception(given.value)))
+    monkeypatch.setenv("SLANGSPEC_REMOTE", url)
+    monkeypatch.setenv("SLANGSPEC_LOG", "info")
+    with pytest.raises(ValueError) as loaded:
+        slangspec.load_source("m", "float f(float x) { return x; }", cache_dir=tmp_path)
+    said.append("".join(traceback.format_exception(loaded.value)))
+    for args in (["cache", "pull"], ["cache", "stats", "--remote", url]):
+        refused = CliRunner().invoke(main, [*args, "--cache-dir", str(tmp_path)])
+        assert refused.exit_code == 2, refused.output
+        said.append(refused.output)
+    assert all("***@" in message for message in said), said
+    said += [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if password in m or "2pass" in m]
+
+
+def test_the_tiers_warnings_and_settings_hide_a_password(tmp_path, caplog):
+    url = "redis://admin:hunter2pass@127.0.0.1:1/0"
+    tier = RemoteTier(remote_settings(url, trust_all=True))
+    with pytest.warns(CacheWarning, match="cannot be used now") as caught, caplog.at_level("INFO"):
+        assert tier.fact("f") == {}
+    said = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
+    said += [repr(tier), repr(tier.settings)]
+    assert all("admin:***@127.0.0.1:1" in m and "hunter2pass" not in m for m in said), said
 
 
 @pytest.fixture(scope="module")

@@ -145,7 +145,7 @@ def plan_problem(
     tier describes the function) the very plan type resolution makes for that call."""
     try:
         travel.parts(row)
-        json.loads(row["plan"])
+        travel.loaded(row["plan"])
         sources, changed = regenerated(row, regenerate) if regenerate else ({}, [])
     except (ValueError, TypeError) as exc:
         return f"plan does not fit its entry: {exc}", {}
@@ -160,7 +160,7 @@ def plan_problem(
         expected = replan(described, pre)
     except ValueError as exc:
         return f"its function's description does not resolve its call ({exc})", sources
-    if json.loads(expected) != json.loads(row["plan"]):
+    if json.loads(expected) != travel.loaded(row["plan"]):
         return "plan is not the one type resolution makes for its call", sources
     return None, sources
 

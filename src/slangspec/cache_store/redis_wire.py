@@ -1,7 +1,13 @@
 """The few Redis commands the remote tier sends, spoken over RESP2 on a socket: TCP, TLS
 (``rediss://``) or a unix socket, with the URL's user, password and database. Commands go one at
-a time or pipelined on a pooled connection; a subscription waits for a message. Connecting and
-every read and write are bounded by timeouts, and a connection that failed is dropped.
+a time or pipelined on a pooled connection; a subscription waits for a message. Connecting is
+bounded by a timeout and every call by a deadline, its whole reply included, and a connection
+that failed is dropped.
+
+Nothing a server sends is taken on trust: every reply is bounded (arrays ``MAX_DEPTH`` deep and
+``MAX_ITEMS`` elements in all, strings ``most`` bytes in all, each length checked as it is
+announced, before anything is allocated or read), and whatever breaks RESP2, a bound or the
+shape its command answers with is a ``ProtocolError``.
 
 A process that only reads the tier imports nothing else for it: a full Redis client's import
 costs a fresh process more than a remote hit's whole fetch."""
@@ -10,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..frozen import frozen
@@ -23,6 +32,18 @@ Arg = bytes | str | int
 Reply = bytes | int | list | None
 
 _READ_BYTES = 1 << 16
+MAX_DEPTH = 4
+"""How deep a reply's arrays may nest (the tier's deepest, SCAN's, nests two)."""
+MAX_ITEMS = 1 << 16
+"""How many elements a reply's arrays may hold in all."""
+REPLY_BYTES = 1 << 20
+"""How many bytes of strings a reply may carry unless its command allows more (``most``)."""
+_LINE_BYTES = 1 << 16
+"""The longest line a reply may send before its line end."""
+_NUMBER = re.compile(rb"-?[0-9]{1,19}")
+"""A length or an integer: a 64-bit signed one, as Redis sends."""
+_SHOWN_ERROR_CHARS = 200
+"""How much of an error reply's text a message repeats."""
 
 
 class RedisError(Exception):
@@ -42,7 +63,8 @@ class Refused(RedisError):
 
 
 class ProtocolError(RedisError):
-    """The server's reply is not RESP2."""
+    """The server's reply is not RESP2, is past a bound, or is not of the shape its command
+    answers with."""
 
 
 @frozen
@@ -55,7 +77,7 @@ class Address:
     path: str | None = None
     tls: bool = False
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     db: int = 0
 
     @classmethod
@@ -94,7 +116,8 @@ def encode(args: Sequence[Arg]) -> bytes:
 
 
 def connected(address: Address, connect_timeout: float) -> socket.socket:
-    """A socket to the server at ``address``, TLS set up where it asks for it."""
+    """A socket to the server at ``address``, TLS set up where it asks for it (Python bounds
+    a TLS handshake as a whole by the socket's timeout)."""
     sock = None
     try:
         if address.path is not None:
@@ -123,17 +146,22 @@ class Connection:
         self.sock = sock
         self.timeout = timeout
         self._buffer = bytearray()
+        self._deadline = 0.0
+        self._most = self._bytes_left = self._items_left = 0
 
     @classmethod
     def open(cls, address: Address, connect_timeout: float, timeout: float) -> Connection:
         """A connection to the server at ``address``, logged in and on its database."""
         conn = cls(connected(address, connect_timeout), timeout)
+        user = [address.username] if address.username else []
+        login: list[tuple[Arg, ...]] = (
+            [("AUTH", *user, address.password)] if address.password else []
+        )
+        if address.db:
+            login.append(("SELECT", address.db))
         try:
-            if address.password:
-                user = [address.username] if address.username else []
-                conn.call("AUTH", *user, address.password)
-            if address.db:
-                conn.call("SELECT", address.db)
+            if login:
+                conn.pipeline(login)  # within one deadline
         except BaseException:
             conn.close()
             raise
@@ -151,15 +179,18 @@ class Connection:
         # A pooled connection goes when its client does, quietly, as at a process's exit.
         self.close()
 
-    def call(self, *args: Arg) -> Reply:
-        """Send one command; its reply (an error reply raised as ``Refused``)."""
-        return self.pipeline([args])[0]
+    def call(self, *args: Arg, most: int = REPLY_BYTES) -> Reply:
+        """Send one command; its reply (an error reply raised as ``Refused``), of at most
+        ``most`` bytes of strings."""
+        return self.pipeline([args], most)[0]
 
-    def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Reply]:
-        """Send every command at once; their replies in order. The first error reply is raised
-        as ``Refused`` once every reply has been read, so the connection stays in step."""
+    def pipeline(self, commands: Sequence[Sequence[Arg]], most: int = REPLY_BYTES) -> list[Reply]:
+        """Send every command at once; their replies in order, each of at most ``most`` bytes
+        of strings, all of them within the timeout. The first error reply is raised as
+        ``Refused`` once every reply has been read, so the connection stays in step."""
+        self._deadline = time.monotonic() + self.timeout
         self._send(b"".join(encode(c) for c in commands))
-        replies = [self._reply() for _ in commands]
+        replies = [self._next(most) for _ in commands]
         for reply in replies:
             if isinstance(reply, Refused):
                 raise reply
@@ -176,13 +207,24 @@ class Connection:
         return bool(ready)
 
     def reply(self) -> Reply:
-        """The next reply the server sends (an error reply raised as ``Refused``)."""
-        reply = self._reply()
+        """The next reply the server sends, whole within the timeout (an error reply raised as
+        ``Refused``)."""
+        self._deadline = time.monotonic() + self.timeout
+        reply = self._next(REPLY_BYTES)
         if isinstance(reply, Refused):
             raise reply
         return reply
 
+    def _left(self) -> float:
+        """The seconds left to the call's deadline, set as the socket's timeout."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise Slow(f"no whole reply within {self.timeout:g} s")
+        self.sock.settimeout(left)
+        return left
+
     def _send(self, data: bytes) -> None:
+        self._left()
         try:
             self.sock.sendall(data)
         except TimeoutError as exc:
@@ -192,10 +234,11 @@ class Connection:
 
     def _received(self, into: memoryview) -> int:
         """How many bytes came into ``into``: at least one, else an error."""
+        self._left()
         try:
             got = self.sock.recv_into(into)
         except TimeoutError as exc:
-            raise Slow(f"no reply within {self.timeout:g} s") from exc
+            raise Slow(f"no whole reply within {self.timeout:g} s") from exc
         except OSError as exc:
             raise Unreachable(f"the connection broke: {exc}") from exc
         if not got:
@@ -207,16 +250,21 @@ class Connection:
         self._buffer += chunk[: self._received(chunk)]
 
     def _line(self) -> bytes:
+        searched = 0
         while True:
-            end = self._buffer.find(b"\r\n")
+            end = self._buffer.find(b"\r\n", searched)
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 2]
                 return line
+            if len(self._buffer) > _LINE_BYTES:
+                raise ProtocolError(f"a line longer than {_LINE_BYTES} bytes")
+            searched = max(0, len(self._buffer) - 1)
             self._more()
 
     def _exactly(self, n: int) -> bytes:
-        """``n`` bytes and the line end after them, read into one buffer."""
+        """``n`` bytes and the line end after them, read into one buffer (``n`` within the
+        reply's bound: see ``_spend``)."""
         out = bytearray(n + 2)
         have = min(len(self._buffer), n + 2)
         out[:have] = self._buffer[:have]
@@ -229,25 +277,64 @@ class Connection:
         with view[:n] as data:
             return data.tobytes()
 
-    def _reply(self) -> Reply | Refused:
+    def _next(self, most: int) -> Reply | Refused:
+        """The next reply, of at most ``most`` bytes of strings."""
+        self._most = self._bytes_left = most
+        self._items_left = MAX_ITEMS
+        return self._reply(0)
+
+    def _spend(self, n: int) -> None:
+        """Count ``n`` bytes of strings against the reply's bound, before they are read."""
+        if n > self._bytes_left:
+            raise ProtocolError(
+                f"a string of {n} bytes, past the reply's bound of {self._most} bytes"
+            )
+        self._bytes_left -= n
+
+    def _reply(self, depth: int) -> Reply | Refused:
+        """The next reply, inside ``depth`` arrays."""
         line = self._line()
         kind, rest = line[:1], line[1:]
-        try:
+        if kind in (b"+", b"-"):
+            self._spend(len(rest))
             if kind == b"+":
                 return rest
-            if kind == b"-":
-                return Refused(rest.decode(errors="replace"))
-            if kind == b":":
-                return int(rest)
-            if kind == b"$":
-                n = int(rest)
-                return None if n < 0 else self._exactly(n)
-            if kind == b"*":
-                n = int(rest)
-                return None if n < 0 else [self._reply() for _ in range(n)]
-        except ValueError as exc:
-            raise ProtocolError(f"a length that is not a number: {line[:40]!r}") from exc
-        raise ProtocolError(f"a reply of unknown kind: {line[:40]!r}")
+            return Refused(rest[:_SHOWN_ERROR_CHARS].decode(errors="replace"))
+        if kind not in (b":", b"$", b"*"):
+            raise ProtocolError(f"a reply of unknown kind: {line[:40]!r}")
+        if not _NUMBER.fullmatch(rest):
+            raise ProtocolError(f"a length or integer that is not one: {line[:40]!r}")
+        n = int(rest)
+        if kind == b":":
+            return n
+        if n < -1:
+            raise ProtocolError(f"a negative length: {line[:40]!r}")
+        if n == -1:
+            return None
+        if kind == b"$":
+            self._spend(n)
+            return self._exactly(n)
+        if depth == MAX_DEPTH:
+            raise ProtocolError(f"arrays nested past {MAX_DEPTH} deep")
+        if n > self._items_left:
+            raise ProtocolError(f"an array of {n} elements, past the reply's bound of {MAX_ITEMS}")
+        self._items_left -= n
+        return [self._reply(depth + 1) for _ in range(n)]
+
+
+def _expected(reply: Reply, command: str, kind: type | tuple[type, ...], what: str) -> Reply:
+    """``reply`` when it is of ``kind``; else a ``ProtocolError`` naming ``command``."""
+    if isinstance(reply, kind) and not isinstance(reply, bool):
+        return reply
+    raise ProtocolError(f"{command} answered {type(reply).__name__}, not {what}")
+
+
+def _value(reply: Reply, command: str) -> bytes | None:
+    return _expected(reply, command, (bytes, type(None)), "a string or nil")  # type: ignore[return-value]
+
+
+def _integer(reply: Reply, command: str) -> int:
+    return _expected(reply, command, int, "an integer")  # type: ignore[return-value]
 
 
 class Client:
@@ -283,21 +370,33 @@ class Client:
     def _connect(self) -> Connection:
         return Connection.open(self.address, self.connect_timeout, self.timeout)
 
-    def call(self, *args: Arg) -> Reply:
+    def call(self, *args: Arg, most: int = REPLY_BYTES) -> Reply:
         with self.connection() as conn:
-            return conn.call(*args)
+            return conn.call(*args, most=most)
 
-    def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Reply]:
+    def pipeline(self, commands: Sequence[Sequence[Arg]], most: int = REPLY_BYTES) -> list[Reply]:
         if not commands:
             return []
         with self.connection() as conn:
-            return conn.pipeline(commands)
+            return conn.pipeline(commands, most)
 
-    def get(self, key: str) -> bytes | None:
-        return self.call("GET", key)  # type: ignore[return-value]
+    def get(self, key: str, most: int = REPLY_BYTES) -> bytes | None:
+        """The value of ``key``; a ``ProtocolError`` when it is past ``most`` bytes (before
+        any of it is read)."""
+        return _value(self.call("GET", key, most=most), "GET")
 
-    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self.call("MGET", *keys) if keys else []  # type: ignore[return-value]
+    def mget(self, keys: Sequence[str], most: int = REPLY_BYTES) -> list[bytes | None]:
+        """The values of ``keys``, ``most`` bytes in all at most."""
+        if not keys:
+            return []
+        values = self.call("MGET", *keys, most=most)
+        if not isinstance(values, list) or len(values) != len(keys):
+            raise ProtocolError(f"MGET of {len(keys)} keys answered other than {len(keys)} values")
+        return [_value(v, "MGET") for v in values]
+
+    def sizes(self, keys: Sequence[str]) -> list[int]:
+        """The length of each key's value (0 for a key the server lacks), in one request."""
+        return [_integer(n, "STRLEN") for n in self.pipeline([("STRLEN", k) for k in keys])]
 
     def mset(self, values: Mapping[str, bytes]) -> bool:
         args: list[Arg] = ["MSET"]
@@ -315,34 +414,43 @@ class Client:
         return self.call(*args) == b"OK"
 
     def exists(self, key: str) -> int:
-        return self.call("EXISTS", key)  # type: ignore[return-value]
+        return _integer(self.call("EXISTS", key), "EXISTS")
 
     def delete(self, *keys: str) -> int:
-        return self.call("DEL", *keys) if keys else 0  # type: ignore[return-value]
+        return _integer(self.call("DEL", *keys), "DEL") if keys else 0
 
     def publish(self, channel: str, message: Arg) -> int:
-        return self.call("PUBLISH", channel, message)  # type: ignore[return-value]
+        return _integer(self.call("PUBLISH", channel, message), "PUBLISH")
 
-    def eval(self, script: str, keys: Sequence[str], *args: Arg) -> Reply:
-        return self.call("EVAL", script, len(keys), *keys, *args)
+    def eval(self, script: str, keys: Sequence[str], *args: Arg) -> int:
+        """What ``script``, which answers an integer, answers."""
+        return _integer(self.call("EVAL", script, len(keys), *keys, *args), "EVAL")
 
-    def scan_iter(self, match: str, count: int = 100) -> Iterator[bytes]:
+    def scan_iter(self, match: str, count: int = 100) -> Iterator[str]:
         """Every key matching ``match``, in batches of about ``count``."""
         cursor = b"0"
         while True:
-            cursor, keys = self.call("SCAN", cursor, "MATCH", match, "COUNT", count)  # type: ignore[misc]
-            yield from keys
+            reply = self.call("SCAN", cursor, "MATCH", match, "COUNT", count)
+            shaped = isinstance(reply, list) and len(reply) == 2
+            if not (shaped and isinstance(reply[0], bytes) and isinstance(reply[1], list)):
+                raise ProtocolError("SCAN answered other than a cursor and its keys")
+            cursor, keys = reply
+            try:
+                names = [k.decode() for k in keys]
+            except (AttributeError, UnicodeDecodeError) as exc:
+                raise ProtocolError(f"SCAN answered a key that is not text ({exc})") from None
+            yield from names
             if cursor == b"0":
                 return
 
     def info(self, section: str) -> dict[str, int | str]:
         """The fields of an ``INFO`` section, numbers as ints."""
-        text = self.call("INFO", section)
+        text = _value(self.call("INFO", section), "INFO")
         fields: dict[str, int | str] = {}
         for line in (text or b"").decode(errors="replace").splitlines():
             name, colon, value = line.partition(":")
             if colon and not name.startswith("#"):
-                fields[name] = int(value) if value.lstrip("-").isdigit() else value
+                fields[name] = int(value) if _NUMBER.fullmatch(value.encode()) else value
         return fields
 
     def subscribe(self, channel: str) -> Subscription:

@@ -16,9 +16,11 @@ whole JSON and, with a secret, carry a valid MAC. What fails is refused with a w
 locally, and the local build is published over it. Without a secret the server proves nothing
 (see ``proven``): it is used only when every writer of it is trusted (``trust_all``).
 
-Every call is bounded (connect and operation timeouts); a server that is unreachable, slow, full
-or answering garbage is warned about once per cause and left alone for a while, and the process
-goes on from its local tier.
+Every call is bounded: a connect timeout, a deadline for the call with its whole reply, and a
+bound on what a reply may carry (``MAX_VALUE_BYTES`` for an entry or a fact, the sizes asked
+first for blobs; see ``redis_wire``). A server that is unreachable, slow, full or answering
+garbage or past a bound is warned about once per cause and left alone for a while, and the
+process goes on from its local tier.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -67,7 +68,6 @@ def namespace(secret: bytes | None) -> str:
 
 
 CONNECT_TIMEOUT_S = 1.0
-OPERATION_TIMEOUT_S = 2.0
 QUIET_AFTER_FAILURE_S = 30.0
 """How long a process leaves a server alone after a call to it failed."""
 _FAILED = object()
@@ -118,7 +118,7 @@ class RemoteTier:
     def _redis(self) -> Client:
         with self._lock:
             if self._client is None:
-                self._client = Client(self.settings.url, CONNECT_TIMEOUT_S, OPERATION_TIMEOUT_S)
+                self._client = Client(self.settings.url, CONNECT_TIMEOUT_S, self.settings.timeout)
             return self._client
 
     def _call(self, what: Callable[[Client], Any], fallback: Any = None) -> Any:
@@ -156,7 +156,7 @@ class RemoteTier:
     def get(self, key: str) -> Found | Unusable | None:
         """The entry under ``key`` with its blobs, fetched and checked together; a miss when
         the server evicted one of its blobs since."""
-        raw = self._call(lambda r: r.get(self.prefix + "entry:" + key))
+        raw = self._call(lambda r: r.get(self.prefix + "entry:" + key, MAX_VALUE_BYTES))
         return None if raw is None else self._decoded(key, raw)
 
     def _decoded(self, key: str, raw: bytes) -> Found | Unusable | None:
@@ -177,7 +177,7 @@ class RemoteTier:
 
     def _fetched(self, key: str, raw: bytes) -> Found | Unusable | None:
         try:
-            stored = json.loads(raw)
+            stored = travel.loaded(raw)
             wanted = sorted(blobs_of(travel.parts(stored)))
         except ValueError as exc:
             self.warn("garbled entry", f"holds an entry {key[:12]} that does not decode ({exc})")
@@ -185,15 +185,15 @@ class RemoteTier:
         blobs = self._had.some(wanted)
         unknown = [n for n in wanted if n not in blobs]
         sizes = self._sizes(unknown)
-        if sizes is None:
-            return None
+        if sizes is None or 0 in sizes.values():
+            return None  # a blob the server lacks: a miss
         too_big = [(n, size) for n, size in sizes.items() if size > MAX_BLOB_BYTES]
         if too_big:
             (name, size), *_ = too_big
             why = f"its blob {name} is {size} bytes, past the limit of {MAX_BLOB_BYTES}"
             self.warn("oversized blob", f"holds an entry {key[:12]} that is refused ({why})")
             return Unusable(why)
-        fetched = self._blobs(unknown)
+        fetched = self._blobs(sizes)
         if fetched is None or None in fetched.values():
             return None
         self._had.keep({n: data for n, data in fetched.items() if names(n, data)})  # type: ignore[arg-type]
@@ -209,13 +209,15 @@ class RemoteTier:
         """The size of each blob ``wanted``, by name (0 for one the server lacks), asked in one
         request before any travels."""
         keys = [self.prefix + "blob:" + n for n in wanted]
-        sizes = self._call(lambda r: _sizes(r, keys))
+        sizes = self._call(lambda r: r.sizes(keys))
         return None if sizes is None else dict(zip(wanted, sizes, strict=True))
 
-    def _blobs(self, wanted: list[str]) -> dict[str, bytes | None] | None:
-        """The blobs ``wanted``, by name (None for one the server lacks), in one request."""
+    def _blobs(self, sizes: Mapping[str, int]) -> dict[str, bytes | None] | None:
+        """The blobs named in ``sizes``, by name (None for one the server lacks), in one
+        request that may carry no more than ``sizes`` says they hold."""
+        wanted = list(sizes)
         keys = [self.prefix + "blob:" + n for n in wanted]
-        found = self._call(lambda r: r.mget(keys))
+        found = self._call(lambda r: r.mget(keys, sum(sizes.values())))
         return None if found is None else dict(zip(wanted, found, strict=True))
 
     def put(self, key: str, row: dict[str, Any], blobs: Mapping[str, bytes]) -> None:
@@ -227,7 +229,7 @@ class RemoteTier:
         ours = travel.shared(row)
         entry_key = self.prefix + "entry:" + key
         for _ in range(PUBLISH_ATTEMPTS):
-            before = self._call(lambda r: r.get(entry_key), _FAILED)
+            before = self._call(lambda r: r.get(entry_key, MAX_VALUE_BYTES), _FAILED)
             if before is _FAILED:
                 return
             entry, every_blob = ours, dict(blobs)
@@ -240,6 +242,9 @@ class RemoteTier:
                 }
                 every_blob = {**theirs.blobs(), **blobs}  # type: ignore[dict-item]
             data = canonical(travel.sealed(entry, every_blob, self.settings.secret))
+            if len(data) > MAX_VALUE_BYTES:
+                self._too_big_to_share(f"entry {key[:12]}", len(data))
+                return
             written = self._call(
                 lambda r, before=before, data=data: _write(
                     r, self.prefix, entry_key, before, blobs, data
@@ -254,11 +259,11 @@ class RemoteTier:
         """A fact about inputs that a process noted for others (which functions a module has,
         which versions a slangpy install is), checked like an entry; empty when there is none
         or it is refused."""
-        raw = self._call(lambda r: r.get(self.prefix + "fact:" + name))
+        raw = self._call(lambda r: r.get(self.prefix + "fact:" + name, MAX_VALUE_BYTES))
         if raw is None:
             return {}
         try:
-            stored = json.loads(raw)
+            stored = travel.loaded(raw)
             value = stored["value"]
             if not isinstance(value, dict):
                 raise TypeError("not an object")
@@ -318,17 +323,19 @@ class RemoteTier:
             return {}
         fits = {}
         for label, (blob, digest) in listed.items():
+            if not sizes[blob]:
+                continue  # evicted by the server since: built here instead
             if sizes[blob] > MAX_BLOB_BYTES:
                 why = f"{blob} is {sizes[blob]} bytes, past the limit of {MAX_BLOB_BYTES}"
                 self.warn("oversized blob", f"holds {what} {label}, refused ({why})")
                 continue
             fits[label] = (blob, digest)
-        fetched = self._blobs(sorted({blob for blob, _ in fits.values()})) or {}
+        fetched = self._blobs({blob: sizes[blob] for blob, _ in fits.values()}) or {}
         out = {}
         for label, (blob, digest) in fits.items():
             data = fetched.get(blob)
             if data is None:
-                continue  # evicted by the server since: built here instead
+                continue  # evicted by the server since
             if not names(blob, data) or hashlib.sha256(data).hexdigest() != digest:
                 why = "does not match its name or SHA-256"
                 self.warn("refused blob", f"holds blob {blob} that {why}")
@@ -353,7 +360,7 @@ class RemoteTier:
         """Names of the facts that start with ``prefix`` (a scan: for tools)."""
         start = len(self.prefix + "fact:")
         pattern = self.prefix + "fact:" + prefix + "*"
-        found = self._call(lambda r: [k.decode()[start:] for k in r.scan_iter(pattern)])
+        found = self._call(lambda r: [k[start:] for k in r.scan_iter(pattern)])
         return sorted(found or [])
 
     def note_fact(self, name: str, value: dict[str, Any]) -> None:
@@ -363,14 +370,21 @@ class RemoteTier:
         stored: dict[str, Any] = {"value": merged}
         if self.settings.secret is not None:
             stored[travel.MAC] = travel.mac(self.settings.secret, _fact(name, merged))
-        self._call(lambda r: r.set(self.prefix + "fact:" + name, canonical(stored)))
+        data = canonical(stored)
+        if len(data) > MAX_VALUE_BYTES:
+            self._too_big_to_share(f"fact {name[:24]}", len(data))
+            return
+        self._call(lambda r: r.set(self.prefix + "fact:" + name, data))
+
+    def _too_big_to_share(self, what: str, size: int) -> None:
+        """Warn that ``what`` is kept local: no reader would take it."""
+        why = f"is {size} bytes, past the limit of {MAX_VALUE_BYTES} a reader takes"
+        self.warn(f"oversized {what}", f"is not sent {what}, which {why}", then="kept locally")
 
     def entry_keys(self) -> list[str]:
         """Keys of the entries the server holds (a scan: for tools, not the hot path)."""
         start = len(self.prefix + "entry:")
-        found = self._call(
-            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "entry:*")]
-        )
+        found = self._call(lambda r: [k[start:] for k in r.scan_iter(self.prefix + "entry:*")])
         return sorted(found or [])
 
     def listing(self) -> list[tuple[str, dict[str, Any] | None]]:
@@ -378,11 +392,13 @@ class RemoteTier:
         or MAC), or None where they do not decode (a scan: for tools)."""
         out = []
         for key in self.entry_keys():
-            raw = self._call(lambda r, key=key: r.get(self.prefix + "entry:" + key))
+            raw = self._call(
+                lambda r, key=key: r.get(self.prefix + "entry:" + key, MAX_VALUE_BYTES)
+            )
             if raw is None:
                 continue
             try:
-                entry: dict[str, Any] | None = travel.parts(json.loads(raw))
+                entry: dict[str, Any] | None = travel.parts(travel.loaded(raw))
             except ValueError:
                 entry = None
             out.append((key, entry))
@@ -393,9 +409,7 @@ class RemoteTier:
         if not self.writable:
             return 0
         start = len(self.prefix + "blob:")
-        names = self._call(
-            lambda r: [k.decode()[start:] for k in r.scan_iter(self.prefix + "blob:*")]
-        )
+        names = self._call(lambda r: [k[start:] for k in r.scan_iter(self.prefix + "blob:*")])
         gone = [n for n in names or [] if n not in referenced]
         if gone:
             self._call(lambda r: r.delete(*(self.prefix + "blob:" + n for n in gone)))
@@ -416,7 +430,7 @@ class RemoteTier:
         def count(r: Any) -> dict[str, Any]:
             kinds = {"entry": 0, "blob": 0, "fact": 0, "lease": 0}
             for k in r.scan_iter(self.prefix + "*", count=1000):
-                kind = k.decode()[len(self.prefix) :].split(":", 1)[0]
+                kind = k[len(self.prefix) :].split(":", 1)[0]
                 if kind in kinds:
                     kinds[kind] += 1
             memory = r.info("memory")
@@ -532,6 +546,9 @@ class RemoteTier:
 MAX_BLOB_BYTES = 64 << 20
 """The largest blob (a kernel source or cubin) fetched from the server; its size is asked
 first, so a larger one is refused before it travels."""
+MAX_VALUE_BYTES = 1 << 20
+"""The largest entry or fact read from the server (one is a few kilobytes), refused as its
+length is announced, before it travels; a larger one is never published."""
 REFUSED_ENTRIES = 64
 """How many refused entries a process remembers."""
 HELD_BLOB_BYTES = 64 << 20
@@ -562,10 +579,6 @@ class _Blobs:
             while self._bytes > self.bound:
                 _, gone = self._held.popitem(last=False)
                 self._bytes -= len(gone)
-
-
-def _sizes(client: Client, keys: list[str]) -> list[int]:
-    return client.pipeline([("STRLEN", key) for key in keys])  # type: ignore[return-value]
 
 
 HEARTBEAT_MS = 5000
@@ -609,7 +622,7 @@ def _write(
     client.pipeline([("SET", prefix + "blob:" + name, blob) for name, blob in blobs.items()])
     with client.connection() as conn:
         conn.call("WATCH", entry_key)
-        if conn.call("GET", entry_key) != before:
+        if conn.call("GET", entry_key, most=MAX_VALUE_BYTES) != before:
             conn.call("UNWATCH")
             return _RACED
         *_, done = conn.pipeline([("MULTI",), ("SET", entry_key, data), ("EXEC",)])

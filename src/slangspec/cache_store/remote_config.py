@@ -4,10 +4,9 @@ the tier itself, so that a process without a remote imports nothing that speaks 
 from __future__ import annotations
 
 from dataclasses import field
-from urllib.parse import urlsplit, urlunsplit
 
 from ..frozen import frozen
-from .settings import setting
+from .settings import SETTINGS, setting, url_shown
 
 
 @frozen
@@ -22,6 +21,8 @@ class RemoteSettings:
     secret, the settings are refused otherwise."""
     given_as: str = field(default="SLANGSPEC_REMOTE", compare=False, repr=False)
     """The setting or argument the URL came from, for messages."""
+    timeout: float = SETTINGS["SLANGSPEC_REMOTE_TIMEOUT"].default
+    """The seconds one call to the server may take, its whole reply included."""
 
     def __post_init__(self) -> None:
         if self.secret is None and not self.trust_all:
@@ -33,15 +34,14 @@ class RemoteSettings:
                 "(remote_trust_all=True) to trust every writer of the server"
             )
 
+    def __repr__(self) -> str:
+        secret = "a secret" if self.secret is not None else "no secret"
+        return f"<RemoteSettings {self.shown}, {secret}>"
+
     @property
     def shown(self) -> str:
         """The URL without its password, for messages."""
-        parts = urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        user = parts.username or ""
-        netloc = f"{user}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
+        return url_shown(self.url)
 
 
 def remote_settings(url: str | None = None, trust_all: bool | None = None) -> RemoteSettings | None:
@@ -58,4 +58,5 @@ def remote_settings(url: str | None = None, trust_all: bool | None = None) -> Re
         setting("SLANGSPEC_REMOTE_MODE") == "read",
         setting("SLANGSPEC_REMOTE_TRUST_ALL") if trust_all is None else trust_all,
         "remote" if url else "SLANGSPEC_REMOTE",
+        setting("SLANGSPEC_REMOTE_TIMEOUT"),
     )

@@ -16,7 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..frozen import frozen
 from .units import parse_duration, parse_size
@@ -45,6 +45,8 @@ class Setting:
     """Whether the value is a key, never shown in a message."""
     empty_is_unset: bool = True
     """Whether the variable set but empty reads as unset; else an empty value is a bad one."""
+    shown: Callable[[str], str] | None = None
+    """How a value is written in a message, where not as it is (a URL without its password)."""
 
 
 def _choice(*choices: str, any_case: bool = False) -> Callable[[str], str]:
@@ -78,22 +80,42 @@ def _positive_duration(text: str) -> float:
 
 
 def _remote_url(text: str) -> str:
+    # The errors leave the text out: it may hold a password.
     parts = urlsplit(text)  # ValueError for a malformed host ("redis://[::1")
     if parts.scheme not in REMOTE_SCHEMES or not text.lower().startswith(parts.scheme + "://"):
-        raise ValueError(text)
+        raise ValueError("not a URL of a Redis server")
     if parts.scheme == "unix":
         if not parts.path:
-            raise ValueError(text)
+            raise ValueError("no socket path")
     else:
         _ = parts.port  # ValueError for a port that is not one ("redis://host:notaport")
         db = parts.path.strip("/")
         if db and not db.isdigit():
-            raise ValueError(text)
+            raise ValueError("a database that is not a number")
     # The database is the only option a URL may carry: timeouts and the rest are slangspec's.
     query = parse_qsl(parts.query, keep_blank_values=True)
     if any(name != "db" or not value.isdigit() for name, value in query):
-        raise ValueError(text)
+        raise ValueError("a query other than ?db=N")
     return text
+
+
+def url_shown(text: str) -> str:
+    """``text``, a remote tier's URL, for a message: its password as ``***``. Text that is
+    not a URL the remote tier takes hides everything between its scheme and its last ``@``,
+    since which part of it a password is cannot be told."""
+    try:
+        _remote_url(text)
+    except ValueError:
+        if "@" not in text:
+            return text
+        scheme, sep, _ = text.partition("://")
+        return (scheme + sep if sep else "") + "***@" + text.rpartition("@")[2]
+    parts = urlsplit(text)
+    login, at, place = parts.netloc.rpartition("@")
+    user, colon, _ = login.partition(":")
+    if not colon:
+        return text
+    return urlunsplit(parts._replace(netloc=f"{user}:***{at}{place}"))
 
 
 def _flag(text: str) -> bool:
@@ -177,6 +199,16 @@ SETTINGS: dict[str, Setting] = {
             "a redis:// or rediss:// URL (a numeric port and database, if given) or a unix:// "
             "one, with no query but ?db=N",
             "the shared remote tier, where `remote=` is not given; none by default",
+            shown=url_shown,
+        ),
+        Setting(
+            "SLANGSPEC_REMOTE_TIMEOUT",
+            _positive_duration,
+            2.0,
+            "5s",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long one call to the remote tier may take, its whole reply included, before "
+            "the process leaves the server alone for 30 s and computes locally (2 s by default)",
         ),
         Setting(
             "SLANGSPEC_REMOTE_MODE",
@@ -328,6 +360,9 @@ def refusal(name: str, text: str, source: str | None = None, why: str | None = N
     """The one wording of a bad value ``text`` of the setting ``name`` (or of the argument
     ``source`` it came from), saying ``why`` when the value is bad for more than its form."""
     s = SETTINGS[name]
-    shown = f"<{len(text.encode())} bytes>" if s.secret else repr(text)
+    if s.secret:
+        shown = f"<{len(text.encode())} bytes>"
+    else:
+        shown = repr(text if s.shown is None else s.shown(text))
     because = f"{why}; " if why else ""
     return ValueError(f"{source or name}={shown}: {because}expected {s.expected}, like {s.example}")

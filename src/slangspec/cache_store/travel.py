@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -34,6 +35,15 @@ class Refused(ValueError):
         super().__init__(f"{part}: {why}" if part else why)
         self.part = part
         self.why = why
+
+
+def loaded(text: str | bytes) -> Any:
+    """JSON that came from elsewhere (an entry, a fact, a plan), decoded: a ValueError for
+    any text that is not JSON, nested deeper than the decoder goes (a RecursionError) too."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
 
 
 def shared(row: Mapping[str, Any]) -> dict[str, Any]:
