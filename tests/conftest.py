@@ -71,12 +71,11 @@ def _give_back_freed_memory() -> None:
     """Return to the system what the released devices and sessions freed: glibc keeps freed
     heap for reuse, so a process that opened many devices (a cache root each) otherwise stays
     as large as at its peak."""
+    import contextlib
     import ctypes
 
-    try:
+    with contextlib.suppress(AttributeError):  # not glibc
         ctypes.CDLL(None).malloc_trim(0)
-    except AttributeError:  # not glibc
-        pass
 
 
 @pytest.fixture(autouse=True, scope="module")
