@@ -303,8 +303,9 @@ class Cache:
     # -- the size bound, inspection and management ---------------------------------------------
 
     def enforce_bound(self) -> threading.Thread | None:
-        """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``); the thread that
-        shrinks it, if it is over."""
+        """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``: never by evicting
+        slangpy's compiled library or the entry used last, with a warning once a process when
+        the bound is too small for them); the thread that shrinks it, if it is over."""
         bound = size_bound()
         if self.read_only or self.disk.size() <= bound:
             return None
@@ -370,6 +371,7 @@ class Cache:
             found["problems"].append({"key": "", "problem": problem})
         if repair and damaged:
             seals.discard(damaged)
+            self.disk.note_module_cache()
             found["repaired"] += len(damaged)
         snapshots = self.files.shader_cache()
         damaged = snapshots.damaged()
