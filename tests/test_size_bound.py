@@ -1,6 +1,6 @@
 """The size bound against slangpy's compiled Slang library (12 MiB and more): counted from the
 build that writes it, never evicted for kernels' sake, and a bound too small for it said once a
-process."""
+process; an eviction that cannot reach its size refused before it evicts anything."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import slangspec
+from slangspec.cli import main
 from workers import last_line
 
 MIB = 1 << 20
@@ -98,3 +100,23 @@ def test_a_bound_below_the_library_is_said_once_and_evicts_neither_it_nor_the_la
     assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size), "built again"
     kept = functions(root)
     assert "f3" in kept and len(kept) < 4, kept
+
+
+def test_an_eviction_that_cannot_reach_its_size_is_refused_and_evicts_nothing(root):
+    cache = slangspec.Cache(root)
+    parts = cache.disk.measure()
+    beside = sum(parts.values()) - parts["kernels"] - parts["binaries"]
+    refusal = (
+        rf"^cannot shrink the cache at {re.escape(str(root))} to 10\.0 MiB: it holds "
+        rf"{beside / MIB:.1f} MiB beside its kernels \(slangpy's compiled Slang library, the "
+        r"shader cache, the index\), so evicting kernels cannot get it there and none was "
+        rf"evicted; give at least {math.ceil(beside / MIB)}M, or "
+        rf"{workable(beside / MIB)}M to keep room for kernels$"
+    )
+    with pytest.raises(ValueError, match=refusal):
+        cache.evict(max_size=10 * MIB)
+    command = ["cache", "evict", "--max-size", "10M", "--cache-dir", str(root)]
+    r = CliRunner().invoke(main, command, catch_exceptions=False)
+    assert r.exit_code == 1 and "none was evicted" in r.output, r.output
+    assert functions(root) == ["f0", "f1"]
+    assert library(root).exists()

@@ -343,9 +343,14 @@ class Cache:
 
     def evict(self, where: EntryFilter | None = None, *, max_size: int | None = None) -> list[str]:
         """Evict the entries ``where`` matches, then shrink to ``max_size`` bytes by least
-        recent use; returns the evicted keys."""
-        from .policy import enforce_bound, evict, select
+        recent use; returns the evicted keys. ValueError, evicting nothing, when ``max_size``
+        is below what the cache holds beside its kernels, which no eviction of kernels
+        reaches."""
+        from .policy import enforce_bound, evict, select, unreachable
 
+        why = None if max_size is None else unreachable(self.disk, max_size)
+        if why is not None:
+            raise ValueError(why)
         gone = evict(self.disk, select(self.disk, where)) if where else []
         if max_size is not None:
             gone += enforce_bound(self.disk, max_size)

@@ -299,6 +299,21 @@ def workable_bound(beside: int) -> int:
     return math.ceil((beside + KERNEL_ROOM) / LOW_WATER / MIB) * MIB
 
 
+def unreachable(tier: DiskTier, size: int) -> str | None:
+    """Why no eviction shrinks ``tier`` to ``size`` bytes (it holds more than that beside its
+    kernels), or None when evicting kernels can."""
+    beside = tier.beside_kernels()
+    if size >= beside:
+        return None
+    return (
+        f"cannot shrink the cache at {tier.root} to {size / MIB:.1f} MiB: it holds "
+        f"{beside / MIB:.1f} MiB beside its kernels (slangpy's compiled Slang library, the "
+        "shader cache, the index), so evicting kernels cannot get it there and none was "
+        f"evicted; give at least {math.ceil(beside / MIB)}M, or "
+        f"{workable_bound(beside) // MIB}M to keep room for kernels"
+    )
+
+
 def enforce_bound(
     tier: DiskTier, bound: int, low_water: float = 1.0, keep_newest: bool = False
 ) -> list[str]:
