@@ -404,7 +404,7 @@ def test_a_kernel_evicted_by_another_process_is_rebuilt_without_a_warning(
 
     def evicted_meanwhile(read):
         def read_after_eviction(name):
-            slangspec.Cache(cache).evict(max_size=0)
+            slangspec.Cache(cache).evict(slangspec.EntryFilter(unused_since=-1))
             return read(name)
 
         return read_after_eviction

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .settings import check_all as check_all
     from .settings import setting as setting
     from .settings import unknown_variables as unknown_variables
+    from .settings import unknown_variables_said as unknown_variables_said
     from .shader_snapshots import ShaderSnapshots as ShaderSnapshots
     from .tier import Tier as Tier
 
@@ -91,6 +92,7 @@ _HOME = {
     "check_all": ".settings",
     "setting": ".settings",
     "unknown_variables": ".settings",
+    "unknown_variables_said": ".settings",
     "ShaderSnapshots": ".shader_snapshots",
     "Tier": ".tier",
 }

@@ -303,8 +303,9 @@ class Cache:
     # -- the size bound, inspection and management ---------------------------------------------
 
     def enforce_bound(self) -> threading.Thread | None:
-        """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``); the thread that
-        shrinks it, if it is over."""
+        """Keep the cache within ``SLANGSPEC_CACHE_SIZE`` (see ``shrinking``: never by evicting
+        slangpy's compiled library or the entry used last, with a warning once a process when
+        the bound is too small for them); the thread that shrinks it, if it is over."""
         bound = size_bound()
         if self.read_only or self.disk.size() <= bound:
             return None
@@ -342,9 +343,14 @@ class Cache:
 
     def evict(self, where: EntryFilter | None = None, *, max_size: int | None = None) -> list[str]:
         """Evict the entries ``where`` matches, then shrink to ``max_size`` bytes by least
-        recent use; returns the evicted keys."""
-        from .policy import enforce_bound, evict, select
+        recent use; returns the evicted keys. ValueError, evicting nothing, when ``max_size``
+        is below what the cache holds beside its kernels, which no eviction of kernels
+        reaches."""
+        from .policy import enforce_bound, evict, select, unreachable
 
+        why = None if max_size is None else unreachable(self.disk, max_size)
+        if why is not None:
+            raise ValueError(why)
         gone = evict(self.disk, select(self.disk, where)) if where else []
         if max_size is not None:
             gone += enforce_bound(self.disk, max_size)
@@ -370,6 +376,7 @@ class Cache:
             found["problems"].append({"key": "", "problem": problem})
         if repair and damaged:
             seals.discard(damaged)
+            self.disk.note_module_cache()
             found["repaired"] += len(damaged)
         snapshots = self.files.shader_cache()
         damaged = snapshots.damaged()

@@ -5,9 +5,12 @@ Nothing stored is executable by Python: rows go through diskcache's JSONDisk, ne
 sources are plain text and binaries raw GPU code, each named by the hash of its content.
 
 The index also keeps the running size of the root, so the size bound is enforced without walking
-the tree: the bytes of every blob and module source written or removed here, and of slangpy's
-compiled modules as each build reports them (``note_compiled``). ``resync`` walks the tree and
-sets the running size to what it finds.
+the tree: the bytes of every blob and module source written or removed here, and of every file in
+slangpy's module cache (its compiled Slang library, the modules it compiled, their seals, the CUDA
+library and prelude) as each build leaves it (``note_module_cache``); the index and the shader
+cache's snapshots are measured directly. Of that total it keeps apart what kernel sources and
+binaries hold, which is all that evicting entries can free (``kernel_bytes``). ``resync`` walks
+the tree and sets both to what it finds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import stat
 import time
 import uuid
 import warnings
@@ -59,10 +63,15 @@ ENTRY = "entry:"
 RECORD = "record:"
 FACT = "fact:"
 LOCK = "lock:"
-COMPILED = "compiled:"
 HITS = "stat:hits"
 MISSES = "stat:misses"
 BYTES = "stat:bytes"
+KERNEL_BYTES = "stat:kernel_bytes"
+"""The part of the running size that kernel sources and binaries hold. An index without it
+predates this count (or is new): the first change to the running size walks the tree."""
+MODULE_CACHE = "stat:module_cache"
+"""Every file of slangpy's module cache as last counted: its path under the module cache and
+its bytes."""
 REMOVALS = "stat:removals"
 """How many times an eviction or repair removed entries or files, so that a build that failed
 meanwhile knows the cache changed under it."""
@@ -321,7 +330,7 @@ class DiskTier:
         path = self.blob_path(name)
         if path.is_dir():  # damage: a directory where the blob belongs
             shutil.rmtree(path, ignore_errors=True)
-        self._write(path, data)
+        self._write(path, data, kernel=True)
 
     def delete_many(self, keys: Iterable[str], blobs: Iterable[str]) -> int:
         """Remove these entries and these blobs (with a source's compiled modules) in one
@@ -332,13 +341,14 @@ class DiskTier:
         with self._transact():
             for key in keys:
                 self._call("delete", ENTRY + key)
+            modules: list[Path] = []
             for name in blobs:
-                files = [self.blob_path(name)]
+                freed += _remove(self.blob_path(name))
                 if blob_kind(name) == "source":
-                    files += compiled_modules(self.root, name)
-                freed += sum(map(_remove, files))
-                self._call("delete", COMPILED + name)
-            self._add_bytes(-freed)
+                    modules += compiled_modules(self.root, name)
+            self._add_bytes(-freed, kernel=True)
+            if sum(map(_remove, modules)):
+                self.note_module_cache()
             self.count(REMOVALS)
         return freed
 
@@ -346,8 +356,8 @@ class DiskTier:
         return self._number(REMOVALS)
 
     def blob_bytes(self, name: str) -> int:
-        """Bytes a blob holds here: its file and, for a source, its counted compiled modules."""
-        return file_bytes([self.blob_path(name)]) + self._number(COMPILED + name)
+        """Bytes a blob's file holds here."""
+        return file_bytes([self.blob_path(name)])
 
     def blob_names(self) -> Iterator[str]:
         for path in [*self.kernel_dir.glob("k_*.slang"), *self.binary_dir.glob("b_*.cubin")]:
@@ -399,70 +409,88 @@ class DiskTier:
 
     # -- the running size -------------------------------------------------------------------------
 
-    def _write(self, path: Path, data: bytes) -> None:
-        """Write a file the running size counts."""
+    def _write(self, path: Path, data: bytes, kernel: bool = False) -> None:
+        """Write a file the running size counts (``kernel``: a kernel source or binary)."""
         if not self.writable:
             return
         before = file_bytes([path])
         write_atomic(path, data)
-        self._add_bytes(len(data) - before)
+        self._add_bytes(len(data) - before, kernel)
 
-    def _add_bytes(self, delta: int) -> None:
-        if delta:
-            with self._transact():
-                self._call("set", BYTES, self._number(BYTES) + delta)
-
-    def note_compiled(self, modules: Iterable[str]) -> None:
-        """Count slangpy's compiled IR of these modules, as it is after a build; a write to the
-        index only for those whose size changed."""
-        self._note_sizes({name: file_bytes(compiled_modules(self.root, name)) for name in modules})
-
-    def note_kept(self, path: Path) -> None:
-        """Count a file a build keeps under this root beside slangpy's compiled modules, as
-        ``note_compiled`` counts those."""
-        self._note_sizes({path.relative_to(self.root).as_posix(): file_bytes([path])})
-
-    def _note_sizes(self, sizes: dict[str, int]) -> None:
-        changed = {n: size for n, size in sizes.items() if size != self._number(COMPILED + n)}
-        if not changed:
+    def _add_bytes(self, delta: int, kernel: bool = False) -> None:
+        if not delta:
             return
         with self._transact():
-            for name, now in changed.items():
-                before = self._number(COMPILED + name)
-                if now != before:
-                    self._call("set", COMPILED + name, now)
-                    self._add_bytes(now - before)
+            if self._predates_count():
+                self.resync()  # its walk counts this change too
+                return
+            self._call("set", BYTES, self._number(BYTES) + delta)
+            if kernel:
+                self._call("set", KERNEL_BYTES, self._number(KERNEL_BYTES) + delta)
+
+    def _predates_count(self) -> bool:
+        """Whether the index does not yet keep apart what kernels hold (see ``KERNEL_BYTES``)."""
+        counted = self._read(KERNEL_BYTES)
+        return self.writable and self._trouble is None and not isinstance(counted, int)
+
+    def note_module_cache(self) -> None:
+        """Count slangpy's module cache as it is now (after a build, which may have written
+        slangpy's library, modules, seals and the CUDA library and prelude there, or removed
+        damaged ones): a few directory listings, and a write to the index only when a file
+        appeared, changed size or went."""
+        if not self.writable:
+            return
+        now = _module_cache_files(self.root)
+        if self._read(MODULE_CACHE) == now:
+            return
+        with self._transact():
+            if self._predates_count():
+                self.resync()
+                return
+            before = self._read(MODULE_CACHE)
+            counted = sum(before.values()) if isinstance(before, dict) else 0
+            self._call("set", MODULE_CACHE, now)
+            self._add_bytes(sum(now.values()) - counted)
+
+    def _measured(self, name: str) -> int:
+        """Bytes of the files directly in the part ``name``, by a ``stat`` each."""
+        try:
+            return file_bytes([p for p in (self.root / name).iterdir() if p.is_file()])
+        except FileNotFoundError:  # removed meanwhile by a clear
+            return 0
 
     def size(self) -> int:
         """Bytes of the whole root, from the running size and a few ``stat`` calls."""
-        try:
-            direct = [p for p in part(self.root, INDEX).iterdir() if p.is_file()]
-        except FileNotFoundError:  # removed meanwhile by a clear
-            direct = []
-        with contextlib.suppress(FileNotFoundError):
-            direct += [p for p in (self.root / SHADERS).iterdir() if p.is_file()]
-        return self._number(BYTES) + file_bytes(direct)
+        return self._number(BYTES) + self._measured(INDEX) + self._measured(SHADERS)
+
+    def kernel_bytes(self) -> int:
+        """Bytes of the root's kernel sources and binaries: what evicting entries frees beside
+        their rows in the index. The rest of ``size`` (slangpy's module cache, above all its
+        compiled Slang library, the shader cache, the index, module files) no eviction of
+        kernels frees (``beside_kernels``)."""
+        if self._predates_count():
+            self.resync()
+        return self._number(KERNEL_BYTES)
+
+    def beside_kernels(self) -> int:
+        """Bytes of the root that evicting kernels does not free, or barely: ``size`` less what
+        kernels hold, and less the index's write-ahead log, which its checkpoints empty."""
+        database = file_bytes([self.root / INDEX / "cache.db"])
+        return self._number(BYTES) - self.kernel_bytes() + database + self._measured(SHADERS)
 
     def measure(self) -> dict[str, int]:
         """Bytes per part of the layout, by walking it."""
         return {name: tree_size(self.root / name) for name in PARTS}
 
     def resync(self) -> None:
-        """Set the running size to what a walk of the counted parts finds."""
-        walked = sum(tree_size(self.root / name) for name in _COUNTED_PARTS)
-        self._call("set", BYTES, walked)
-
-    def drop_slang_caches(self) -> None:
-        """Remove slangpy's module and shader caches; they are rebuilt on use."""
-        if not self.writable:
-            return
-        for name in (SLANG, SHADERS):
-            shutil.rmtree(self.root / name, ignore_errors=True)
+        """Set the running size, and what of it kernels hold, to what a walk of the counted
+        parts finds."""
         with self._transact():
-            for k in self._keys(COMPILED):
-                self._call("delete", k)
-            self.count(REMOVALS)
-            self.resync()
+            walked = sum(tree_size(self.root / name) for name in _COUNTED_PARTS)
+            self._call("set", BYTES, walked)
+            kernels = tree_size(self.kernel_dir) + tree_size(self.binary_dir)
+            self._call("set", KERNEL_BYTES, kernels)
+            self._call("set", MODULE_CACHE, _module_cache_files(self.root))
 
     # -- counters and records -------------------------------------------------------------------
 
@@ -559,6 +587,19 @@ def _remove(path: Path) -> int:
     except FileNotFoundError:
         return 0
     return size
+
+
+def _module_cache_files(root: Path) -> dict[str, int]:
+    """Bytes of each file in the module cache of ``root``, by its path there: slangpy and
+    ``cuda_build`` keep every file two levels down (``location.COMPILED_MODULE``)."""
+    directory = root / SLANG
+    files = {}
+    for path in directory.glob("*/*/*"):
+        with contextlib.suppress(FileNotFoundError):
+            info = path.lstat()
+            if not stat.S_ISDIR(info.st_mode):
+                files[path.relative_to(directory).as_posix()] = info.st_size
+    return files
 
 
 def _dead(holder: Any) -> bool:

@@ -54,13 +54,9 @@ class LocalFiles:
         """The file of a module given as a source string."""
         return self._written.write_module(name, source)
 
-    def note_compiled(self, modules: list[str]) -> None:
-        """Count what slangpy compiled for these modules into the cache's size."""
-        self._written.note_compiled(modules)
-
-    def note_kept(self, path: Path) -> None:
-        """Count a file a build keeps in the module cache beside what slangpy compiled."""
-        self._written.note_kept(path)
+    def note_module_cache(self) -> None:
+        """Count what a build left in slangpy's module cache into the cache's size."""
+        self._written.note_module_cache()
 
     def layout_id(self) -> tuple[int, ...]:
         """Identifies what builds read from; it changes when a ``clear`` (in any process)

@@ -4,6 +4,7 @@ to verify and repair it. Functions handed what they need: a tier, a bound, a reg
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -286,11 +287,40 @@ def evict(tier: DiskTier, keys: Iterable[str]) -> list[str]:
 LOW_WATER = 0.9
 """A cache over its bound is shrunk to this fraction of it, so the next builds fit without
 evicting again."""
+KERNEL_ROOM = 1 << 20
+"""The room for kernels a workable bound keeps beside the rest of the cache: a kernel's
+sources, cubins and target code take KiBs to a few hundred."""
+MIB = 1 << 20
 
 
-def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[str]:
+def workable_bound(beside: int) -> int:
+    """The least size bound, in whole MiB, that holds ``beside`` bytes (what a cache holds
+    beside its kernels) and ``KERNEL_ROOM`` once shrunk to ``LOW_WATER`` of it."""
+    return math.ceil((beside + KERNEL_ROOM) / LOW_WATER / MIB) * MIB
+
+
+def unreachable(tier: DiskTier, size: int) -> str | None:
+    """Why no eviction shrinks ``tier`` to ``size`` bytes (it holds more than that beside its
+    kernels), or None when evicting kernels can."""
+    beside = tier.beside_kernels()
+    if size >= beside:
+        return None
+    return (
+        f"cannot shrink the cache at {tier.root} to {size / MIB:.1f} MiB: it holds "
+        f"{beside / MIB:.1f} MiB beside its kernels (slangpy's compiled Slang library, the "
+        "shader cache, the index), so evicting kernels cannot get it there and none was "
+        f"evicted; give at least {math.ceil(beside / MIB)}M, or "
+        f"{workable_bound(beside) // MIB}M to keep room for kernels"
+    )
+
+
+def enforce_bound(
+    tier: DiskTier, bound: int, low_water: float = 1.0, keep_newest: bool = False
+) -> list[str]:
     """Evict least-recently-used entries until the root fits in ``bound`` bytes, down to
-    ``low_water`` of it.
+    ``low_water`` of it; with ``keep_newest``, never the most recently used one. Nothing but
+    entries and what only they use is removed: where the rest outgrows ``bound``, it is not
+    reached.
 
     Reads the running size, so a cache within its bound costs a few ``stat`` calls; one over it
     reads every row once to choose what goes, and deletes in batches.
@@ -303,6 +333,8 @@ def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[st
     pending = deque(
         sorted(listed, key=lambda kr: (kr[1]["meta"]["last_used"] if kr[1] else 0.0, kr[0]))
     )
+    if keep_newest and pending:
+        pending.pop()
     evicted: list[str] = []
     while pending and (excess := tier.size() - target) > 0:
         keys: list[str] = []
@@ -318,9 +350,6 @@ def enforce_bound(tier: DiskTier, bound: int, low_water: float = 1.0) -> list[st
                     expected += tier.blob_bytes(name)
         tier.delete_many(keys, blobs)
         evicted += keys
-    if tier.size() > bound:
-        # Every entry is gone and slangpy's own caches still do not fit.
-        tier.drop_slang_caches()
     return evicted
 
 

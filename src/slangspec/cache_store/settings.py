@@ -179,7 +179,9 @@ SETTINGS: dict[str, Setting] = {
             1 << 30,
             "2G",
             "a size in bytes > 0, like 1048576, 500M or 2G",
-            "the bound on the whole cache root (1 GiB by default)",
+            "the bound on the whole cache root (1 GiB by default), slangpy's compiled Slang "
+            "library and the shader cache included; eviction never removes those, nor the "
+            "kernel used last, and a bound too small for them is a SettingWarning once a process",
         ),
         Setting(
             "SLANGSPEC_CACHE_LEASE",
@@ -306,8 +308,9 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
 
 
 class SettingWarning(UserWarning):
-    """A ``SLANGSPEC_*`` variable that names no setting: a misspelt one is otherwise ignored
-    without a word."""
+    """A ``SLANGSPEC_*`` variable that names no setting (a misspelt one is otherwise ignored
+    without a word), or a setting's value that cannot do what it says: a
+    ``SLANGSPEC_CACHE_SIZE`` below what the cache needs."""
 
 
 _unknown_checked = False
@@ -323,7 +326,14 @@ def check_all() -> None:
     if not _unknown_checked:
         _unknown_checked = True
         for message in unknown_variables():
-            warnings.warn(message, SettingWarning, stacklevel=_caller_outside())
+            warnings.warn(message, SettingWarning, stacklevel=caller_outside())
+
+
+def unknown_variables_said() -> None:
+    """Warn no more in this process of variables that name no setting: the command said
+    them (``unknown_variables``)."""
+    global _unknown_checked
+    _unknown_checked = True
 
 
 def unknown_variables() -> list[str]:
@@ -346,7 +356,7 @@ def unknown_variables() -> list[str]:
     return said
 
 
-def _caller_outside() -> int:
+def caller_outside() -> int:
     """The ``stacklevel`` of a warning raised in the function calling this one that points at
     the first frame outside slangspec: the user's call."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,6 @@ import multiprocessing
 import multiprocessing.util
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -29,7 +28,7 @@ def main() -> None:
 
     Exit codes: 0 ok, 1 failure, 2 usage error. SLANGSPEC_LOG=info logs what the commands do.
     """
-    from ..cache_store import SettingWarning, unknown_variables
+    from ..cache_store import unknown_variables, unknown_variables_said
     from ..log import configure
 
     try:
@@ -39,7 +38,7 @@ def main() -> None:
     for message in unknown_variables():
         click.echo(f"specialize: {message}", err=True)
     # Said once here: not again by the modules this process and its workers load.
-    warnings.filterwarnings("ignore", category=SettingWarning)
+    unknown_variables_said()
 
 
 main.add_command(warm)

@@ -187,7 +187,10 @@ def stats(cache_dir, remote, as_json):
 def evict(
     older_than, unused_since, max_size, module, function, key, device, cache_dir, remote, as_json
 ):
-    """Evict the entries every given filter matches, then shrink to --max-size."""
+    """Evict the entries every given filter matches, then shrink to --max-size.
+
+    A --max-size below what the cache holds beside its kernels (slangpy's compiled Slang
+    library, the shader cache, the index) is refused, and nothing is evicted: exit 1."""
     where = EntryFilter(older_than, unused_since, module, function, key, device)
     if not where and max_size is None:
         raise click.UsageError("give at least one filter (or use 'specialize cache clear')")
@@ -199,7 +202,11 @@ def evict(
         except ValueError as exc:
             raise UsageProblem(str(exc)) from None
     else:
-        gone = Cache(cache_dir).evict(where, max_size=max_size)
+        local = Cache(cache_dir)
+        try:
+            gone = local.evict(where, max_size=max_size)
+        except ValueError as exc:  # a --max-size no eviction reaches: nothing was evicted
+            fail(str(exc))
     if as_json:
         print_json({"evicted": gone})
         return

@@ -24,11 +24,10 @@ import select
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from typing import TypeVar
 
-from ..cache_store import SettingWarning, process_stat, setting
+from ..cache_store import process_stat, setting, unknown_variables_said
 from ..cuda_api import CudaDriverError
 from ..devices import cuda_arch, gpu_driver_present, opened
 
@@ -231,7 +230,7 @@ def _prepare(cuda: bool, output: int | None) -> None:
         os.dup2(output, 1)
         os.dup2(output, 2)
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
-    warnings.filterwarnings("ignore", category=SettingWarning)  # the command has said it
+    unknown_variables_said()  # the command has said them
     # Workers build side by side; one server would take their builds one at a time.
     os.environ["SLANGSPEC_COMPILE_SERVER"] = "off"
     if cuda and os.environ.get("SLANGSPEC_CUDA_ARCH") is None:

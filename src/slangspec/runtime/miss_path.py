@@ -127,7 +127,6 @@ class Buildable(Protocol):
     text: ModuleText
     content: str
     """A hash of the module's sources, for Slang's session."""
-    module_names: list[str]
     device_kind: str
     context: int
     cache: Cache
@@ -367,7 +366,7 @@ class Builder:
             return m.compiler.load_module(m.text, m.include_paths, m.defines, m.content)
 
         module = self._retried(attempt, lambda: False, apart)
-        self.cache.files.note_compiled(m.module_names)
+        self.cache.files.note_module_cache()
         return module
 
     def _cuda_front_end(self, apart: Apart | None) -> FrontEnd:
@@ -522,7 +521,7 @@ class Builder:
             m.shaders.publish(m.device.shader_cache_stats.miss_count)
         if not apart:
             # slangpy may write a module's compiled IR after loading it returns: count it again.
-            self.cache.files.note_compiled(m.module_names)
+            self.cache.files.note_module_cache()
         return kernels
 
     def _cuda_built(self, sources: dict[str, str], apart: Apart | None) -> dict[str, Kernel]:
@@ -541,8 +540,7 @@ class Builder:
             self._start_nvrtc(guard)
             built = build(text, kernels, paths, m.defines, m.arch, library, m.content, prelude)
         if not apart:
-            self.cache.files.note_compiled(m.module_names)
-            self.cache.files.note_kept(prelude)
+            self.cache.files.note_module_cache()
         return {name: self._launchable(b) for name, b in built.items()}
 
     def _ask_server(

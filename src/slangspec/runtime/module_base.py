@@ -118,8 +118,6 @@ class BuildModule:
         """What Slang compiles: the module's text as it was keyed."""
         self.sources = module_closure(self.path, self.include_paths, given)
         self.content = xxhash.xxh3_64_hexdigest(json.dumps(self.sources).encode())
-        self.module_names = [Path(file).stem for file in self.sources]
-        """The Slang modules this module is compiled from: its own and its imports."""
         self.names_fact = module_facts(name, self.toolchain, self.sources, self.defines)[1]
         """Keys what the cache remembers of the functions this module's content declares."""
         self._function_sources: dict[str, dict[str, str]] = {}
