@@ -424,6 +424,27 @@ def test_a_server_a_client_starts_imports_nothing_from_where_the_client_runs(
     assert served(finished(client(cache, "auto", kind, "1", "0")))
 
 
+def test_a_server_takes_its_packages_from_where_its_client_does_but_its_working_directory(
+    tmp_path, monkeypatch
+):
+    """An install by ``pip --target`` or ``PYTHONPATH`` (as on a machine without a site to
+    install into) reaches the server too, which ``-I`` alone would leave without slangpy."""
+    aside, here = tmp_path / "aside", tmp_path / "here"
+    (aside / "diskcache").mkdir(parents=True)
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for name, origin in (
+        ("diskcache", aside / "diskcache" / "__init__.py"),
+        ("xxhash", here / "xxhash.py"),
+    ):
+        module = type(sys)(name)
+        module.__file__ = str(origin)
+        monkeypatch.setitem(sys.modules, name, module)
+    path = server_client.server_path()
+    assert path[0] == str(server_client.PACKAGE_PARENT)
+    assert str(aside) in path and str(here) not in path
+
+
 def exchanged(cache: Path, message: dict) -> dict:
     """The reply of the server of ``cache`` to ``message``, sent as it is, past heartbeats."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

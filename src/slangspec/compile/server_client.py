@@ -14,6 +14,7 @@ same way.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import socket
@@ -127,12 +128,36 @@ def exchange(place: ServerPlace, request: Request) -> Reply:
 
 
 PACKAGE_PARENT = Path(__file__).absolute().parents[2]
-"""The directory this slangspec was imported from: the only one a server it starts is given
-besides the interpreter's own."""
+"""The directory this slangspec was imported from."""
+_NEEDED = ("slangpy", "xxhash", "diskcache", "platformdirs", "numpy", "torch")
+"""The packages a server imports beside slangspec."""
 _START = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "import os, sys; sys.path[0:0] = sys.argv.pop(1).split(os.pathsep); "
     "from slangspec.compile.server import main; sys.exit(main())"
 )
+
+
+def server_path() -> list[str]:
+    """Where a server this process starts looks for its code before the interpreter's own
+    places: this slangspec's directory, then each directory this process takes a package the
+    server needs from (an install by ``--target`` or ``PYTHONPATH`` included), never the
+    working directory."""
+    found = [str(PACKAGE_PARENT)]
+    here = {"", os.getcwd()}
+    for name in _NEEDED:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            spec = importlib.util.find_spec(name) if module is None else None
+            origin = spec.origin if spec is not None else None
+        if not origin:
+            continue
+        where = Path(origin).parent
+        if where.name == name:  # a package: its directory's parent holds it
+            where = where.parent
+        if str(where) not in here and str(where) not in found:
+            found.append(str(where))
+    return found
 
 
 def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
@@ -141,11 +166,11 @@ def start(cache_root: Path, arch: str | None, place: ServerPlace) -> None:
 
     It outlives this process, so it takes nothing of where or how this one runs: Python
     isolated (``-I``: no working or script directory, no ``PYTHON*`` variables and no user
-    site on its path), in ``/``, with this slangspec's own directory put first on its path."""
+    site on its path), in ``/``, with ``server_path()`` first on its path."""
     if cache_root in _started:
         return
     _started.add(cache_root)
-    command = [sys.executable, "-I", "-c", _START, str(PACKAGE_PARENT)]
+    command = [sys.executable, "-I", "-c", _START, os.pathsep.join(server_path())]
     command += ["--cache-dir", str(Path(cache_root).absolute())]
     if arch is not None:
         command += ["--arch", arch]
