@@ -49,21 +49,30 @@ def redis_server(tmp_path):
     server.stop()
 
 
-def release_devices() -> None:
+def release_devices(under: str | None = None) -> None:
     """Release the slangpy devices (one per cache root a process uses), compilers and Slang
-    sessions this process holds: the suite runs in one process, which otherwise holds every
-    one of them to the end."""
+    sessions this process holds, or only those of cache roots ``under`` a directory: the suite
+    runs in few processes, which otherwise hold every one of them to the end."""
     import gc
 
     from slangspec import devices, warm
     from slangspec.compile import cuda_source
     from slangspec.runtime import module_base
 
-    warm._modules.clear()
-    module_base._compilers.clear()
-    cuda_source._sessions.clear()
+    def mine(key: object) -> bool:
+        return under is None or under in repr(key)
+
+    for table in (warm._modules, module_base._compilers, cuda_source._sessions):
+        for key in [k for k in table if mine(k)]:
+            del table[key]
     gc.collect()
-    devices.close_devices()
+    if under is None:
+        devices.close_devices()
+    else:
+        with devices._lock:
+            opened = [devices._devices.pop(k) for k in list(devices._devices) if mine(k)]
+        for device in opened:
+            device.close()
     _give_back_freed_memory()
 
 
@@ -82,3 +91,16 @@ def _give_back_freed_memory() -> None:
 def _devices_released_after_each_file():
     yield
     release_devices()
+
+
+@pytest.fixture(autouse=True)
+def _devices_of_a_tests_own_cache_released(request):
+    """A test's cache roots under its own ``tmp_path`` are of no later test: their devices go
+    when it ends, not with its file."""
+    own = str(request.getfixturevalue("tmp_path")) if "tmp_path" in request.fixturenames else None
+    yield
+    if own is not None:
+        from slangspec import devices
+
+        if any(own in directory for _, directory in devices._devices):
+            release_devices(own)
