@@ -48,7 +48,8 @@ from .module_base import (
     load_module,
     load_module_source,
 )
-from .specialization import Specialization, sharing, unwritable
+from .specialization import Specialization
+from .writable import sharing, unwritable
 
 _T = TypeVar("_T")
 

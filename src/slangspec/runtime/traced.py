@@ -44,9 +44,10 @@ from ..signatures import (
 )
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
+from .call_rows import shaping
 from .partial_writes import merged
 from .shapes import broadcast
-from .specialization import Specialization, leaf_reader, shaping
+from .specialization import Specialization, leaf_reader
 
 if TYPE_CHECKING:
     from ..specializer import FunctionInfo, SpecializationPlan
