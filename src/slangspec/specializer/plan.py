@@ -14,7 +14,7 @@ from ..frozen import frozen
 from ..scalars import SLANG
 from ..signature_text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo
-from .kinds import LEAF_KIND, ArgKind, Binding, Kind, declared_kind
+from .kinds import LEAF_KIND, ArgKind, Kind, LeafBinding, declared_kind
 
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
@@ -42,7 +42,7 @@ class ArgPlan:
     broadcast: bool = False  # may be broadcast across the call: its gradient is a sum
     differentiable: bool = False  # differentiable: a DifferentialPair in backward kernels
     grad: bool = False  # receives a gradient in this call (differentiable and requires grad)
-    binding: Binding
+    binding: LeafBinding
     direction: Direction = "in"
 
     @property

@@ -28,7 +28,7 @@ from ..signature_text import (
 )
 from .inference import PY_SCALARS_FOR, inferred
 from .info import Direction, FunctionInfo, ParamInfo, TypeInfo
-from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Binding, Kind, declared_kind
+from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Kind, LeafBinding, declared_kind
 from .messages import PY_NAMES, ShapeClassError, a_dtype, a_or_an, describe, refusal, shape_text
 from .plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
 
@@ -432,7 +432,7 @@ def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
 def _arg_plan(t: TypeInfo, base: dict[str, Any], row: Kind, **fields: Any) -> ArgPlan:
     """The plan of a leaf of type ``t`` and kind ``row``; the fields not given are absent (0,
     False, "")."""
-    kind, binding = cast(ArgKind, row.leaf), cast(Binding, row.binding)
+    kind, binding = cast(ArgKind, row.leaf), cast(LeafBinding, row.binding)
     return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
 
 
