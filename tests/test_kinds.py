@@ -16,7 +16,7 @@ import torch._dynamo
 import torch._functorch.config
 
 import slangspec
-from slangspec.specializer.kinds import KIND, KINDS, LEAF_KIND, Binding
+from slangspec.specializer.kinds import KIND, KINDS, LEAF_KIND, LeafBinding
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 SOURCE = """
@@ -335,7 +335,7 @@ def test_every_binding_has_one_row_and_rows_name_only_rows():
     leaves = [row for row in KINDS if row.leaf is not None]
     assert len(LEAF_KIND) == len(leaves)
     assert sorted(row.binding for row in leaves if row.binding != "none") == sorted(
-        b for b in get_args(Binding) if b != "none"
+        b for b in get_args(LeafBinding) if b != "none"
     )
     for row in KINDS:
         for named in (row.grad_binding, row.backward_binding):

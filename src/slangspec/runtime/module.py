@@ -36,7 +36,7 @@ from ..specializer import SpecializationPlan
 from ..specializer.generic_values import GenericValues, declares_values, generic_values
 from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
-from ..specializer.plan import ShapeClassError
+from ..specializer.messages import ShapeClassError
 from ..specializer.reflect import declared_generics
 from .launch import Binding, CudaBinding
 from .miss_path import Kernel
@@ -48,7 +48,8 @@ from .module_base import (
     load_module,
     load_module_source,
 )
-from .specialization import Specialization, sharing, unwritable
+from .specialization import Specialization
+from .writable import sharing, unwritable
 
 _T = TypeVar("_T")
 

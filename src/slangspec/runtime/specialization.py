@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import struct
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -13,11 +13,13 @@ import torch
 from ..codegen import parameter_names as names
 from ..scalars import SLANG
 from ..signature_text import argument_label
-from ..specializer.kinds import KIND
-from ..specializer.plan import RESULT, ArgPlan, SpecializationPlan
+from ..specializer.plan import RESULT, SpecializationPlan
+from . import call_rows as rows
+from .call_rows import Elementwise, shaping
 from .launch import Binding
 from .partial_writes import merged, unwritten_like
 from .shapes import MAX_EXTENT, broadcast
+from .writable import sharing, unwritable
 
 if TYPE_CHECKING:
     from ..compile.vulkan_compiler import CompiledKernel
@@ -51,76 +53,42 @@ class Specialization:
         self._binding = binding
         self._forward = self._binding.prepare(kernels(None))
         self._backward: dict[str, Any] = {}
-        self._grad_slots: dict[str, list[tuple[int, tuple[int, ...], str]]] = {}
+        self._grad_slots: dict[str, tuple[Elementwise, ...]] = {}
+        """Per grad mask, the elementwise leaves whose gradients its backward kernel writes."""
         self._calls: dict[tuple[bool, ...], BackwardCall] = {}
         args = plan.args
-        rows = [a.row for a in args]
-        self._tensors = [i for i, r in enumerate(rows) if r.reads]
+        kinds = [a.row for a in args]
+        self._tensors = tuple(i for i, r in enumerate(kinds) if r.reads)
         """The leaves whose tensors the kernels read: the autograd node's inputs."""
-        self._trainable = [(i, args[i].grad) for i in self._tensors]
-        self._labels = [(i, self.label(i)) for i, r in enumerate(rows) if r.tensor]
+        self._trainable = tuple((i, args[i].grad) for i in self._tensors)
+        self._labels = tuple((i, self.label(i)) for i, r in enumerate(kinds) if r.tensor)
         self._shaping, self._grids = shaping(plan)
-        self._uniforms = [
-            (names.leaf(i), i, _uniform_value(a))
-            for i, a in enumerate(args)
-            if rows[i].leaf == "uniform"
-        ]
-        self._words = [(names.leaf(i), i) for i, r in enumerate(rows) if r.words]
+        self._uniforms = rows.uniforms(plan)
+        self._words = tuple((names.leaf(i), i) for i, r in enumerate(kinds) if r.words)
         """The leaves that bind uniform words: strided grids and generators with values."""
-        self._elementwise = [
-            (i, a.call_dims, len(a.elem), names.leaf(i), names.leaf_strides(i), names.gradient(i))
-            for i, a in enumerate(args)
-            if rows[i].leaf == "elementwise"
-        ]
-        self._whole = [
-            (i, r.writes == "itself", r.parts, _parts(r.grad_binding), names.leaf(i))
-            for i, r in enumerate(rows)
-            if r.leaf == "tensor" and r.reads
-        ]
-        """The whole tensors the kernels read: whether they write them too, the parts of their
-        tensor struct, and of the one a backward kernel that computes their gradient binds."""
-        self._diff_written = [
-            (
-                k,
-                o.leaf,
-                rows[o.leaf].parts,
-                _parts(rows[o.leaf].backward_binding),
-                names.leaf(o.leaf),
-            )
-            for k, o in enumerate(plan.outputs)
-            if plan.is_whole(o)
-        ]
-        """The differentiable tensors the kernel writes (into a copy, the call's output), with
-        the parts of their tensor struct in forward kernels and in backward ones."""
-        self._written = [i for i, written, *_ in self._whole if written]
-        self._in_place = [(i, a.elem) for i, a in enumerate(args) if a.direction != "in"]
+        self._elementwise = rows.elementwise(plan)
+        self._whole = rows.whole_tensors(plan)
+        self._diff_written = rows.written_tensors(plan)
+        self._written = tuple(w.leaf for w in self._whole if w.written)
+        self._in_place = tuple((i, a.elem) for i, a in enumerate(args) if a.direction != "in")
         """The leaves of ``out`` and ``inout`` parameters, which the call writes."""
-        overwritten = [i for i, _ in self._in_place] + [j for _, j, *_ in self._diff_written]
-        self._writes = [(i, True) for i in overwritten] + [(i, False) for i in self._written]
+        overwritten = [i for i, _ in self._in_place] + [w.leaf for w in self._diff_written]
+        self._writes = (*((i, True) for i in overwritten), *((i, False) for i in self._written))
         """Every leaf whose tensor the call writes, and whether through autograd (else the
         kernel writes it itself)."""
-        self._inout = [k for k, i in enumerate(self._tensors) if args[i].direction == "inout"]
+        self._inout = tuple(k for k, i in enumerate(self._tensors) if args[i].direction == "inout")
         """Positions among the node's tensors of those the call also writes."""
-        self._kept = [i for k, i in enumerate(self._tensors) if k not in self._inout]
+        self._kept = tuple(i for k, i in enumerate(self._tensors) if k not in self._inout)
         """The leaves whose tensors the autograd node keeps as they are for its backward."""
-        self._elements = [
-            (i, a.elem, a.slang_type)
-            for i, a in enumerate(args)
-            if rows[i].tensor and any(e > 4 for e in a.elem)
-        ]
-        """The leaves whose element shape the signature cannot vouch for (an extent past 4)."""
+        self._elements = rows.element_shapes(plan)
         only_grid = len(self._grids) == 1 and not self._shaping
         self._only_grid = self._grids[0] if only_grid else None
         """The one argument whose shape is the call shape, where no broadcast is needed."""
-        self._outputs = [
-            (getattr(torch, o.dtype), o.elem, names.output(k)) for k, o in enumerate(plan.outputs)
-        ]
-        self._cotangents = [
-            (k, names.cotangent(k), names.cotangent_strides(k))
-            for k, o in enumerate(plan.outputs)
-            if o.differentiable and not plan.is_whole(o)
-        ]
-        self._not_differentiable = [k for k, o in enumerate(plan.outputs) if not o.differentiable]
+        self._outputs = rows.outputs(plan)
+        self._cotangents = rows.cotangents(plan)
+        self._not_differentiable = tuple(
+            k for k, o in enumerate(plan.outputs) if not o.differentiable
+        )
         self.leaves = leaf_reader(plan)
         """``leaves(args)``: the value of each leaf, read out of the dicts of struct
         arguments; None when every argument is its own leaf."""
@@ -182,12 +150,12 @@ class Specialization:
     def check_elements(self, args: Sequence[Any]) -> None:
         """ValueError naming the leaf whose trailing dimensions are not its element shape,
         where the signature's extent classes cannot tell (an extent past 4)."""
-        for i, elem, slang_type in self._elements:
-            shape = tuple(args[i].shape)
-            if shape[len(shape) - len(elem) :] != elem:
+        for e in self._elements:
+            shape = tuple(args[e.leaf].shape)
+            if shape[len(shape) - len(e.elem) :] != e.elem:
                 raise ValueError(
-                    f"{self.label(i)}: expected a tensor whose trailing dimensions are "
-                    f"{elem} for {slang_type}, got shape {shape}"
+                    f"{self.label(e.leaf)}: expected a tensor whose trailing dimensions are "
+                    f"{e.elem} for {e.slang_type}, got shape {shape}"
                 )
 
     def label(self, i: int) -> str:
@@ -270,10 +238,11 @@ class Specialization:
         """After binding or dispatch failed: ValueError naming the argument whose value a
         kernel parameter cannot hold (a uniform out of its type's range, a stride past 32
         bits); returns when there is none to blame."""
-        for _, i, value in self._uniforms:
+        for u in self._uniforms:
+            i = u.leaf
             a = self.plan.args[i]
             try:
-                bound = value(args[i])
+                bound = u.value(args[i])
                 items = bound if a.elem else [bound]
                 struct.pack(f"<{len(items)}{SLANG[a.scalar].struct_code}", *items)
             except (struct.error, OverflowError, TypeError, ValueError):
@@ -284,12 +253,12 @@ class Specialization:
                 else:
                     expected = f"a number {a.slang_type} can hold"
                 raise ValueError(f"{self.label(i)}: expected {expected}, got {args[i]!r}") from None
-        for i, *_ in self._elementwise:
-            t = args[i]
+        for e in self._elementwise:
+            t = args[e.leaf]
             strides = [s for s, extent in zip(t.stride(), t.shape, strict=True) if extent != 1]
             if max(strides, default=0) > MAX_EXTENT:
                 raise ValueError(
-                    f"{self.label(i)}: expected a tensor whose element strides are at most "
+                    f"{self.label(e.leaf)}: expected a tensor whose element strides are at most "
                     f"{MAX_EXTENT}, got strides {tuple(t.stride())}"
                 )
 
@@ -308,31 +277,32 @@ class Specialization:
         kw: dict[str, Any] = {names.THREADS: n}
         if call_shape:
             kw[names.CALL_SHAPE] = list(call_shape)
-        for name, i, value in self._uniforms:
-            kw[name] = value(args[i])
+        for u in self._uniforms:
+            kw[u.name] = u.value(args[u.leaf])
         for name, i in self._words:
             kw[name] = args[i].words()
-        for i, dims, elem_dims, name, st_name, _ in self._elementwise:
-            value = args[i]
+        for e in self._elementwise:
+            value = args[e.leaf]
             address, strides = bind.read(value)
-            kw[name] = address
+            kw[e.name] = address
+            dims, elem_dims = e.call_dims, e.elem_dims
             if dims or elem_dims:
                 shape = value.shape
                 st = [0 if shape[d] == 1 else strides[d] for d in range(dims)]
                 st += strides[dims : dims + elem_dims]
-                kw[st_name] = st
+                kw[e.strides] = st
         tensor_grads: dict[int, torch.Tensor] = {}
         zero: list[torch.Tensor] = []
-        for i, written, parts, grad_parts, name in self._whole:
-            value = args[i]
-            struct = bind.write_struct(value) if written else bind.read_struct(value)
-            if mask is not None and mask[i] == "1":
+        for w in self._whole:
+            value = args[w.leaf]
+            struct = bind.write_struct(value) if w.written else bind.read_struct(value)
+            if mask is not None and mask[w.leaf] == "1":
                 grad = bind.zeroed(tuple(value.shape), value.dtype)
-                primal, gradient = grad_parts
+                primal, gradient = w.grad_parts
                 struct = {primal: struct, gradient: bind.write_struct(grad)}
-                tensor_grads[i] = grad
+                tensor_grads[w.leaf] = grad
                 zero.append(grad)
-            elif parts:
+            elif w.parts:
                 # A DiffTensor parameter always has a gradient: a frozen one accumulates into
                 # one scratch element, at strides 0, never into storage of its size.
                 scratch = bind.zeroed((1,), value.dtype)
@@ -340,9 +310,9 @@ class Specialization:
                 sink = dict(bind.write_struct(scratch))
                 sink["_shape"] = list(value.shape)
                 sink["_strides"] = [0] * value.dim()
-                primal, gradient = parts
+                primal, gradient = w.parts
                 struct = {primal: struct, gradient: sink}
-            kw[name] = struct
+            kw[w.name] = struct
         return kw, tensor_grads, zero
 
     def forward(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
@@ -367,22 +337,23 @@ class Specialization:
         n = _numel(call_shape)
         if n > MAX_EXTENT:
             self.check_size(args, call_shape)
-        outputs = [bind.empty(call_shape + elem, dtype) for dtype, elem, _ in self._outputs]
-        for k, j, *_ in self._diff_written:
-            outputs[k] = unwritten_like(args[j])
+        outputs = [bind.empty(call_shape + o.elem, o.dtype) for o in self._outputs]
+        for w in self._diff_written:
+            outputs[w.output] = unwritten_like(args[w.leaf])
         if n == 0:
             return tuple(outputs), call_shape
         try:
             kw, _, zero = self._bind(bind, args, call_shape, n, None)
-            for out, (_, _, name) in zip(outputs, self._outputs, strict=True):
-                kw[name] = bind.write(out)
-            for k, _, parts, _, name in self._diff_written:
-                struct = bind.write_struct(outputs[k])
-                if parts:
+            for out, o in zip(outputs, self._outputs, strict=True):
+                kw[o.name] = bind.write(out)
+            for w in self._diff_written:
+                out = outputs[w.output]
+                struct = bind.write_struct(out)
+                if w.parts:
                     # Its cotangent, never read by a forward kernel: one element at strides 0.
-                    primal, cotangent = parts
-                    struct = {primal: struct, cotangent: _scratch(bind, outputs[k])}
-                kw[name] = struct
+                    primal, cotangent = w.parts
+                    struct = {primal: struct, cotangent: _scratch(bind, out)}
+                kw[w.name] = struct
             bind.dispatch(self._forward, n, kw, zero)
         except Exception:
             self.blame(args)
@@ -405,96 +376,44 @@ class Specialization:
             self.check_size(args, call_shape)
         n = _numel(call_shape)
         kw, tensor_grads, zero = self._bind(bind, args, call_shape, n, mask)
-        for k, name, st_name in self._cotangents:
-            grad_out = grad_outs[k]
-            dtype, elem, _ = self._outputs[k]
+        for c in self._cotangents:
+            grad_out = grad_outs[c.output]
             if grad_out is None:
-                grad_out = torch.zeros(call_shape + elem, dtype=dtype, device=bind.torch_device)
+                o = self._outputs[c.output]
+                grad_out = torch.zeros(call_shape + o.elem, dtype=o.dtype, device=bind.torch_device)
             # Read in place at its strides, unless one is past what a 32-bit index reaches.
             if max(grad_out.stride(), default=0) > MAX_EXTENT:
                 grad_out = grad_out.contiguous()
-            kw[name], dout_strides = bind.read(grad_out)
+            kw[c.name], dout_strides = bind.read(grad_out)
             if dout_strides:
-                kw[st_name] = dout_strides
-        for k, j, _, backward_parts, name in self._diff_written:
-            cotangent = grad_outs[k]
+                kw[c.strides] = dout_strides
+        for w in self._diff_written:
+            cotangent = grad_outs[w.output]
             if cotangent is None:
-                cotangent = torch.zeros_like(args[j])
+                cotangent = torch.zeros_like(args[w.leaf])
             # Read as the gradient of what the kernel wrote. The backward kernel stores the
             # primal values again: into one scratch element, at strides 0.
-            primal, gradient = backward_parts
-            kw[name] = {primal: _scratch(bind, cotangent), gradient: bind.read_struct(cotangent)}
+            primal, gradient = w.backward_parts
+            kw[w.name] = {primal: _scratch(bind, cotangent), gradient: bind.read_struct(cotangent)}
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:
-            slots = self._grad_slots[mask] = [
-                (i, self.plan.args[i].elem, grad_name)
-                for i, *_, grad_name in self._elementwise
-                if mask[i] == "1"
-            ]
-        for i, tail, grad_name in slots:
-            full = bind.empty(call_shape + tail, args[i].dtype)
-            kw[grad_name] = bind.write(full)
-            grads[i] = full
+            slots = self._grad_slots[mask] = tuple(
+                e for e in self._elementwise if mask[e.leaf] == "1"
+            )
+        for e in slots:
+            full = bind.empty(call_shape + e.elem, args[e.leaf].dtype)
+            kw[e.gradient] = bind.write(full)
+            grads[e.leaf] = full
         bind.dispatch(kernel, n, kw, zero)
-        for i, _, _ in slots:
+        for e in slots:
+            i = e.leaf
             shape = args[i].shape
             if grads[i].shape != shape:
                 grads[i] = grads[i].sum_to_size(shape)
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
-
-
-def unwritable(t: torch.Tensor, tracked: bool = True) -> str | None:
-    """Why a call cannot write ``t`` in place, None when it can: its elements share memory (an
-    expanded tensor's), or, with grad mode on, it requires grad where autograd cannot record the
-    write: a leaf, written through autograd (``tracked``), or any tensor the kernel writes
-    itself."""
-    expanded = [
-        d for d, (n, s) in enumerate(zip(t.shape, t.stride(), strict=True)) if n > 1 and s == 0
-    ]
-    if expanded:
-        return (
-            "the call writes this tensor, so its elements must not share memory, as an expanded "
-            f"tensor's do (stride 0 in dimension {expanded[0]}): pass a clone"
-        )
-    if not (t.requires_grad and torch.is_grad_enabled()):
-        return None
-    if not tracked:
-        return "a tensor written by the kernel must not require grad"
-    if t.is_leaf:
-        return (
-            "the call writes this tensor in place, so it must not be a leaf that requires grad "
-            "(pass a clone, or one without grad)"
-        )
-    return None
-
-
-def sharing(t: torch.Tensor, kept: Iterable[tuple[str, torch.Tensor]]) -> str | None:
-    """Why a call cannot write ``t``, which shares memory with one of the tensors autograd keeps
-    for the call's backward (``kept``, each with its name in messages), changing what the
-    backward reads; None when it shares none."""
-    for name, k in kept:
-        if _overlap(t, k):
-            return (
-                f"the call writes this tensor, which shares memory with {name}, a tensor "
-                "autograd keeps for the backward pass: pass a clone"
-            )
-    return None
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether the bytes ``a`` and ``b`` span meet."""
-    if a.device != b.device or a.is_meta or not a.numel() or not b.numel():
-        return False
-    (a0, a1), (b0, b1) = _span(a), _span(b)
-    return a0 < b1 and b0 < a1
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
@@ -504,28 +423,6 @@ def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
     struct["_shape"] = list(like.shape)
     struct["_strides"] = [0] * like.dim()
     return struct
-
-
-def shaping(plan: SpecializationPlan) -> tuple[list[tuple[int, int]], list[int]]:
-    """The leaves that make a call's shape: those whose tensor's leading dimensions take part,
-    each with how many, and those whose whole shape does (grids)."""
-    leading = [(i, a.call_dims) for i, a in enumerate(plan.args) if a.row.shapes == "leading"]
-    whole = [i for i, a in enumerate(plan.args) if a.row.shapes == "whole"]
-    return [(i, dims) for i, dims in leading if dims], whole
-
-
-def _parts(binding: str) -> tuple[str, ...]:
-    """The parts of the tensor struct ``binding`` names ("": none)."""
-    return KIND[binding].parts if binding else ()
-
-
-def _uniform_value(a: ArgPlan) -> Callable[[Any], Any]:
-    """What a kernel binds for the uniform leaf ``a``: a Python scalar converted to its type, or
-    a tuple of numbers, each converted, as the list its array of scalars takes."""
-    convert = SLANG[a.scalar].py_type
-    if not a.elem:
-        return convert
-    return lambda numbers: [convert(x) for x in numbers]
 
 
 def leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:

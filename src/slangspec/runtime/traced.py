@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
@@ -44,9 +44,10 @@ from ..signatures import (
 )
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
+from .call_rows import shaping
 from .partial_writes import merged
 from .shapes import broadcast
-from .specialization import Specialization, leaf_reader, shaping
+from .specialization import Specialization, leaf_reader
 
 if TYPE_CHECKING:
     from ..specializer import FunctionInfo, SpecializationPlan
@@ -495,6 +496,26 @@ call_outputs_backward = _define(
 )
 
 
+def _below_autograd(op, keyset, name, tensors, grads, kinds, floats, ints) -> Any:
+    """``op`` called on a call's packed arguments with the keys of ``keyset`` past autograd's:
+    what an autograd kernel runs once it has recorded the call, or where nothing is recorded."""
+    below = keyset & torch._C._after_autograd_keyset
+    return op.redispatch(below, name, tensors, grads, kinds, floats, ints)
+
+
+def _gradients(
+    ctx: Any, grads: Sequence[bool], computed: Iterable[torch.Tensor] | None
+) -> tuple[torch.Tensor | None, ...]:
+    """What the backward of a Function that recorded a call returns: None for each of its
+    inputs before the call's tensors, then, per tensor, the next of ``computed`` where its flag
+    in ``grads`` is set, else None; None for every tensor where ``computed`` is None."""
+    leading = (None,) * (len(ctx.needs_input_grad) - len(grads))
+    if computed is None:
+        return (*leading, *([None] * len(grads)))
+    each = iter(computed)
+    return (*leading, *(next(each) if g else None for g in grads))
+
+
 class _Recorded(torch.autograd.Function):
     """A call autograd records, whose backward is ``slangspec::call_backward``. ``op``'s
     outputs come flat: what the written arguments hold after the call (``written`` of them),
@@ -502,8 +523,7 @@ class _Recorded(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, keyset, written, name, grads, kinds, floats, ints, *tensors):
-        below = keyset & torch._C._after_autograd_keyset
-        out = op.redispatch(below, name, list(tensors), grads, kinds, floats, ints)
+        out = _below_autograd(op, keyset, name, list(tensors), grads, kinds, floats, ints)
         values, result = out if written else ([], out)
         saved = list(tensors)
         if values:
@@ -521,12 +541,11 @@ class _Recorded(torch.autograd.Function):
     def backward(ctx, *grad_outputs):
         name, grads, kinds, floats, ints = ctx.call
         grad_out = grad_outputs[-1]
-        none = (None,) * 8
         if grad_out is None:
-            return (*none, *([None] * len(grads)))
+            return _gradients(ctx, grads, None)
         tensors = list(ctx.saved_tensors)
-        computed = iter(call_backward(name, tensors, grads, kinds, floats, ints, grad_out))
-        return (*none, *(next(computed) if g else None for g in grads))
+        computed = call_backward(name, tensors, grads, kinds, floats, ints, grad_out)
+        return _gradients(ctx, grads, computed)
 
 
 class _RecordedOutputs(torch.autograd.Function):
@@ -534,8 +553,7 @@ class _RecordedOutputs(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, keyset, name, grads, kinds, floats, ints, *tensors):
-        below = keyset & torch._C._after_autograd_keyset
-        outputs = op.redispatch(below, name, list(tensors), grads, kinds, floats, ints)
+        outputs = _below_autograd(op, keyset, name, list(tensors), grads, kinds, floats, ints)
         # The traced code copies outputs into these arguments: keep them as the call read them.
         written = _overwritten(name, kinds)
         ctx.save_for_backward(*(t.clone() if j in written else t for j, t in enumerate(tensors)))
@@ -545,14 +563,12 @@ class _RecordedOutputs(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         name, grads, kinds, floats, ints = ctx.call
-        none = (None,) * 7
         if all(g is None for g in grad_outputs):
-            return (*none, *([None] * len(grads)))
+            return _gradients(ctx, grads, None)
         tensors = list(ctx.saved_tensors)
-        computed = iter(
-            call_outputs_backward(name, tensors, grads, kinds, floats, ints, list(grad_outputs))
-        )
-        return (*none, *(next(computed) if g else None for g in grads))
+        cotangents = list(grad_outputs)
+        computed = call_outputs_backward(name, tensors, grads, kinds, floats, ints, cotangents)
+        return _gradients(ctx, grads, computed)
 
 
 def _overwritten(name: str, kinds: str) -> set[int]:
@@ -581,8 +597,7 @@ def _autograd(op: Any, written: bool) -> None:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             flat = _Recorded.apply(op, keyset, written, name, grads, kinds, floats, ints, *tensors)
             return (list(flat[:-1]), flat[-1]) if written else flat[0]
-        below = keyset & torch._C._after_autograd_keyset
-        return op.redispatch(below, name, tensors, grads, kinds, floats, ints)
+        return _below_autograd(op, keyset, name, tensors, grads, kinds, floats, ints)
 
     _LIBRARY.impl(op._schema.name.split("::")[1], kernel, "Autograd", with_keyset=True)
 
@@ -596,8 +611,7 @@ def _outputs_kernel(keyset, name, tensors, grads, kinds, floats, ints):
         return list(
             _RecordedOutputs.apply(call_outputs, keyset, name, grads, kinds, floats, ints, *tensors)
         )
-    below = keyset & torch._C._after_autograd_keyset
-    return call_outputs.redispatch(below, name, tensors, grads, kinds, floats, ints)
+    return _below_autograd(call_outputs, keyset, name, tensors, grads, kinds, floats, ints)
 
 
 _LIBRARY.impl("call_outputs", _outputs_kernel, "Autograd", with_keyset=True)

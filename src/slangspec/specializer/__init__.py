@@ -2,15 +2,9 @@
 imports slangpy and so is imported only where a module must be reflected."""
 
 from .info import FieldInfo, FunctionInfo, GenericParam, ParamInfo, TypeInfo
-from .plan import (
-    ArgPlan,
-    OutputPlan,
-    ParamPlan,
-    SpecializationPlan,
-    device_problem,
-    plan_from_signature,
-    resolve,
-)
+from .overloads import plan_from_signature
+from .plan import ArgPlan, OutputPlan, ParamPlan, SpecializationPlan, device_problem
+from .resolve import resolve
 
 __all__ = [
     "ArgPlan",

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..frozen import frozen
+from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import FunctionInfo
-from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
 _VECTOR = re.compile(r"vector<\s*\w+\s*,\s*(\w+)\s*>")
 _MATRIX = re.compile(r"matrix<\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*>")

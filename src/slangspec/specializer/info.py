@@ -6,7 +6,7 @@ from typing import Any, Literal, get_args
 
 from ..frozen import frozen
 
-TypeKind = Literal[
+TypeInfoKind = Literal[
     "scalar",
     "vector",
     "matrix",
@@ -44,7 +44,7 @@ class TypeInfo:
     b)``), named ``name``, which each call infers.
     """
 
-    kind: TypeKind
+    kind: TypeInfoKind
     name: str
     scalar: str = ""
     shape: tuple[int, ...] = ()
@@ -76,7 +76,7 @@ class TypeInfo:
         for name, kind in _TYPE_FIELDS.items():
             if type(data[name]) is not kind:
                 raise ValueError(f"type field {name!r} is {data[name]!r}")
-        if data["kind"] not in get_args(TypeKind):
+        if data["kind"] not in get_args(TypeInfoKind):
             raise ValueError(f"type kind {data['kind']!r}")
         if any(type(n) is not int or n < 0 for n in data["shape"]):
             raise ValueError(f"type shape {data['shape']!r}")

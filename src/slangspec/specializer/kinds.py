@@ -21,7 +21,7 @@ ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "generator", "targ
 a whole tensor, the call index, a value the kernel makes per thread (its binding names the
 generator), or (``target``) a tensor an ``out`` parameter is written into, which only shapes
 the call."""
-Binding = Literal[
+LeafBinding = Literal[
     "pointer",
     "value",
     "index",
@@ -62,7 +62,7 @@ class Kind:
     """What a parameter of the kind is declared as: a slangpy tensor type's names (interface
     and struct), a generator's function, or the ``TypeInfo`` kinds it binds."""
     leaf: ArgKind | None
-    binding: Binding | None = None
+    binding: LeafBinding | None = None
     directions: tuple[Direction, ...] = ("in",)
     tensor: bool = False  # a torch tensor is passed for it, on the call's device
     reads: bool = False  # the kernels read that tensor: it is an input of the autograd node
@@ -94,7 +94,7 @@ def _tensor(
         name,
         names,
         "tensor",
-        cast(Binding, name),
+        cast(LeafBinding, name),
         tensor=True,
         reads=writes != "output",
         writes=writes,
@@ -111,7 +111,7 @@ def _generator(name: str) -> Kind:
         name,
         (name,),
         "generator",
-        cast(Binding, name),
+        cast(LeafBinding, name),
         words=bool(GENERATOR[name].words),
     )
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..function_ref import FunctionRef, parse_function_ref
 from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
+from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import (
     Direction,
     FieldInfo,
@@ -22,7 +23,6 @@ from .info import (
     TypeInfo,
 )
 from .kinds import TENSOR_TYPES, VALUE_KINDS
-from .plan import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 
 if TYPE_CHECKING:
     import slangpy as spy

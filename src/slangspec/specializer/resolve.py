@@ -1,0 +1,588 @@
+"""Type resolution: (FunctionInfo, call signature) -> SpecializationPlan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import product
+from typing import Any, cast
+
+from ..compile.toolchain import PLAN_FORMAT
+from ..generators import GENERATOR
+from ..scalars import SLANG, SLANG_FLOATS
+from ..signature_text import (
+    SIGNATURE_FORMAT,
+    TYPE_KEY,
+    ArgForm,
+    CallSignature,
+    DictForm,
+    GeneratorForm,
+    GridForm,
+    NumbersForm,
+    ResultForm,
+    ScalarForm,
+    TensorForm,
+    TypeNameForm,
+    argument_label,
+    extent_classes,
+)
+from .inference import PY_SCALARS_FOR, inferred
+from .info import Direction, FunctionInfo, ParamInfo, TypeInfo
+from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Kind, LeafBinding, declared_kind
+from .messages import PY_NAMES, ShapeClassError, a_dtype, a_or_an, describe, refusal, shape_text
+from .plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
+
+
+class _Resolver:
+    def __init__(self, info: FunctionInfo) -> None:
+        self.info = info
+        self.fn = f"{info.module}::{info.name}"
+
+    def fail(self, exc: type[Exception], index: int, name: str, expected: str, got: str):
+        return exc(f"{self.fn}: {argument_label(index, name)}: expected {expected}, got {got}")
+
+    def directed(self, index: int, name: str, t: TypeInfo, direction: Direction) -> None:
+        """TypeError naming the parameter where its kind is not passed in ``direction``."""
+        row = declared_kind(t)
+        if row is not None and direction not in row.directions:
+            what = "a tensor" if row.leaf == "tensor" else a_or_an(row.name)
+            allowed = " or ".join(f"'{d}'" for d in row.directions)
+            expected = f"{a_or_an(allowed)} parameter for {what}"
+            raise self.fail(TypeError, index, name, expected, f"'{direction}' {t.name}")
+
+    def param(self, index: int, param: ParamInfo, form: ArgForm) -> list[ArgPlan]:
+        """The leaves of one argument."""
+        t = param.type
+        self.directed(index, param.name, t, param.direction)
+        if t.kind == "struct":
+            return self.struct_leaves(index, param, t, form, (), self.carries(param))
+        return [self.leaf(index, param, t, form, (), self.carries(param))]
+
+    def concrete(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TypeInfo:
+        """The struct a value of interface ``t`` given as ``form`` is: the one of its
+        conformances the dict names in ``TYPE_KEY``."""
+        names = [c.name for c in t.conformances]
+        listed = ", ".join(names) if names else "the module declares none"
+        named = dict(form.fields).get(TYPE_KEY) if isinstance(form, DictForm) else None
+        if not isinstance(named, TypeNameForm):
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"a dict of a struct's fields and its name in '{TYPE_KEY}', a struct that "
+                f"conforms to {t.name} ({listed})",
+                describe(form),
+            )
+        if named.name not in names:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"'{TYPE_KEY}' to name a struct of the module that conforms to {t.name} ({listed})",
+                f"'{named.name}', which is not one",
+            )
+        return t.conformances[names.index(named.name)]
+
+    def carries(self, param: ParamInfo) -> bool:
+        """Whether a derivative can flow through ``param``: a parameter of a differentiable
+        function, not ``no_diff``, and of a struct type only one that conforms to
+        ``IDifferentiable``. Its leaves of float scalars then carry one each."""
+        t = param.type
+        return (
+            self.info.differentiable
+            and not param.no_diff
+            and (t.kind != "struct" or t.differentiable)
+        )
+
+    def struct_leaves(
+        self,
+        index: int,
+        param: ParamInfo,
+        t: TypeInfo,
+        form: ArgForm,
+        path: tuple[str, ...],
+        diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
+    ) -> list[ArgPlan]:
+        """The leaves of struct ``t`` (an array of structs where it has a shape) at ``path``
+        within the parameter; ``arrays`` the extents of the arrays of structs each step of
+        ``path`` is taken in."""
+        name = ".".join((param.name, *path))
+        if not isinstance(form, DictForm):
+            raise self.fail(
+                TypeError, index, name, f"a dict of the fields of {t.name}", describe(form)
+            )
+        given = dict(form.fields)
+        named = given.pop(TYPE_KEY, None)
+        element = t.name.partition("[")[0] if t.shape else t.name
+        if isinstance(named, TypeNameForm) and named.name != element:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"the fields of {element} ('{TYPE_KEY}' naming it, where given)",
+                f"'{TYPE_KEY}' '{named.name}'",
+            )
+        wanted = [f.name for f in t.fields]
+        missing = [f for f in wanted if f not in given]
+        extra = [f for f in given if f not in wanted]
+        if missing or extra:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(map(repr, missing))}")
+            if extra:
+                problems.append(f"unknown {', '.join(map(repr, extra))}")
+            raise self.fail(
+                ValueError,
+                index,
+                name,
+                f"the fields of {t.name} ({', '.join(wanted)})",
+                "; ".join(problems),
+            )
+        leaves: list[ArgPlan] = []
+        for f in t.fields:
+            sub, steps = (*path, f.name), (*arrays, t.shape)
+            row = declared_kind(f.type)
+            if row is not None and not row.in_struct:
+                full = ".".join((param.name, *sub))
+                if row.leaf == "tensor":
+                    expected = "a struct field of a tensor type the kernel reads"
+                    got = f"{f.type.name}, which it writes (pass it as a parameter of its own)"
+                else:
+                    expected = "a struct field of a struct, value or tensor type"
+                    got = f"the {row.name} {f.type.name} (take it as a parameter of its own)"
+                raise self.fail(TypeError, index, full, expected, got)
+            if f.type.kind == "struct":
+                leaves += self.struct_leaves(index, param, f.type, given[f.name], sub, diff, steps)
+            else:
+                leaves.append(self.leaf(index, param, f.type, given[f.name], sub, diff, steps))
+        return leaves
+
+    def leaf(
+        self,
+        index: int,
+        param: ParamInfo,
+        t: TypeInfo,
+        form: ArgForm,
+        path: tuple[str, ...],
+        may_diff: bool,
+        arrays: tuple[tuple[int, ...], ...] = (),
+    ) -> ArgPlan:
+        name = ".".join((param.name, *path))
+        base = {"param": name, "index": index, "path": path, "direction": param.direction}
+        lanes = tuple(e for step in arrays for e in step)
+        if lanes:
+            base["arrays"] = arrays
+            row = declared_kind(t)
+            if row is not None and not row.in_struct_array:
+                raise self.fail(
+                    TypeError,
+                    index,
+                    name,
+                    "a field of an array of structs that is a value",
+                    f"{t.name} (pass a whole tensor as a parameter of its own)",
+                )
+            if isinstance(form, TensorForm) and t.kind in VALUE_KINDS:
+                t = _lanes_of(t, lanes)
+        if t.kind in VALUE_KINDS:
+            if param.direction == "out":
+                return self.target(index, name, t, form, base)
+            diff = may_diff and t.scalar in SLANG_FLOATS
+            return self.value(index, name, t, form, diff, base)
+        if t.kind == "tensor":
+            self.directed(index, name, t, param.direction)
+            return self.tensor(index, name, t, form, base)
+        raise self.fail(
+            TypeError,
+            index,
+            name,
+            "a scalar, vector, matrix, array, struct or slangpy tensor parameter",
+            f"unsupported parameter type {t.name}",
+        )
+
+    def value(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, diff: bool, base: dict[str, Any]
+    ) -> ArgPlan:
+        inout = base["direction"] == "inout"
+        if isinstance(form, ScalarForm) and not inout:
+            if t.kind != "scalar" or t.scalar not in PY_SCALARS_FOR[form.kind]:
+                raise self.fail(TypeError, index, name, _expected_value(t), PY_NAMES[form.kind])
+            return _arg_plan(t, base, KIND["uniform"], differentiable=diff)
+        if isinstance(form, NumbersForm) and not inout:
+            return self.numbers(index, name, t, form, diff, base)
+        if isinstance(form, GridForm) and not inout:
+            if t.scalar not in ("int", "uint") or _index_width(t) != form.rank:
+                raise self.fail(
+                    TypeError,
+                    index,
+                    name,
+                    _expected_value(t),
+                    f"a {form.rank}-D grid (an int{form.rank} index or an int[{form.rank}])",
+                )
+            row = KIND["strided grid" if form.strided else "grid"]
+            return _arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
+        if isinstance(form, GeneratorForm) and not inout:
+            return self.generator(index, name, t, form, base)
+        form = self.element_tensor(index, name, t, form)
+        return _element_plan(
+            t,
+            base,
+            form,
+            KIND["element"],
+            broadcast="1" in form.extents[: form.rank - len(t.shape)],
+            differentiable=diff,
+            grad=diff and form.grad,
+        )
+
+    def generator(
+        self, index: int, name: str, t: TypeInfo, form: GeneratorForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        """A value the kernel makes per thread, of a type its row fills and of the width
+        ``dims`` asks for."""
+        row = GENERATOR[form.kind]
+        width = _index_width(t) if row.arrays else _vector_width(t)
+        fits = t.scalar in row.scalars and width > 0
+        if not fits or (row.max_width and width > row.max_width):
+            expected = f"a parameter {form.kind} fills ({row.fills})"
+            raise self.fail(TypeError, index, name, expected, f"{t.name}")
+        if form.dims is not None and form.dims != width:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                f"a parameter of {form.dims} component{'s' if form.dims > 1 else ''} for "
+                f"{form.kind}(dims={form.dims})",
+                f"{t.name}",
+            )
+        return _arg_plan(t, base, KIND[form.kind], elem=t.shape)
+
+    def numbers(
+        self,
+        index: int,
+        name: str,
+        t: TypeInfo,
+        form: NumbersForm,
+        diff: bool,
+        base: dict[str, Any],
+    ) -> ArgPlan:
+        """A tuple of Python numbers for a vector or a one-dimensional array of scalars: one
+        value for the whole call, its elements converted as a Python scalar of theirs is."""
+        got = describe(form)
+        if not _takes_numbers(t):
+            raise self.fail(TypeError, index, name, _expected_value(t), got)
+        if form.length != t.shape[0]:
+            raise self.fail(
+                TypeError, index, name, f"{t.shape[0]} numbers for {t.name}", str(form.length)
+            )
+        if t.scalar not in PY_SCALARS_FOR[form.kind]:
+            raise self.fail(
+                TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
+            )
+        return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
+
+    def target(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        """The tensor an ``out`` parameter's value is written into."""
+        form = self.element_tensor(index, name, t, form)
+        return _element_plan(t, base, form, KIND["out"])
+
+    def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
+        """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
+        element shape's classes (an extent past 4 is checked against the tensor itself)."""
+        want = SLANG[t.scalar].dtype
+        if not isinstance(form, TensorForm):
+            raise self.fail(TypeError, index, name, _expected_value(t), describe(form))
+        if form.dtype != want:
+            what = "numpy array" if form.numpy else "tensor"
+            got = f"{a_dtype(form.dtype)} {what}{refusal(form.dtype)}"
+            raise self.fail(TypeError, index, name, f"{a_dtype(want)} tensor", got)
+        classes = extent_classes(t.shape)
+        if t.shape and (form.rank < len(t.shape) or not form.extents.endswith(classes)):
+            expected = f"a tensor whose trailing dimensions are {shape_text(t.shape)} for {t.name}"
+            raise ShapeClassError(
+                f"{self.fn}: {argument_label(index, name)}: expected {expected}, got",
+                f"shape class {form.extents or '()'}",
+                index,
+                tuple(name.split(".")[1:]),
+            )
+        return form
+
+    def tensor(
+        self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
+    ) -> ArgPlan:
+        want = SLANG[t.scalar].dtype
+        expected = (
+            f"{a_dtype(want)} tensor of rank {t.dims} for {t.name} (or of more: the leading ones "
+            "are call dimensions)"
+        )
+        if not isinstance(form, TensorForm):
+            raise self.fail(TypeError, index, name, expected, describe(form))
+        if form.dtype != want or form.rank < t.dims:
+            raise self.fail(TypeError, index, name, expected, describe(form))
+        row = TENSOR_KIND[t.interface]
+        if row.differentiable and t.scalar != "float":
+            raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
+        diff = row.differentiable and self.info.differentiable
+        written = row.writes == "output"
+        return _arg_plan(
+            t,
+            base,
+            row,
+            dtype=form.dtype,
+            rank=form.rank,
+            call_dims=form.rank - t.dims,
+            differentiable=diff,
+            grad=diff and form.grad and not written,
+        )
+
+    def outputs(
+        self, params: Sequence[ParamPlan], args: Sequence[ArgPlan]
+    ) -> tuple[OutputPlan, ...]:
+        """The result's outputs (one per leaf of a struct result), then each ``out`` and
+        ``inout`` parameter's, leaf by leaf."""
+        r = self.info.returns
+        outputs: list[OutputPlan] = []
+        if r.kind != "void":
+            diff = self.info.differentiable and (r.kind != "struct" or r.differentiable)
+            for path, t in self.result_leaves(r, ()):
+                name = ".".join(("result", *path))
+                outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
+        for k, p in enumerate(params):
+            whole = args[p.first] if p.count else None  # a struct of no fields has no leaf
+            if whole is not None and whole.kind == "tensor" and whole.row.writes == "output":
+                outputs.append(
+                    _output(
+                        whole.param,
+                        k,
+                        (),
+                        p.first,
+                        p.slang_type,
+                        whole.scalar,
+                        (),
+                        whole.differentiable,
+                    )
+                )
+            if p.direction == "in":
+                continue
+            diff = self.carries(self.info.params[k])
+            for j in range(p.first, p.first + p.count):
+                a = args[j]
+                outputs.append(_output(a.param, k, a.path, j, a.slang_type, a.scalar, a.elem, diff))
+        return tuple(outputs)
+
+    def result_leaves(
+        self, t: TypeInfo, path: tuple[str, ...]
+    ) -> list[tuple[tuple[str, ...], TypeInfo]]:
+        if t.kind in VALUE_KINDS:
+            return [(path, t)]
+        if t.kind == "struct" and t.fields and not t.shape:
+            leaves = []
+            for f in t.fields:
+                leaves += self.result_leaves(f.type, (*path, f.name))
+            return leaves
+        raise TypeError(
+            f"{self.fn}: unsupported return type {t.name}; expected void, a scalar, vector, "
+            "matrix, array or a struct of those"
+        )
+
+
+def _output(
+    name: str,
+    source: int,
+    path: tuple[str, ...],
+    leaf: int,
+    slang_type: str,
+    scalar: str,
+    elem: tuple[int, ...],
+    diff: bool,
+) -> OutputPlan:
+    """An output of a value of ``slang_type``; differentiable where ``diff`` and its scalar is
+    a float."""
+    dtype = SLANG[scalar].dtype
+    return OutputPlan(
+        name, source, path, leaf, slang_type, scalar, dtype, elem, diff and scalar in SLANG_FLOATS
+    )
+
+
+def _element_plan(
+    t: TypeInfo, base: dict[str, Any], form: TensorForm, row: Kind, **fields: Any
+) -> ArgPlan:
+    """The plan of a leaf of type ``t`` and kind ``row`` fed by the tensor ``form``, one element
+    of ``t`` per call point: its trailing dimensions are ``t``'s element shape."""
+    return _arg_plan(
+        t,
+        base,
+        row,
+        dtype=form.dtype,
+        elem=t.shape,
+        rank=form.rank,
+        call_dims=form.rank - len(t.shape),
+        **fields,
+    )
+
+
+def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
+    """The type a tensor feeding field ``t`` of an array of structs (of extents ``lanes``)
+    holds one of per call point: an array of ``t`` over ``lanes``, outermost first."""
+    suffix = "".join(f"[{n}]" for n in reversed(lanes))
+    return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
+
+
+def _arg_plan(t: TypeInfo, base: dict[str, Any], row: Kind, **fields: Any) -> ArgPlan:
+    """The plan of a leaf of type ``t`` and kind ``row``; the fields not given are absent (0,
+    False, "")."""
+    kind, binding = cast(ArgKind, row.leaf), cast(LeafBinding, row.binding)
+    return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
+
+
+def _vector_width(t: TypeInfo) -> int:
+    """How many components a scalar (1) or vector parameter has; 0 for other types."""
+    return 1 if t.kind == "scalar" else t.shape[0] if t.kind == "vector" else 0
+
+
+def _index_width(t: TypeInfo) -> int:
+    """How many components an index parameter has: a scalar's, a vector's, or a
+    one-dimensional array's; 0 for other types."""
+    if t.kind == "array" and len(t.shape) == 1:
+        return t.shape[0]
+    return _vector_width(t)
+
+
+def _takes_numbers(t: TypeInfo) -> bool:
+    """Whether a tuple of Python numbers can be a value of ``t``: a vector, or an array of
+    scalars."""
+    return t.kind in ("vector", "array") and len(t.shape) == 1
+
+
+def _expected_value(t: TypeInfo) -> str:
+    tensor = f"{a_dtype(SLANG[t.scalar].dtype)} tensor"
+    if t.kind != "scalar":
+        trailing = shape_text(t.shape)
+        numbers = f" or a tuple of {t.shape[0]} numbers" if _takes_numbers(t) else ""
+        return f"{tensor} whose trailing dimensions are {trailing}{numbers} for {t.name}"
+    if t.scalar in ("int", "uint"):
+        return f"{tensor}, a Python int or a 1-D grid for {t.name}"
+    return f"{tensor} or a Python scalar for {t.name}"
+
+
+def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
+    """Resolve every argument of ``call`` against ``info``'s parameters."""
+    fn = f"{info.module}::{info.name}"
+    if call.function_id != fn:
+        raise ValueError(f"call signature is for {call.function_id}, not {fn}")
+    declaration = info.declaration
+    given = call.args
+    shaped = isinstance(given[-1], ResultForm) if given else False
+    if shaped:
+        given = given[:-1]
+    if len(given) != len(info.params) or any(isinstance(f, ResultForm) for f in given):
+        raise TypeError(
+            f"{fn}: expected {len(info.params)} arguments "
+            f"({', '.join(p.name for p in info.params)}), got {len(given)}"
+        )
+    info = inferred(info, call)
+    resolver = _Resolver(info)
+    params: list[ParamPlan] = []
+    leaves: list[ArgPlan] = []
+    for k, (p, form) in enumerate(zip(info.params, given, strict=True)):
+        interface = p.type.name if p.type.kind == "interface" else ""
+        if interface:
+            resolver.directed(k, p.name, p.type, p.direction)
+            p = replace(p, type=resolver.concrete(k, p.name, p.type, form))
+        mine = resolver.param(k, p, form)
+        if interface and any(a.grad for a in mine) and _has_vectors(p.type):
+            raise TypeError(
+                f"{fn}: {argument_label(k, p.name)}: Slang (slangpy 0.43.1's) cannot "
+                f"differentiate through the interface {interface} into {p.type.name}, whose "
+                "fields hold vectors or matrices (it stops on an internal error); pass its "
+                "tensors without grad, or declare such fields as arrays (float[3])"
+            )
+        struct = p.type.kind == "struct"
+        diff = resolver.carries(p) and (
+            struct or (p.type.kind in VALUE_KINDS and p.type.scalar in SLANG_FLOATS)
+        )
+        params.append(
+            ParamPlan(
+                p.name, p.type.name, p.direction, struct, diff, len(leaves), len(mine), interface
+            )
+        )
+        leaves += mine
+    if shaped:
+        leaves.append(_result_leaf(fn, info, len(params), call.args[-1].rank))
+    call_rank = max((a.call_dims for a in leaves), default=0)
+    for a in leaves:
+        if a.binding == "call_id":
+            _check_call_id(fn, a, call_rank)
+    args = tuple(
+        replace(a, broadcast=True) if a.kind == "elementwise" and a.call_dims != call_rank else a
+        for a in leaves
+    )
+    outputs = resolver.outputs(params, args)
+    capable = [i for i, a in enumerate(args) if a.differentiable and a.grad]
+    masks: list[str] = []
+    if any(o.differentiable for o in outputs):
+        for bits in product("01", repeat=len(capable)):
+            if "1" in bits:
+                chosen = {c for c, b in zip(capable, bits, strict=True) if b == "1"}
+                masks.append("".join("1" if i in chosen else "0" for i in range(len(args))))
+    r = info.returns
+    return SpecializationPlan(
+        PLAN_FORMAT,
+        SIGNATURE_FORMAT,
+        call.text,
+        info.module,
+        info.name,
+        declaration,
+        info.differentiable,
+        tuple(params),
+        args,
+        call_rank,
+        "" if r.kind == "void" else r.name,
+        r.kind == "struct",
+        outputs,
+        tuple(masks),
+    )
+
+
+def _has_vectors(t: TypeInfo) -> bool:
+    """Whether struct ``t`` holds a vector or a matrix (an array of them included), in its
+    fields' structs too."""
+    return any(
+        _has_vectors(f.type)
+        if f.type.kind == "struct"
+        else "vector<" in f.type.name or "matrix<" in f.type.name
+        for f in t.fields
+    )
+
+
+def _result_leaf(fn: str, info: FunctionInfo, index: int, rank: int) -> ArgPlan:
+    """The leaf of the call shape a ``_result=`` tensor gives a call with generators: a grid
+    bound to no parameter."""
+    r = info.returns
+    if r.kind not in VALUE_KINDS:
+        raise TypeError(f"{fn}: _result: the function returns {r.name}, not a tensor")
+    base = {"param": "_result", "index": index}
+    return _arg_plan(r, base, KIND["result shape"], rank=rank, call_dims=rank)
+
+
+def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
+    """TypeError naming ``a``, a call_id, where its parameter does not hold an index of a call
+    of ``call_rank`` dimensions: a vector of as many components (or one more, which is 0), an
+    array of as many, a scalar for a 1-D call."""
+    width = a.elem[0] if a.elem else 1
+    if not a.elem:
+        fits = call_rank == 1
+    elif a.slang_type.endswith("]"):
+        fits = width == call_rank
+    else:
+        fits = width in (call_rank, call_rank + 1)
+    if fits:
+        return
+    need = "an int[N], or an intN or int(N+1) vector, for an N-D call"
+    if not call_rank:
+        need = "a call shape, from another argument or from _result="
+    raise TypeError(
+        f"{fn}: {argument_label(a.index, a.param)}: call_id into {a.slang_type} needs {need}, "
+        f"got a {call_rank}-D call"
+    )
