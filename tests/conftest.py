@@ -56,11 +56,11 @@ def release_devices() -> None:
     import gc
 
     from slangspec import devices, warm
-    from slangspec.compile import cuda_source
-    from slangspec.runtime import module_base
+    from slangspec.compile.cuda import source as cuda_source
+    from slangspec.runtime import vulkan_backend
 
     warm._modules.clear()
-    module_base._compilers.clear()
+    vulkan_backend._compilers.clear()
     cuda_source._sessions.clear()
     gc.collect()
     devices.close_devices()

@@ -254,7 +254,7 @@ def test_asking_a_tier_its_class_is_found(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("name", ["compile/vulkan_compiler.py", "devices.py"])
+@pytest.mark.parametrize("name", ["compile/slang/vulkan_compiler.py", "devices.py"])
 def test_compiler_and_devices_do_not_know_the_cache(name):
     # Not even the table of settings, which lives in the cache store: what of it devices need,
     # their callers read and hand them.

@@ -20,7 +20,7 @@ from .partial_writes import merged, unwritten_like
 from .shapes import MAX_EXTENT, broadcast
 
 if TYPE_CHECKING:
-    from ..compile.vulkan_compiler import CompiledKernel
+    from .backend import CompiledKernel
     from .cuda_call import BackwardCall
     from .cuda_driver import DriverKernel
 

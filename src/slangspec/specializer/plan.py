@@ -13,9 +13,9 @@ from dataclasses import asdict, replace
 from itertools import product
 from typing import Any, cast
 
-from ..compile.toolchain import PLAN_FORMAT
 from ..frozen import frozen
 from ..generators import GENERATOR
+from ..preimage import PLAN_FORMAT
 from ..scalars import REFUSED_DTYPES, SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,
