@@ -35,6 +35,8 @@ RETRIES = 2
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel | Unloaded"
 Apart: TypeAlias = "tuple[Path, list[Path], ModuleText]"
+Reflected: TypeAlias = "spy.SlangModule | FrontEnd"
+"""A module through Slang's front-end: slangpy's on Vulkan, Slang's C API's on CUDA."""
 
 
 class SlangUnavailableError(DeviceUnavailableError):
@@ -124,7 +126,7 @@ class Backend(Protocol):
         reflects it; None when it is left to ``front_end``."""
         ...
 
-    def front_end(self) -> spy.SlangModule | FrontEnd:
+    def front_end(self) -> Reflected:
         """The module through the Slang front-end, for reflection."""
         ...
 
@@ -179,7 +181,7 @@ class SlangBackend(abc.ABC):
         """Drop the module's Slang session after a failed build: it keeps what it loaded."""
 
     @abc.abstractmethod
-    def _front_end(self, apart: Apart | None) -> spy.SlangModule | FrontEnd:
+    def _front_end(self, apart: Apart | None) -> Reflected:
         """The module through Slang's front-end once, in the cache or ``apart`` from it."""
 
     def compile(self, sources: dict[str, str]) -> dict[str, Kernel]:
@@ -206,14 +208,14 @@ class SlangBackend(abc.ABC):
 
         return self._retried(attempt, lost, apart)
 
-    def front_end(self) -> spy.SlangModule | FrontEnd:
+    def front_end(self) -> Reflected:
         """The user's module through the Slang front-end, for reflection (see ``_retried``)."""
 
-        def apart() -> spy.SlangModule | FrontEnd:
+        def apart() -> Reflected:
             with self._apart() as apart:
                 return self._front_end(apart)
 
-        def attempt() -> spy.SlangModule | FrontEnd:
+        def attempt() -> Reflected:
             self._module_written()
             return self._front_end(None)
 

@@ -16,7 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
@@ -37,13 +37,8 @@ from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
 from ..reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
-from .backend import Backend, needing_slang, toolchain_of
+from .backend import Backend, Reflected, needing_slang, toolchain_of
 from .miss_path import Builder
-
-if TYPE_CHECKING:
-    import slangpy as spy
-
-    from ..compile import FrontEnd
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 M = TypeVar("M", bound="BuildModule")
@@ -100,7 +95,7 @@ class BuildModule:
         self.include_paths = list(include_paths)
         """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
-        self._slang_module: spy.SlangModule | FrontEnd | None = None
+        self._slang_module: Reflected | None = None
         with needing_slang(f"module '{name}': the version of slangpy its cache keys cover"):
             self.toolchain = toolchain_of(cache)
         self.shaders = cache.shader_cache(self.toolchain)
@@ -263,7 +258,7 @@ class BuildModule:
             return ()
         return function_overloads(front_end, self.name, name, self.text.text)
 
-    def _front_end(self) -> spy.SlangModule | FrontEnd:
+    def _front_end(self) -> Reflected:
         if self._slang_module is None:
             self._slang_module = self.backend.front_end()
         return self._slang_module
