@@ -316,7 +316,7 @@ def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
 
 @needs_nvrtc
 def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_library(tmp_path):
-    """``cuda_build``: slangpy's library compiled into the module cache once, sealed; read
+    """``cuda.build``: slangpy's library compiled into the module cache once, sealed; read
     back by a build; damaged, removed and compiled again."""
     guard = ModuleCacheGuard(ModuleSeals(tmp_path / "slang"), None, "")
     toolchain = {"slang": "test"}
