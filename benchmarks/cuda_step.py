@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from slangspec.codegen import kernel_source
-from slangspec.compile import nvrtc
-from slangspec.compile.cuda_source import CudaSource, Kernel, cuda_source, split_prelude
-from slangspec.compile.slang_api import SlangSession
+from slangspec.compile.cuda import nvrtc
+from slangspec.compile.cuda.source import CudaSource, Kernel, cuda_source, split_prelude
+from slangspec.compile.slang.api import SlangSession
 from slangspec.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
 

@@ -170,7 +170,7 @@ class Trial:
         env = _tree_env(self.src, "off")
         command = [sys.executable, "-m", "slangspec.compile.server", "--cache-dir", str(cache)]
         proc = subprocess.Popen(command, env=env)  # its log goes to this one's stderr
-        asking = "from slangspec.compile import server_client as c; import sys; "
+        asking = "from slangspec.compile.server import client as c; import sys; "
         asking += "sys.exit(c.status(sys.argv[1]) is None)"
         while subprocess.run([sys.executable, "-c", asking, str(cache)], env=env).returncode:
             if proc.poll() is not None:
@@ -185,7 +185,7 @@ class Trial:
         for proc in self.servers:
             proc.kill()
         env = _tree_env(self.src, "off")
-        stopping = "from slangspec.compile import server_client as c; import sys; "
+        stopping = "from slangspec.compile.server import client as c; import sys; "
         stopping += "[c.stop(p) for p in sys.argv[1:]]"
         places = [str(p) for p in self.root.iterdir()]
         subprocess.run([sys.executable, "-c", stopping, *places], env=env, check=False)

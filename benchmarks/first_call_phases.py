@@ -27,7 +27,7 @@ def child(kind: str, cache: str) -> dict[str, float]:
 
     import slangspec
     from slangspec import devices
-    from slangspec.compile.vulkan_compiler import CompiledKernel
+    from slangspec.compile.slang.vulkan_compiler import CompiledKernel
 
     tdev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
@@ -59,14 +59,14 @@ def child(kind: str, cache: str) -> dict[str, float]:
     bind = m.binding.begin()
     if "forward" in entry.binaries:
         # CUDA with a cached cubin: Slang is never started.
-        launchable = m.builder.load_binary(key, "forward", entry.binaries["forward"])
+        launchable = m.backend.load(key, "forward", entry)
         mark("load cached cubin")
     else:
-        session = m.compiler.session(m.include_paths, m.defines, m.content)
+        session = m.backend.compiler.session(m.include_paths, m.defines, m.content)
         mark("slang session")
         program = session.load_program(entry.kernels["forward"], ["slangspec_main"])
         mark("load cached program")
-        kernel = CompiledKernel(m.device.create_compute_kernel(program))
+        kernel = CompiledKernel(m.backend.device.create_compute_kernel(program))
         mark("create kernel")
         launchable = bind.prepare(kernel)
         mark("prepare for launch")

@@ -41,8 +41,8 @@ in the parent only (a worker finds its children too, as it exits)."""
 PHASES: dict[str, list[tuple[str, str]]] = {
     "load the module": [("slangspec.warm", "module_for")],
     "open the cache": [("slangspec.cache", "Cache.for_running")],
-    "the toolchain's identity": [("slangspec.runtime.module_base", "toolchain")],
-    "torch's CUDA context": [("slangspec.runtime.module_base", "primary_context")],
+    "the toolchain's identity": [("slangspec.runtime.module_base", "toolchain_of")],
+    "torch's CUDA context": [("slangspec.runtime.cuda_backend", "primary_context")],
     "check slangpy's module cache": [
         ("slangspec.cache_store.module_cache", "ModuleCacheGuard.check")
     ],
@@ -50,22 +50,29 @@ PHASES: dict[str, list[tuple[str, str]]] = {
         ("slangspec.cache_store.module_cache", "ModuleCacheGuard.seal")
     ],
     "open slangpy's device": [("slangspec.devices", "open_device")],
-    "Slang front-end (reflection)": [("slangspec.runtime.miss_path", "Builder.front_end")],
-    "Slang session": [("slangspec.compile.vulkan_compiler", "Compiler._session")],
-    "slangpy's library front-end": [("slangspec.compile.vulkan_compiler", "Compiler._library")],
-    "module front-end": [("slangspec.compile.vulkan_compiler", "Compiler._loaded")],
+    "Slang front-end (reflection)": [("slangspec.runtime.backend", "SlangBackend.front_end")],
+    "Slang session": [("slangspec.compile.slang.vulkan_compiler", "Compiler._session")],
+    "slangpy's library front-end": [
+        ("slangspec.compile.slang.vulkan_compiler", "Compiler._library")
+    ],
+    "module front-end": [("slangspec.compile.slang.vulkan_compiler", "Compiler._loaded")],
     "type resolution": [("slangspec.runtime.miss_path", "plan_from_signature")],
     "code generation": [("slangspec.runtime.miss_path", "kernel_source")],
-    "Slang compile": [("slangspec.runtime.miss_path", "Builder._compiled")],
-    "Slang to target code (Vulkan)": [("slangspec.compile.vulkan_compiler", "Compiler.kernel")],
-    "Slang's global session (CUDA)": [("slangspec.compile.slang_api", "SlangSession.__init__")],
-    "slangpy's library to IR (CUDA)": [("slangspec.compile.cuda_build", "slangpy_library")],
-    "module front-end (CUDA)": [("slangspec.compile.cuda_source", "front_end")],
+    "Slang compile": [
+        ("slangspec.runtime.cuda_backend", "CudaBackend.compiled"),
+        ("slangspec.runtime.vulkan_backend", "VulkanBackend.compiled"),
+    ],
+    "Slang to target code (Vulkan)": [
+        ("slangspec.compile.slang.vulkan_compiler", "Compiler.kernel")
+    ],
+    "Slang's global session (CUDA)": [("slangspec.compile.slang.api", "SlangSession.__init__")],
+    "slangpy's library to IR (CUDA)": [("slangspec.compile.cuda.build", "slangpy_library")],
+    "module front-end (CUDA)": [("slangspec.compile.cuda.source", "front_end")],
     "reflection to FunctionInfo": [("slangspec.specializer.reflect", "function_info")],
-    "Slang to CUDA source": [("slangspec.compile.cuda_build", "cuda_source")],
-    "NVRTC": [("slangspec.compile.nvrtc", "Nvrtc.compile")],
-    "the compile server (client's wait)": [("slangspec.compile.server_client", "exchange")],
-    "starting the compile server": [("slangspec.compile.server_client", "start")],
+    "Slang to CUDA source": [("slangspec.compile.cuda.build", "cuda_source")],
+    "NVRTC": [("slangspec.compile.cuda.nvrtc", "Nvrtc.compile")],
+    "the compile server (client's wait)": [("slangspec.compile.server.client", "exchange")],
+    "starting the compile server": [("slangspec.compile.server.client", "start")],
     "cubin into the CUDA context": [("slangspec.runtime.cuda_driver", "DriverKernel.from_binary")],
     "cache writes": [
         ("slangspec.cache_store.cache", f"Cache.{name}")

@@ -53,8 +53,9 @@ warm = torch.ones(2, device=tdev, requires_grad=True)
 (warm * 2).backward(torch.ones_like(warm))
 import slangpy, slangspec
 from slangspec import devices
-from slangspec.compile import vulkan_compiler
-from slangspec.compile import cuda_build, nvrtc
+from slangspec.compile.slang import vulkan_compiler
+from slangspec.compile.cuda import build as cuda_build
+from slangspec.compile.cuda import nvrtc
 from slangspec.cache_store import module_cache, remote
 from slangspec.runtime import miss_path
 spent = defaultdict(float)

@@ -586,7 +586,7 @@ class ServerTrials:
     a reference cache one process built by itself."""
 
     def __init__(self, cache_root: Path, tdev: str, rng: random.Random) -> None:
-        from slangspec.compile.server_client import CONNECT_WAIT_S, REPLY_WAIT_S
+        from slangspec.compile.server.client import CONNECT_WAIT_S, REPLY_WAIT_S
 
         self.root = cache_root
         self.rng = rng
@@ -662,7 +662,7 @@ class ServerTrials:
 
     def run(self, rounds: int) -> None:
         from compile_servers import FakeServer
-        from slangspec.compile.server_place import server_place
+        from slangspec.compile.server.place import server_place
 
         held = os.environ.get("XDG_RUNTIME_DIR")
         os.environ["XDG_RUNTIME_DIR"] = str(self.run_dir)  # where this process finds them too
@@ -709,7 +709,7 @@ class ServerTrials:
         """A real server killed, stopped or its socket taken away: before a client asks it,
         while it works for one (once a connection is seen at its socket), or at a random
         moment of a client's run."""
-        from slangspec.compile.server_place import server_place
+        from slangspec.compile.server.place import server_place
 
         server = self.serving(cache)
         path = server_place(cache).socket
@@ -746,7 +746,7 @@ class ServerTrials:
     def race(self, cache: Path, what: str) -> None:
         """Two clients start a server at once: one stays, and a later client is served."""
         from compile_servers import servers
-        from slangspec.compile import server_client
+        from slangspec.compile.server import client as server_client
 
         for proc in [self.client(cache, "auto", 1) for _ in range(2)]:
             self.judged(proc, cache, what, self.bound)

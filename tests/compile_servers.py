@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from slangspec.compile import server_client
+from slangspec.compile.server import client as server_client
 
 
 def serving(cache: Path, env: dict[str, str], log: Path) -> subprocess.Popen:

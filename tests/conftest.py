@@ -56,13 +56,13 @@ def release_devices(under: str | None = None) -> None:
     import gc
 
     from slangspec import devices, warm
-    from slangspec.compile import cuda_source
-    from slangspec.runtime import module_base
+    from slangspec.compile.cuda import source as cuda_source
+    from slangspec.runtime import vulkan_backend
 
     def mine(key: object) -> bool:
         return under is None or under in repr(key)
 
-    for table in (warm._modules, module_base._compilers, cuda_source._sessions):
+    for table in (warm._modules, vulkan_backend._compilers, cuda_source._sessions):
         for key in [k for k in table if mine(k)]:
             del table[key]
     gc.collect()

@@ -24,9 +24,9 @@ import torch
 
 import slangspec
 from slangspec.cache_store import disk, remote
-from slangspec.compile import server_client
+from slangspec.compile.server import client as server_client
 from slangspec.counts import compile_counts
-from slangspec.runtime import miss_path, module
+from slangspec.runtime import backend, miss_path, module
 from slangspec.runtime.module_base import BuildModule, load_module
 from slangspec.signatures import call_signature
 
@@ -42,14 +42,14 @@ def forbid_compile() -> None:
 
     miss_path.kernel_source = refuse
     miss_path.plan_from_signature = refuse
-    miss_path.Builder.front_end = refuse
+    backend.SlangBackend.front_end = refuse
     module.plan_from_signature = refuse
     module.Module.function_overloads = refuse
 
 
 def forbid_slang() -> None:
     """Also make every path into Slang (sessions, module loads, kernel builds) raise."""
-    from slangspec.compile import vulkan_compiler
+    from slangspec.compile.slang import vulkan_compiler
 
     forbid_compile()
 

@@ -20,7 +20,7 @@ import slangspec
 from slangspec import preimage
 from slangspec.cache_store import key_of, location
 from slangspec.cache_store.entry import binary_added
-from slangspec.compile import toolchain
+from slangspec.compile import toolchain_identity as toolchain
 from slangspec.counts import compile_counts
 from workers import held_by_woken_waiters, load, report, run, worker
 
@@ -287,8 +287,6 @@ def test_damaged_cubins_are_dropped_and_rebuilt(tmp_path, kind, damage):
 def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
     tmp_path, tdev, monkeypatch, where, disturbed
 ):
-    from slangspec.runtime.miss_path import Builder
-
     cache = tmp_path / "cache"
     if where == "file":
         m = load(cache)
@@ -297,7 +295,8 @@ def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
         m = slangspec.load_source(
             "cached", text, include_paths=[HERE / "slang_lib"], cache_dir=cache
         )
-    real = Builder._compiled
+    backend = type(m.backend)
+    real = backend.compiled
     broken = []
 
     def clear_then_fail(self, sources, apart=None):
@@ -311,7 +310,7 @@ def test_a_build_that_keeps_failing_in_the_cache_is_finished_apart_from_it(
         broken.extend(sources)
         raise RuntimeError("SLANG_FAIL, as when a build reads a module a clear removed")
 
-    monkeypatch.setattr(Builder, "_compiled", clear_then_fail)
+    monkeypatch.setattr(backend, "compiled", clear_then_fail)
     a = torch.randn(1, device=tdev, requires_grad=True)
     x = torch.randn(5, device=tdev, requires_grad=True)
     y = m.poly(a, x)
@@ -599,11 +598,11 @@ def test_a_warm_process_knows_its_functions_without_reflecting(tmp_path):
     code = (
         "import sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
-        "from slangspec.runtime import miss_path\n"
+        "from slangspec.runtime import backend\n"
         "from workers import load\n"
         "def refuse(*_a, **_k):\n"
         "    raise AssertionError('reflected')\n"
-        "miss_path.Builder.front_end = refuse\n"
+        "backend.SlangBackend.front_end = refuse\n"
         "m = load(sys.argv[1])\n"
         "print(hasattr(m, 'nope'), hasattr(m, 'poly'))\n"
     )

@@ -31,10 +31,10 @@ from test_cuda_step import elf_arch, needs_nvrtc
 import compile_servers
 import slangspec
 from compile_servers import FakeServer, frame, framed, servers
-from slangspec.compile import server_client
-from slangspec.compile.prepared import PRELUDE_FILE
-from slangspec.compile.server import EXIT_PAST_DEADLINE
-from slangspec.compile.server_place import UnsafePlace, runtime_directory, server_place
+from slangspec.compile.cuda.prepared import PRELUDE_FILE
+from slangspec.compile.server import client as server_client
+from slangspec.compile.server.place import UnsafePlace, runtime_directory, server_place
+from slangspec.compile.server.serve import EXIT_PAST_DEADLINE
 
 pytestmark = needs_nvrtc
 
@@ -43,7 +43,7 @@ BUILD_ONLY = """
 import json, sys
 from pathlib import Path
 import slangspec
-from slangspec.compile import server_client
+from slangspec.compile.server import client as server_client
 from slangspec.counts import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 here = Path(sys.argv[2])

@@ -20,18 +20,18 @@ from slangspec.cache_store.module_cache import ModuleCacheGuard
 from slangspec.cache_store.module_seals import ModuleSeals
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
-from slangspec.compile import nvrtc
-from slangspec.compile.cubin import cubin_problem, section_names
-from slangspec.compile.cubin import sm_version as elf_arch
-from slangspec.compile.cuda_build import build, library_dir
-from slangspec.compile.cuda_source import (
+from slangspec.compile.cuda import nvrtc
+from slangspec.compile.cuda.build import build, library_dir
+from slangspec.compile.cuda.cubin import cubin_problem, section_names
+from slangspec.compile.cuda.cubin import sm_version as elf_arch
+from slangspec.compile.cuda.source import (
     LIBRARY_FILE,
     Kernel,
     cuda_source,
     slangpy_library,
     split_prelude,
 )
-from slangspec.compile.slang_api import SlangCompileError
+from slangspec.compile.slang.api import SlangCompileError
 from slangspec.counts import compile_counts
 from slangspec.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
@@ -316,7 +316,7 @@ def test_modules_of_the_cuda_step_need_neither_torch_nor_a_slangpy_device():
 
 @needs_nvrtc
 def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_library(tmp_path):
-    """``cuda_build``: slangpy's library compiled into the module cache once, sealed; read
+    """``cuda.build``: slangpy's library compiled into the module cache once, sealed; read
     back by a build; damaged, removed and compiled again."""
     guard = ModuleCacheGuard(ModuleSeals(tmp_path / "slang"), None, "")
     toolchain = {"slang": "test"}
@@ -351,8 +351,8 @@ def test_a_build_is_a_cubin_with_its_entry_layout_and_group_reading_a_sealed_lib
 
 
 def test_a_forgotten_module_is_loaded_afresh(tmp_path):
-    from slangspec.compile import cuda_source as cs
-    from slangspec.compile.slang_api import global_session
+    from slangspec.compile.cuda import source as cs
+    from slangspec.compile.slang.api import global_session
 
     module = ModuleText("m", tmp_path / "m.slang", "float f(float x) { return x; }\n")
     cs.front_end(module, content="one")

@@ -14,7 +14,7 @@ import slangspec
 from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
 from slangspec.cache_store.settings import setting
-from slangspec.compile.vulkan_compiler import Compiler
+from slangspec.compile.slang.vulkan_compiler import Compiler
 from slangspec.module_text import ModuleText
 
 OPS = Path(__file__).parent / "shaders" / "ops.slang"

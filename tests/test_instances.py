@@ -197,7 +197,7 @@ def test_a_manifest_warms_methods_and_explain_finds_them(tmp_path, tdev):
 def test_both_front_ends_describe_methods_alike(kd):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) describe a method, its ``this`` and a static method alike."""
-    from slangspec.compile import cuda_source
+    from slangspec.compile.cuda import source as cuda_source
     from slangspec.module_text import ModuleText
     from slangspec.specializer.reflect import function_overloads
 

@@ -116,7 +116,7 @@ def test_a_gradient_slang_cannot_take_through_an_interface_is_refused_by_name(kd
 
 
 def test_a_fresh_load_calls_the_named_struct_from_the_cache(kd, cache_dir, tdev, monkeypatch):
-    from slangspec.runtime import miss_path, module
+    from slangspec.runtime import backend, miss_path, module
 
     def refuse(*args, **kwargs):
         raise AssertionError("served from the cache, nothing is resolved or reflected")
@@ -127,7 +127,7 @@ def test_a_fresh_load_calls_the_named_struct_from_the_cache(kd, cache_dir, tdev,
     hits = slangspec.Cache(cache_dir).stats()["hits"]
     monkeypatch.setattr(miss_path, "plan_from_signature", refuse)
     monkeypatch.setattr(miss_path, "kernel_source", refuse)
-    monkeypatch.setattr(miss_path.Builder, "front_end", refuse)
+    monkeypatch.setattr(backend.SlangBackend, "front_end", refuse)
     monkeypatch.setattr(module.Module, "function_overloads", refuse)
     fresh = slangspec.load(KINDS, cache_dir=cache_dir)
     again = r.detach().clone().requires_grad_()
@@ -210,7 +210,7 @@ def test_a_manifest_warms_interface_calls_and_explain_names_the_struct(tmp_path,
 def test_both_front_ends_list_the_conforming_structs_alike(kd):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) describe an interface parameter, and the structs that conform to it, alike."""
-    from slangspec.compile import cuda_source
+    from slangspec.compile.cuda import source as cuda_source
     from slangspec.module_text import ModuleText
     from slangspec.specializer.reflect import function_overloads
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec.cli import main
-from slangspec.runtime import miss_path
+from slangspec.runtime import backend
 from slangspec.runtime.module import Function
 
 SURFACE = Path(__file__).parent / "shaders" / "surface.slang"
@@ -31,7 +31,7 @@ def test_dir_lists_the_functions_the_module_declares(sf, cache_dir, monkeypatch)
     def refuse(*args):
         raise AssertionError("dir() started the Slang front-end")
 
-    monkeypatch.setattr(miss_path.Builder, "front_end", refuse)
+    monkeypatch.setattr(backend.SlangBackend, "front_end", refuse)
     again = slangspec.load(SURFACE, cache_dir=cache_dir)
     assert set(again.function_names()) == set(sf.function_names())
 

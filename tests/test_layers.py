@@ -1,8 +1,9 @@
 """The layers hold: the cache store imports only itself, the standard library, its storage
 libraries and ``frozen`` (how slangspec defines a value class), and the rest of slangspec uses
-only what its ``__init__`` exports; the compiler and device code are handed paths, never the
-cache; and no module of slangspec imports one that imports it back, however late or only for
-type checking."""
+only what its ``__init__`` exports; the compile path is imported only by the runtime's build
+backends and the warm and ahead-of-time code, and only through what its ``__init__`` exports;
+the compiler and device code are handed paths, never the cache; and no module of slangspec
+imports one that imports it back, however late or only for type checking."""
 
 from __future__ import annotations
 
@@ -18,6 +19,18 @@ STORE = "slangspec.cache_store"
 STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs"}
 STORE_MAY_USE = {"slangspec.frozen"}
 """Modules of slangspec below every layer: they know nothing of kernels, caches or devices."""
+COMPILE = "slangspec.compile"
+COMPILE_USERS = {
+    "slangspec",  # the package's face names SlangCompileError, the error users catch
+    "slangspec.runtime.backend",
+    "slangspec.runtime.cuda_backend",
+    "slangspec.runtime.vulkan_backend",
+    "slangspec.warm",
+    "slangspec.bundle",
+    "slangspec.package_kernels",
+}
+"""The modules outside the compile path that import it, besides the CLI's (``slangspec.cli``):
+the runtime's build backends (and what they share) and the warm and ahead-of-time code."""
 
 
 def module_name(path: Path) -> str:
@@ -58,35 +71,37 @@ def imported(path: Path, name: str | None = None) -> set[str]:
     return found
 
 
-def store_exports() -> set[str]:
-    """The names the cache store's ``__init__`` exports: the modules it names whole
+def face_exports(package: str) -> set[str]:
+    """The names a package's ``__init__`` (its face) exports: the modules it names whole
     (``_WHOLE``) and the names it imports on first use (``_HOME``), its ``__all__``."""
     found = {}
-    for node in ast.parse((SRC / "cache_store" / "__init__.py").read_text()).body:
+    face = SRC.joinpath(*package.split(".")[1:], "__init__.py")
+    for node in ast.parse(face.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             found[ast.unparse(node.targets[0])] = node.value
     assert ast.unparse(found["__all__"]) == "sorted([*_WHOLE, *_HOME])"
     return {*ast.literal_eval(found["_WHOLE"]), *ast.literal_eval(found["_HOME"])}
 
 
-def past_the_store(path: Path, name: str | None = None) -> set[str]:
-    """What ``path`` (the module ``name``, by default the one it is) reaches of the cache store
+def past_the_face(path: Path, package: str, name: str | None = None) -> set[str]:
+    """What ``path`` (the module ``name``, by default the one it is) reaches of ``package``
     past its ``__init__``: a module of it imported by its path, a name imported from the package
     that ``__all__`` does not export (a module of it among them), or such a name read off the
     package imported whole. A name exported is no deep import, a module named whole in
     ``__all__`` included, while importing from inside that module by its path is one."""
-    exported = store_exports()
+    exported = face_exports(package)
+    leaf = package.rpartition(".")[2]
     deep = set()
     whole = set()  # the names the package itself is bound to
     for module, names in imports(path, name):
-        if module.startswith(STORE + "."):
+        if module.startswith(package + "."):
             deep.add(module)
-        elif module == STORE:
-            deep.update(f"{STORE}.{n}" for n in names if n not in exported)
+        elif module == package:
+            deep.update(f"{package}.{n}" for n in names if n not in exported)
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            whole.update(a.asname or a.name for a in node.names if a.name == "cache_store")
+            whole.update(a.asname or a.name for a in node.names if a.name == leaf)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Attribute)
@@ -94,8 +109,25 @@ def past_the_store(path: Path, name: str | None = None) -> set[str]:
             and node.value.id in whole
             and node.attr not in exported
         ):
-            deep.add(f"{STORE}.{node.attr}")
+            deep.add(f"{package}.{node.attr}")
     return deep
+
+
+def past_the_store(path: Path, name: str | None = None) -> set[str]:
+    """What ``path`` reaches of the cache store past its face (``past_the_face``)."""
+    return past_the_face(path, STORE, name)
+
+
+def compile_use(path: Path, name: str | None = None) -> list[str]:
+    """How ``path`` (the module ``name``, by default the one it is), a module outside the
+    compile path, breaks its layer: importing it at all where it is not one of
+    ``COMPILE_USERS`` or the CLI's, and any import past its face (``past_the_face``)."""
+    name = name or module_name(path)
+    broken = [f"{name} reaches {deep}" for deep in sorted(past_the_face(path, COMPILE, name))]
+    user = name in COMPILE_USERS or name.startswith("slangspec.cli")
+    if not user and any(m == COMPILE or m.startswith(COMPILE + ".") for m in imported(path, name)):
+        broken.insert(0, f"{name} imports {COMPILE}")
+    return broken
 
 
 def slangspec_imports(path: Path) -> set[str]:
@@ -187,6 +219,49 @@ def test_a_deep_import_of_the_cache_store_is_found(tmp_path):
     assert past_the_store(exported, "slangspec.exported") == set()
 
 
+def test_only_the_backends_and_the_warm_and_aot_code_import_compile_through_its_face():
+    broken = [
+        problem
+        for name, path in MODULES.items()
+        if name != COMPILE and not name.startswith(COMPILE + ".")
+        for problem in compile_use(path)
+    ]
+    assert broken == []
+
+
+def test_the_compile_paths_users_are_modules():
+    assert set(MODULES) >= COMPILE_USERS
+
+
+def test_a_forbidden_import_of_compile_is_found(tmp_path):
+    """The rule above cannot pass for want of seeing: a module that may not import the compile
+    path is found importing its face, and each way past the face is found in one that may."""
+    synthetic = tmp_path / "synthetic.py"
+    synthetic.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..compile import CompiledKernel\n"
+    )
+    assert compile_use(synthetic, "slangspec.runtime.launch") == [
+        "slangspec.runtime.launch imports slangspec.compile"
+    ]
+    assert compile_use(synthetic, "slangspec.runtime.vulkan_backend") == []
+    deep = tmp_path / "deep.py"
+    deep.write_text(
+        "from ..compile.cuda.source import front_end\n"
+        "from ..compile import cuda, toolchain, warm_pool\n"
+        "from .. import compile as face\n"
+        "import slangspec.compile.server.client\n"
+        "def later():\n"
+        "    from ..compile.slang import api\n"
+        "    return face.server.serve\n"
+    )
+    assert compile_use(deep, "slangspec.runtime.cuda_backend") == [
+        f"slangspec.runtime.cuda_backend reaches {COMPILE}.{reached}"
+        for reached in ["cuda", "cuda.source", "server", "server.client", "slang"]
+    ]
+
+
 def tier_classes() -> set[str]:
     """The classes a tier is, or a tier's lookup gives: the ``Tier`` protocol and those under
     it, every cache store class that has each method the protocol declares (tiers implement it
@@ -254,7 +329,7 @@ def test_asking_a_tier_its_class_is_found(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("name", ["compile/vulkan_compiler.py", "devices.py"])
+@pytest.mark.parametrize("name", ["compile/slang/vulkan_compiler.py", "devices.py"])
 def test_compiler_and_devices_do_not_know_the_cache(name):
     # Not even the table of settings, which lives in the cache store: what of it devices need,
     # their callers read and hand them.

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import slangspec
 from slangspec.cli import main
 from slangspec.counts import compile_counts
-from slangspec.runtime import miss_path, module
+from slangspec.runtime import backend, miss_path, module
 from slangspec.specializer.reflect import function_overloads
 
 TOL = {"rtol": 1e-6, "atol": 1e-6}
@@ -173,7 +173,7 @@ def _refuse(*_args, **_kwargs):
 def _served_from_cache(monkeypatch) -> None:
     monkeypatch.setattr(miss_path, "plan_from_signature", _refuse)
     monkeypatch.setattr(miss_path, "kernel_source", _refuse)
-    monkeypatch.setattr(miss_path.Builder, "front_end", _refuse)
+    monkeypatch.setattr(backend.SlangBackend, "front_end", _refuse)
     monkeypatch.setattr(module.Module, "function_overloads", _refuse)
 
 
@@ -246,7 +246,7 @@ specializations = [["f32[N] grad"], ["i32[N]"], ["f32[N, 2]", "float"]]
 def test_both_front_ends_describe_overloads_alike(ov, tmp_path):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) give the same descriptions, overloads, built-ins and their order included."""
-    from slangspec.compile import cuda_source
+    from slangspec.compile.cuda import source as cuda_source
     from slangspec.module_text import ModuleText
 
     if ov.device_kind != "vulkan":

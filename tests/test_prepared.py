@@ -15,15 +15,15 @@ from test_cuda_step import MIX, SIGNATURES, kernels_of, needs_nvrtc
 from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.module_cache import ModuleCacheGuard
 from slangspec.cache_store.module_seals import ModuleSeals
-from slangspec.compile.cuda_build import library_dir, stored_prelude
-from slangspec.compile.cuda_source import LIBRARY_FILE, cuda_source, split_prelude
-from slangspec.compile.prepared import (
+from slangspec.compile.cuda.build import library_dir, stored_prelude
+from slangspec.compile.cuda.prepared import (
     MANIFEST,
     PRELUDE_FILE,
     directory_of,
     prepare,
     prepared,
 )
+from slangspec.compile.cuda.source import LIBRARY_FILE, cuda_source, split_prelude
 from slangspec.counts import compile_counts
 from slangspec.module_text import ModuleText
 

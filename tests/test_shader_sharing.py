@@ -39,7 +39,7 @@ y = m.poly(a, x)
 y.sum().backward()
 torch.testing.assert_close(y, (a * x * x + 3 * a).detach())
 torch.testing.assert_close(x.grad, (2 * a * x).detach())
-stats = m.device.shader_cache_stats
+stats = m.backend.device.shader_cache_stats
 print(json.dumps({"hits": stats.hit_count, "misses": stats.miss_count}))
 """
 

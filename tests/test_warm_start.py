@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slangspec.compile.slangpy_install import install_stamp, wheel_stamp
+from slangspec.compile.slang.slangpy_install import install_stamp, wheel_stamp
 from workers import HERE, SHADERS, run, worker
 
 
@@ -187,7 +187,7 @@ def test_slangpy_versions_come_from_the_cache_without_importing_it(tmp_path):
         if sys.argv[2] == "blocked":
             sys.modules["slangpy"] = None
         from slangspec.cache_store import Cache
-        from slangspec.compile.toolchain import toolchain
+        from slangspec.compile.toolchain_identity import toolchain
         print(json.dumps(toolchain(Cache(sys.argv[1]))))
     """
     noted = python(code, str(tmp_path), "importable")
@@ -246,8 +246,8 @@ def test_the_wheel_stamp_is_the_same_wherever_one_wheel_is_installed(tmp_path):
 UNUSABLE = """
     import os, sys
     os.environ["SLANGSPEC_CUDA_ARCH"] = "sm_90"  # CUDA's build, with no GPU needed
-    from slangspec.compile.slang_api import SlangCompileError
-    from slangspec.runtime.miss_path import SlangUnavailableError
+    from slangspec.compile.slang.api import SlangCompileError
+    from slangspec.runtime.backend import SlangUnavailableError
     from slangspec.runtime.module_base import BuildModule, load_module_source
 
     def load(name, source):
@@ -283,7 +283,8 @@ def test_a_cuda_miss_where_slangpy_cannot_be_used_says_what_was_missing(tmp_path
 
 def test_loading_where_slangpy_is_not_installed_says_so(tmp_path, monkeypatch):
     import slangspec
-    from slangspec.compile import slangpy_install, toolchain
+    from slangspec.compile import toolchain_identity as toolchain
+    from slangspec.compile.slang import slangpy_install
 
     monkeypatch.setattr(toolchain, "_slangpy", None)  # as a fresh process has it
     monkeypatch.setattr(slangpy_install, "find_install", lambda: None)

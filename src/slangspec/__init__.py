@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
     from .cache_store import SettingWarning as SettingWarning
-    from .compile.slang_api import SlangCompileError as SlangCompileError
+    from .compile import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .generators import call_id as call_id
     from .generators import rand_float as rand_float
     from .generators import thread_id as thread_id
     from .generators import wang_hash as wang_hash
+    from .runtime.backend import SlangUnavailableError as SlangUnavailableError
     from .runtime.instances import InstanceList as InstanceList
-    from .runtime.miss_path import SlangUnavailableError as SlangUnavailableError
     from .runtime.module import Function as Function
     from .runtime.module import Module as Module
     from .runtime.module import load as load
@@ -47,9 +47,9 @@ _HOME = {
     "InstanceList": ".runtime.instances",
     "Function": ".runtime.module",
     "Module": ".runtime.module",
-    "SlangCompileError": ".compile.slang_api",
+    "SlangCompileError": ".compile",
     "SettingWarning": ".cache_store",
-    "SlangUnavailableError": ".runtime.miss_path",
+    "SlangUnavailableError": ".runtime.backend",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",
     "ArgumentError": ".signatures",

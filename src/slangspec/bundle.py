@@ -25,7 +25,7 @@ from typing import Any
 
 from .cache import regenerate_source
 from .cache_store import Cache, binary_added, key_of, regenerated, setting, source_name, travel
-from .compile.toolchain import toolchain
+from .compile import toolchain
 
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 2

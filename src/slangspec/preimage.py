@@ -1,8 +1,9 @@
 """What a cache key covers: the canonical preimage of everything that can change a kernel.
 
-The runtime builds it, with ``toolchain``'s formats and versions, and hands it to the cache,
-which keys by its hash and stores it with each entry to compare on every hit: neither a
-collision nor a damaged key can serve a kernel built from anything else.
+The runtime builds it, with the formats below and the toolchain's versions
+(``compile.toolchain``), and hands it to the cache, which keys by its hash and stores it with
+each entry to compare on every hit: neither a collision nor a damaged key can serve a kernel
+built from anything else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import xxhash
+
+CACHE_FORMAT = 1
+"""Bumped whenever the entry layout or the preimage changes shape."""
+PLAN_FORMAT = 7
+"""Bumped whenever a specialization plan's fields or meaning change."""
+CODEGEN_FORMAT = 4
+"""Bumped whenever generated sources change for the same plan."""
 
 _IMPORT_RE = re.compile(
     r'^\s*(?:__exported\s+)?(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .cache import Cache
 from .cache_store import FORWARD, lease_seconds, setting
-from .compile.warm_pool import released, stall_watch, start
+from .compile import warm_pool
 from .devices import device_kind
 from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
@@ -451,7 +451,7 @@ def _failed(item: WarmItem, exc: Exception) -> WarmResult:
 def _failure(exc: Exception) -> str:
     """Why a build failed, in one line: Slang's first error where Slang refused the sources
     (its file, line and column, and message), else the exception's first line."""
-    from .compile.slang_api import SlangCompileError
+    from .compile import SlangCompileError
 
     if isinstance(exc, SlangCompileError):
         return f"{type(exc).__name__}: {exc.first_error}"
@@ -483,7 +483,7 @@ def _executor(jobs: int, device: str | None) -> futures.Executor:
     if jobs <= 1:
         # One worker thread of this process: tasks run in the order they are queued.
         return futures.ThreadPoolExecutor(max_workers=1)
-    return start(jobs, device)
+    return warm_pool.start(jobs, device)
 
 
 def warm(
@@ -511,7 +511,7 @@ def warm(
 
     Returns without waiting for the worker processes to exit (``warm_pool.released``).
     """
-    with released(pool if pool is not None else _executor(jobs, device)) as pool:
+    with warm_pool.released(pool if pool is not None else _executor(jobs, device)) as pool:
         # Chosen once, here: workers told their device kind never import torch to choose it.
         device = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
         if dry_run:
@@ -526,7 +526,7 @@ def warm(
             pool.submit(warm_task, item, None, device, cache_dir, True): (i, None)
             for i, item in enumerate(items)
         }
-        watch = stall_watch(pool, lease_seconds() + 60 if stall_s is None else stall_s)
+        watch = warm_pool.stall_watch(pool, lease_seconds() + 60 if stall_s is None else stall_s)
 
         def stop(why: str) -> None:
             """Every kernel still outstanding fails, with ``why``."""

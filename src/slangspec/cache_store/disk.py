@@ -591,7 +591,7 @@ def _remove(path: Path) -> int:
 
 def _module_cache_files(root: Path) -> dict[str, int]:
     """Bytes of each file in the module cache of ``root``, by its path there: slangpy and
-    ``cuda_build`` keep every file two levels down (``location.COMPILED_MODULE``)."""
+    ``compile.cuda.build`` keep every file two levels down (``location.COMPILED_MODULE``)."""
     directory = root / SLANG
     files = {}
     for path in directory.glob("*/*/*"):

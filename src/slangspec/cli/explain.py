@@ -61,7 +61,7 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     struct's is its fields' ("{origin: f32[N, 3] grad, dir: f32[N, 3]}").
     """
     from ..cache import Cache
-    from ..compile.slang_api import SlangCompileError
+    from ..compile import SlangCompileError
     from ..explain import explain as explain_call
     from ..runtime.module_base import BuildModule, UnknownFunctionError, load_module
 

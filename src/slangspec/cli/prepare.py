@@ -30,9 +30,8 @@ def prepare(directory: str | None, force: bool, as_json: bool) -> None:
     """Compile slangpy's Slang library to IR and keep Slang's CUDA prelude, for this
     toolchain, where CUDA builds of every cache read them; nothing to do where they are
     already, whole."""
-    from ..compile.prepared import DEFAULT_ROOT, FILES, directory_of, prepared
-    from ..compile.prepared import prepare as make
-    from ..compile.toolchain import toolchain
+    from ..compile import DEFAULT_ROOT, FILES, directory_of, prepared, toolchain
+    from ..compile import prepare as make
 
     root = Path(directory or setting("SLANGSPEC_PREPARED_DIR") or DEFAULT_ROOT)
     tools = toolchain()

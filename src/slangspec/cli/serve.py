@@ -22,7 +22,7 @@ def serve(cache_dir: str | None, show: bool, stop: bool, arch: str | None, as_js
     their CUDA kernels, until idle for SLANGSPEC_SERVE_IDLE. Exit 1 from --status or --stop
     when no server answers."""
     from ..cache_store import cache_root
-    from ..compile import server, server_client
+    from ..compile import compile_server, server_client
 
     root = cache_root(cache_dir)
     if show and stop:
@@ -51,5 +51,5 @@ def serve(cache_dir: str | None, show: bool, stop: bool, arch: str | None, as_js
             click.echo(f"stopped the compile server of {root}")
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    if not server.run(root, arch):
+    if not compile_server.run(root, arch):
         click.echo(f"a compile server already serves {root}")

@@ -97,7 +97,7 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
     from ..cache_store import setting
-    from ..compile.warm_pool import fork_safe, released, start
+    from ..compile import warm_pool
 
     if archs:
         if device not in (None, "cuda"):
@@ -115,7 +115,8 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
         # Workers start first, so that they set up while this process reads the manifest. One
         # job is a worker too where this process can fork one: slangpy would import torch
         # here, and a worker keeps it out.
-        with released(start(jobs, device) if jobs > 1 or fork_safe() else None) as pool:
+        started = warm_pool.start(jobs, device) if jobs > 1 or warm_pool.fork_safe() else None
+        with warm_pool.released(started) as pool:
             done = _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool)
         if done is None:
             click.echo("nothing to warm", err=True)

@@ -6,7 +6,7 @@ thread, more when forward and backward alternate with torch's autograd thread, a
 first one pays a one-time set-up. Launching the kernel's own ``CUfunction`` with its entry-point
 parameters packed at their reflected offsets needs no set-up.
 
-A kernel is built as a cubin with its parameter layout (``compile.cuda_build``) and kept so; a
+A kernel is built as a cubin with its parameter layout (``compile``'s CUDA build) and kept so; a
 process loads it with ``cuModuleLoadData`` into torch's own (primary) context, and a later one
 that finds it in the cache never imports slangpy nor starts Slang.
 
@@ -50,6 +50,14 @@ class CachedBinary:
     layout: Layout
     group: int
     entry: str = ENTRY_POINT
+
+
+@frozen
+class Unloaded:
+    """A CUDA kernel built and kept, not loaded: what a process that builds for an
+    architecture (``SLANGSPEC_CUDA_ARCH``) holds of it."""
+
+    binary: CachedBinary
 
 
 class LaunchParts(NamedTuple):

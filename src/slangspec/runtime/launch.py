@@ -17,7 +17,6 @@ from .cuda_driver import DriverKernel
 from .shapes import contiguous_strides
 
 if TYPE_CHECKING:
-    from ..compile.vulkan_compiler import CompiledKernel
     from ..specializer.plan import SpecializationPlan
     from .cuda_call import BackwardCall, ForwardCall
 
@@ -33,7 +32,7 @@ class Binding(Protocol):
 
     def begin(self) -> Binding: ...
 
-    def prepare(self, kernel: CompiledKernel | DriverKernel) -> Any:
+    def prepare(self, kernel: Any) -> Any:
         """What ``dispatch`` runs for ``kernel``, worked out once per kernel."""
         ...
 
@@ -103,7 +102,7 @@ class CudaBinding:
     def begin(self) -> CudaBinding:
         return self
 
-    def prepare(self, kernel: CompiledKernel | DriverKernel) -> DriverKernel:
+    def prepare(self, kernel: Any) -> DriverKernel:
         """What ``dispatch`` launches: the kernel's CUDA function, as every CUDA kernel is."""
         assert isinstance(kernel, DriverKernel), "CUDA kernels are built as driver kernels"
         return kernel

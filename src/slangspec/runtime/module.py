@@ -1,10 +1,12 @@
 """User-facing modules and functions: ``m.fn(*args)`` specializes on the call signature and runs
-the specialization's kernels; the cache and the miss path sit behind ``Builder``, what the
-builder sees of a module in ``build.py``.
+the specialization's kernels; the cache and the miss path sit behind ``Builder`` (``miss_path``),
+what the builder sees of a module in ``module_base``, and how its device kind builds and runs
+kernels behind its ``Backend`` (``cuda_backend``, ``vulkan_backend``) and ``Binding``
+(``launch``).
 
-slangpy is imported only on Vulkan, where it compiles, reflects and dispatches (``Module.device``,
-``Module.compiler``): a CUDA process reflects and builds through Slang's C API
-(``compile``) and launches through the driver, and one whose kernels and function
+slangpy is imported only on Vulkan, where it compiles, reflects and dispatches
+(``vulkan_backend``, ``vulkan_binding``): a CUDA process reflects and builds through Slang's C
+API (``compile``) and launches through the driver, and one whose kernels and function
 descriptions are all cached starts no Slang at all.
 """
 
@@ -38,8 +40,8 @@ from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
 from ..specializer.messages import ShapeClassError
 from ..specializer.reflect import declared_generics
-from .launch import Binding, CudaBinding
-from .miss_path import Kernel
+from .backend import Kernel
+from .launch import Binding
 from .module_base import (
     BuildFunction,
     BuildModule,
@@ -87,13 +89,7 @@ class Module(BuildModule):
                 "call kernels"
             )
         self.torch_device = torch_device(self.device_kind)
-        self.binding: Binding
-        if self.device_kind == "cuda":
-            self.binding = CudaBinding(self.torch_device, self.context)
-        else:
-            from .vulkan_binding import VulkanBinding
-
-            self.binding = VulkanBinding(self.device)
+        self.binding: Binding = self.backend.binding(self.torch_device)
         self._traced_functions: dict[str, Function] = {}
 
     def __getitem__(self, name: str) -> Function:

@@ -16,7 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
@@ -30,27 +30,17 @@ from ..cache_store import (
     module_facts,
     setting,
 )
-from ..compile.toolchain import toolchain
-from ..cuda_api import primary_context
-from ..devices import cuda_ordinal, device_identity, device_kind, open_device
+from ..devices import device_kind
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
 from ..module_text import ModuleText, check_source, checked_defines
 from ..preimage import module_closure, preimage
 from ..reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
-from .miss_path import Builder, needing_slang
-
-if TYPE_CHECKING:
-    import slangpy as spy
-
-    from ..cache_store import ModuleCacheGuard
-    from ..compile.prepared import Prepared
-    from ..compile.reflection import FrontEnd
-    from ..compile.vulkan_compiler import Compiler
+from .backend import Backend, Reflected, needing_slang, toolchain_of
+from .miss_path import Builder
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_compilers: dict[tuple[int, str], Compiler] = {}
 M = TypeVar("M", bound="BuildModule")
 _A = TypeVar("_A")
 
@@ -89,24 +79,25 @@ class BuildModule:
         self.cache = cache
         make_room_for_slots()  # for a build's module cache (``slang_path``), while this loads
         self.device_kind = device_kind(setting("SLANGSPEC_DEVICE", device, "device"))
-        self._device: spy.Device | None = None
-        self.cuda_ordinal = 0
-        self.context = 0
-        """torch's CUDA context, which kernels are loaded into and launched in; none (0) where
-        ``SLANGSPEC_CUDA_ARCH`` asks for kernels built for an architecture, not run."""
-        self.builds_only = self.device_kind == "cuda" and setting("SLANGSPEC_CUDA_ARCH") is not None
-        if self.device_kind == "cuda" and not self.builds_only:
-            self.cuda_ordinal = cuda_ordinal()
-            self.context = primary_context(self.cuda_ordinal)
+        self.backend: Backend
+        """How this module's kernels are built, chosen once as its device kind's."""
+        if self.device_kind == "cuda":
+            from .cuda_backend import CudaBackend
+
+            self.backend = CudaBackend(self)
+        else:
+            from .vulkan_backend import VulkanBackend
+
+            self.backend = VulkanBackend(self)
+        self.builds_only = self.backend.builds_only
+        """Whether this process builds kernels for an architecture and runs none
+        (``SLANGSPEC_CUDA_ARCH``)."""
         self.include_paths = list(include_paths)
         """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
-        self._compiler: Compiler | None = None
-        self._module_guard: ModuleCacheGuard | None = None
-        self._slang_module = None
-        self._device_identity: dict[str, str] | None = None
+        self._slang_module: Reflected | None = None
         with needing_slang(f"module '{name}': the version of slangpy its cache keys cover"):
-            self.toolchain = toolchain(cache)
+            self.toolchain = toolchain_of(cache)
         self.shaders = cache.shader_cache(self.toolchain)
         # Hashed once per module object: a running module keeps the code it loaded.
         # A source string is hashed as given: a concurrent ``cache clear`` may remove its file.
@@ -133,65 +124,15 @@ class BuildModule:
         return f"<slangspec.{type(self).__name__} {self.name} on {self.device_kind}>"
 
     @property
-    def device(self) -> spy.Device:
-        """slangpy's Vulkan device, opened on first use. A CUDA module opens none: it
-        reflects and builds through Slang's C API and NVRTC, and launches through the driver."""
-        assert self.device_kind == "vulkan", "a CUDA module opens no slangpy device"
-        if self._device is None:
-            # Slang reads the module cache once the device is open: what a remote tier has for
-            # it is fetched now, and written while the device opens.
-            self._device = self.module_guard.check_while(
-                lambda: open_device(self.device_kind, self.shaders)
-            )
-        return self._device
-
-    @property
     def device_identity(self) -> dict[str, str]:
         """The device as a cache key covers it (``devices.device_identity``)."""
-        if self._device_identity is None:
-            vulkan = self.device if self.device_kind == "vulkan" else None
-            arch = setting("SLANGSPEC_CUDA_ARCH")
-            self._device_identity = device_identity(
-                self.device_kind, vulkan, self.cuda_ordinal, arch
-            )
-        return self._device_identity
+        return self.backend.identity()
 
     @property
     def arch(self) -> str:
         """The GPU architecture CUDA kernels are built for (``sm_90``): ``SLANGSPEC_CUDA_ARCH``
         where set, else the device's, as the driver reports it."""
         return self.device_identity["arch"]
-
-    def prepared(self) -> Prepared | None:
-        """The files ``specialize prepare`` made for this toolchain, which CUDA builds read
-        instead of making them; None when none were."""
-        from ..compile.prepared import DEFAULT_ROOT, prepared
-
-        root = setting("SLANGSPEC_PREPARED_DIR")
-        return prepared(Path(root) if root else DEFAULT_ROOT, self.toolchain)
-
-    @property
-    def module_guard(self) -> ModuleCacheGuard:
-        """slangpy's module cache, sealed and shared (``Cache.module_cache_guard``)."""
-        if self._module_guard is None:
-            self._module_guard = self.cache.module_cache_guard(self.toolchain)
-        return self._module_guard
-
-    @property
-    def compiler(self) -> Compiler:
-        """The compiler on ``device``, shared by every module of that device and cache."""
-        if self._compiler is None:
-            from ..compile.vulkan_compiler import Compiler
-
-            key = (id(self.device), str(self.cache.files.module_cache))
-            compiler = _compilers.get(key)
-            if compiler is None:
-                files = self.cache.files
-                compiler = _compilers[key] = Compiler(
-                    self.device, files.module_cache, files.kernel_dir, self.module_guard
-                )
-            self._compiler = compiler
-        return self._compiler
 
     def __getattr__(self, name: str) -> BuildFunction:
         if name.startswith("__"):
@@ -279,7 +220,7 @@ class BuildModule:
             # once: one served cubins never starts Slang. Elsewhere, and in a warming worker,
             # Slang starts anyway, and waiting would only delay it.
             lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-            if self.device_kind == "cuda" and self.waits_for_reflection:
+            if self.backend.reflects_once and self.waits_for_reflection:
                 name_of_lease = f"{self.functions_fact(name)}:{name}"
                 lease = self.cache.leases.shared(
                     name_of_lease, lambda: self._remembered(name) is not None
@@ -308,8 +249,8 @@ class BuildModule:
     def _reflect(self, name: str) -> tuple[FunctionInfo, ...]:
         from ..specializer.reflect import function_overloads, has_function
 
-        if self.device_kind == "cuda" and self._slang_module is None:
-            served = self.builder.described_by_server(name)
+        if self._slang_module is None:
+            served = self.backend.described(name)
             if served is not None:
                 return served
         front_end = self._front_end()
@@ -317,9 +258,9 @@ class BuildModule:
             return ()
         return function_overloads(front_end, self.name, name, self.text.text)
 
-    def _front_end(self) -> spy.SlangModule | FrontEnd:
+    def _front_end(self) -> Reflected:
         if self._slang_module is None:
-            self._slang_module = self.builder.front_end()
+            self._slang_module = self.backend.front_end()
         return self._slang_module
 
     def function_overloads(self, name: str) -> tuple[FunctionInfo, ...]:

@@ -22,7 +22,7 @@ from .shapes import MAX_EXTENT, broadcast
 from .writable import sharing, unwritable
 
 if TYPE_CHECKING:
-    from ..compile.vulkan_compiler import CompiledKernel
+    from .backend import CompiledKernel
     from .cuda_call import BackwardCall
     from .cuda_driver import DriverKernel
 

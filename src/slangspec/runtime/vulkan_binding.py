@@ -4,14 +4,16 @@ dispatched through slangpy, results copied back."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import slangpy as spy
 import torch
 
-from ..compile.vulkan_compiler import CompiledKernel
 from .shapes import contiguous_strides
+
+if TYPE_CHECKING:
+    from .backend import CompiledKernel
 
 _USAGE = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 from itertools import product
 from typing import Any, cast
 
-from ..compile.toolchain import PLAN_FORMAT
 from ..generators import GENERATOR
+from ..preimage import PLAN_FORMAT
 from ..scalars import SLANG, SLANG_FLOATS
 from ..signature_text import (
     SIGNATURE_FORMAT,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..scalars import STRUCT_CODE_OF_REFLECTED
-from ..uniforms import Layout, Unpackable
-from .slang_api import EntryPoint, TypeKind, TypeLayout
+from ...scalars import STRUCT_CODE_OF_REFLECTED
+from ...uniforms import Layout, Unpackable
+from ..slang.api import EntryPoint, TypeKind, TypeLayout
 
 
 def _describe(layout: TypeLayout) -> dict[str, Any]:

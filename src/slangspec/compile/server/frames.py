@@ -21,7 +21,7 @@ REPLY_LIMIT = 256 << 20
 
 class FrameError(Exception):
     """A message that is cut short, too large, not a JSON object, or not one of the messages
-    the other end may send (``server_messages``)."""
+    the other end may send (``messages``)."""
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:

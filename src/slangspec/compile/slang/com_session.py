@@ -1,7 +1,7 @@
 """A Slang session that keeps what it loaded (Slang's ``ISession``, through its COM interface):
 the user's module and slangpy's library go through the front-end once, and every kernel
 compiled after is only the kernel's own front-end, linking and code generation. Compile
-requests (``slang_api.SlangSession.compile``) read every module again each time.
+requests (``api.SlangSession.compile``) read every module again each time.
 
 Each interface is a pointer to a table of functions; a method is called by its place in the
 table, which ``slang.h`` of the Slang release slangpy bundles fixes (``ISlangUnknown``'s three
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .slang_api import _STR, CUDA_SOURCE, EntryPoint, P, SlangCompileError, SlangSession, _text
+from .api import _STR, CUDA_SOURCE, EntryPoint, P, SlangCompileError, SlangSession, _text
 
 T = TypeVar("T")
 _SIZE = ctypes.c_size_t
@@ -105,7 +105,7 @@ def _release(obj: int | None) -> None:
 
 
 def _diagnostics(blob: P) -> str:
-    from .slang_api import _blob_bytes
+    from .api import _blob_bytes
 
     return _blob_bytes(blob).rstrip(b"\0").decode(errors="replace") if blob else ""
 
@@ -204,7 +204,7 @@ class Session:
         ``codegen.ENTRY_POINT`` takes in the output) into one CUDA source: its code, and
         ``read`` of each kernel's entry point reflection, in order (read before it is
         released; the reflection names the entry point as its module declares it)."""
-        from ..codegen import ENTRY_POINT
+        from ...codegen import ENTRY_POINT
 
         parts: list[int] = []
         made: list[int] = []
@@ -238,7 +238,7 @@ class Session:
             text = _diagnostics(diagnostics)
             if failed or not code:
                 raise SlangCompileError(text or "Slang generated no code")
-            from .slang_api import _blob_bytes
+            from .api import _blob_bytes
 
             source = _blob_bytes(code)
             layout = self.layout(linked)

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..cache_store import process_gone
+from ...cache_store import process_gone
 
 _NVIDIA_LIBRARIES = ("cu13/lib/libnvrtc.so.13*", "cuda_nvrtc/lib/libnvrtc.so.*")
 """Where NVIDIA's wheels put NVRTC under their ``nvidia`` package, newest CUDA first: the CUDA 13

@@ -1,20 +1,15 @@
-"""The formats and versions a cache key covers besides the user's code, known without torch or
-slangpy, so that tools which only read or export the cache import neither."""
+"""The formats and versions a cache key covers besides the user's code (the formats defined in
+``preimage``), known without torch or slangpy, so that tools which only read or export the
+cache import neither."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .._version import __version__
+from ..preimage import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT
 from ..signature_text import SIGNATURE_FORMAT
-from .slangpy_install import VersionMemo, Versions, slangpy_versions
-
-CACHE_FORMAT = 1
-"""Bumped whenever the entry layout or the preimage changes shape."""
-PLAN_FORMAT = 7
-"""Bumped whenever a specialization plan's fields or meaning change."""
-CODEGEN_FORMAT = 4
-"""Bumped whenever generated sources change for the same plan."""
+from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
 _slangpy: Versions | None = None
 

@@ -18,14 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..cache_store import canonical, write_atomic
-from ..counts import compile_counts
-from ..frozen import frozen
-from ..module_text import ModuleText
-from ..uniforms import Layout
-from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
+from ...cache_store import canonical, write_atomic
+from ...counts import compile_counts
+from ...frozen import frozen
+from ...module_text import ModuleText
+from ...uniforms import Layout
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared
+from .source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
 
 _log = logging.getLogger(__name__)
 

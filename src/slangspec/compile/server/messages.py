@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
-from ..frozen import frozen
+from ...frozen import frozen
 from .frames import FrameError
 
 PROTOCOL = 2

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import Any
 
-from .slang_api import P, SlangSession, _blob_bytes, _text
+from .api import P, SlangSession, _blob_bytes, _text
 
 
 class Kind(IntEnum):

@@ -24,14 +24,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..codegen import ENTRY_POINT
-from ..frozen import frozen
-from ..module_text import ModuleText
-from ..uniforms import Layout, Unpackable
-from .com_session import Session
+from ...codegen import ENTRY_POINT
+from ...frozen import frozen
+from ...module_text import ModuleText
+from ...uniforms import Layout, Unpackable
+from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
+from ..slang.com_session import Session
+from ..slang.reflection import FrontEnd
 from .parameter_layout import entry_layout
-from .reflection import FrontEnd
-from .slang_api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 
 
 @frozen
@@ -258,7 +258,7 @@ def cuda_source(
     do the ones slangpy sets. ``library``, a directory holding ``slangpy_library(defines)`` as
     ``LIBRARY_FILE``, is searched first. The module goes through the front-end once per
     session, which later compiles of its kernels share while ``content`` (an identity of the
-    files the module imports) stays the same. Raises ``slang_api.SlangCompileError``
+    files the module imports) stays the same. Raises ``slang.api.SlangCompileError``
     carrying Slang's diagnostics when the sources do not compile.
     """
     _check_names(module, kernels)

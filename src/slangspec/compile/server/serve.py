@@ -2,7 +2,7 @@
 modules it loaded and NVRTC (its CUDA prelude precompiled) warm between the user's processes,
 and builds CUDA kernels for them.
 
-Requests are typed data (``server_messages``): ``describe`` a module's function, ``build``
+Requests are typed data (``messages``): ``describe`` a module's function, ``build``
 kernels into one cubin, ``status``, ``stop``. Only a process of the server's own user is
 answered (its peer credentials are checked on every connection), and work only for a request
 of the server's own identity. What it keeps it writes under its own cache root, never where a
@@ -32,12 +32,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cache_store import ModuleCacheGuard, setting
-from ..frozen import frozen
-from ..module_text import ModuleText
+from ...cache_store import ModuleCacheGuard, setting
+from ...frozen import frozen
+from ...module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
-from .server_messages import HEARTBEAT, Identity, ModuleSource, Reply, Request, identity
-from .server_place import ServerPlace, server_place
+from .messages import HEARTBEAT, Identity, ModuleSource, Reply, Request, identity
+from .place import ServerPlace, server_place
 
 HEARTBEAT_S = 0.5
 REQUEST_WAIT_S = 10.0
@@ -66,8 +66,8 @@ class Places:
 
 def places(cache_root: Path) -> Places:
     """The places of the cache at ``cache_root``, as a process building there has them."""
-    from ..cache_store import Cache
-    from .toolchain import toolchain
+    from ...cache_store import Cache
+    from ..toolchain_identity import toolchain
 
     cache = Cache(cache_root)
     chain = toolchain(cache)
@@ -155,7 +155,7 @@ class CompileServer:
         if request is None or self.active or time.monotonic() - self.last_request < SPARE_AFTER_S:
             return
         self._spare_for = None
-        from .cuda_source import make_spare
+        from ..cuda.source import make_spare
 
         def spare() -> None:
             assert request.module is not None  # only a request for work is kept for this
@@ -210,7 +210,7 @@ class CompileServer:
         if done.error is not None:  # the client compiles in-process, where the error is its own
             exc = done.error
             _log.info("%s failed: %s: %s", request.op, type(exc).__name__, exc)
-            from .slang_api import SlangCompileError
+            from ..slang.api import SlangCompileError
 
             # Slang's diagnostics, which the client raises where they name its own sources.
             diagnostics = exc.diagnostics if isinstance(exc, SlangCompileError) else ""
@@ -234,7 +234,8 @@ class CompileServer:
         os._exit(EXIT_PAST_DEADLINE)
 
     def status(self) -> dict[str, Any]:
-        from . import cuda_source, nvrtc
+        from ..cuda import nvrtc
+        from ..cuda import source as cuda_source
 
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {
@@ -309,15 +310,15 @@ def _unreadable(request: Request) -> str | None:
 def _module(m: ModuleSource, own: Places) -> tuple[ModuleText, list[Path], Path | None]:
     """The module ``m`` as Slang takes it, its include paths, and slangpy's library as IR
     for it from the server's own module cache (made there if missing) when it imports it."""
-    from .cuda_build import library_dir
+    from ..cuda.build import library_dir
 
     library = library_dir(own.guard, own.toolchain, m.defines) if m.library else None
     return ModuleText(m.name, Path(m.path), m.text), [Path(p) for p in m.include_paths], library
 
 
 def _describe(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
-    from ..specializer.reflect import function_overloads, has_function
-    from .cuda_source import front_end
+    from ...specializer.reflect import function_overloads, has_function
+    from ..cuda.source import front_end
 
     module, paths, library = _module(m, own)
     fe = front_end(module, paths, m.defines, None, library, m.content)
@@ -328,9 +329,9 @@ def _describe(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
 
 
 def _build(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
-    from . import nvrtc
-    from .cuda_build import build, prelude_path, stored_prelude
-    from .cuda_source import Kernel
+    from ..cuda import nvrtc
+    from ..cuda.build import build, prelude_path, stored_prelude
+    from ..cuda.source import Kernel
 
     module, paths, library = _module(m, own)
     prelude = prelude_path(own.guard, own.toolchain)
@@ -390,8 +391,8 @@ def run(cache_root: Path, arch: str | None = None) -> bool:
 def _start(arch: str | None) -> None:
     """Start what every request needs, before the first one comes: Slang's global session and,
     for ``arch``, NVRTC."""
-    from . import nvrtc
-    from .slang_api import global_session
+    from ..cuda import nvrtc
+    from ..slang.api import global_session
 
     global_session()
     if arch is not None:
@@ -408,7 +409,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     run(args.cache_dir, args.arch)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import xxhash
 
-from ..frozen import frozen
+from ...frozen import frozen
 
 _SOCKET_PATH_BYTES = 107
 

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cache_store import setting
+from ...cache_store import setting
+from ..toolchain_identity import toolchain
 from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
-from .server_messages import HEARTBEAT, Reply, Request, identity
-from .server_place import ServerPlace, UnsafePlace, server_place
-from .toolchain import toolchain
+from .messages import HEARTBEAT, Reply, Request, identity
+from .place import ServerPlace, UnsafePlace, server_place
 
 CONNECT_WAIT_S = 0.5
 REPLY_WAIT_S = 2.0
@@ -80,7 +80,7 @@ def ask(cache_root: Path, request: Request, arch: str) -> dict[str, Any] | None:
         return give_up(root, f"it failed {request.op} and left: {reply.error}")
     if not reply.ok:
         if reply.diagnostics:
-            from .slang_api import SlangCompileError
+            from ..slang.api import SlangCompileError
 
             raise SlangCompileError(reply.diagnostics)
         _log.info("compile server could not %s: %s", request.op, reply.error)
@@ -127,13 +127,13 @@ def exchange(place: ServerPlace, request: Request) -> Reply:
                 return Reply.from_json(message)
 
 
-PACKAGE_PARENT = Path(__file__).absolute().parents[2]
+PACKAGE_PARENT = Path(__file__).absolute().parents[3]
 """The directory this slangspec was imported from."""
 _NEEDED = ("slangpy", "xxhash", "diskcache", "platformdirs", "numpy", "torch")
 """The packages a server imports beside slangspec."""
 _START = (
     "import os, sys; sys.path[0:0] = sys.argv.pop(1).split(os.pathsep); "
-    "from slangspec.compile.server import main; sys.exit(main())"
+    "from slangspec.compile.server.serve import main; sys.exit(main())"
 )
 
 

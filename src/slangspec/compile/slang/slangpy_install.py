@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import xxhash
 
-from ..cache_store import are_versions
+from ...cache_store import are_versions
 
 Versions = dict[str, str]
 
@@ -113,7 +113,7 @@ def _read(directory: Path) -> Versions | None:
     """The versions of the install at ``directory`` without importing it: slangpy's from its
     metadata, Slang's build tag from the Slang library it bundles (what ``import slangpy``
     reports, the same strings); None when either cannot be read."""
-    from .slang_api import SlangLibraryError, build_tag
+    from .api import SlangLibraryError, build_tag
 
     for info in sorted(directory.parent.glob(f"{directory.name}-*.dist-info")):
         try:

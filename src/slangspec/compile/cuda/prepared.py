@@ -19,15 +19,15 @@ from typing import Any
 
 import xxhash
 
-from ..cache_store import canonical, write_atomic
-from ..frozen import frozen
-from ..module_text import ModuleText
-from .cuda_source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
+from ...cache_store import canonical, write_atomic
+from ...frozen import frozen
+from ...module_text import ModuleText
+from .source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
 
 PRELUDE_FILE = "slang-cuda-prelude.h"
 MANIFEST = "prepared.json"
 FILES = (LIBRARY_FILE, PRELUDE_FILE)
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "_prepared"
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "_prepared"
 """Inside the installed package, where an install writes it: ``SLANGSPEC_PREPARED_DIR`` moves it."""
 
 _MODULE = "slangspec_prepare"
