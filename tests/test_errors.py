@@ -573,3 +573,24 @@ def test_a_function_named_like_a_slang_builtin_lists_the_builtin_where_the_call_
         m.step(x, x)
     with pytest.raises(TypeError, match=r"builtin_names::twice: none of its 2 overloads takes"):
         m.twice(torch.ones(2, dtype=torch.float16, device=tdev))
+
+
+def test_every_exception_of_the_package_is_one_family():
+    """Every exception class slangspec defines is a ``slangspec.Error``, every warning a
+    ``slangspec.SlangspecWarning``: ``except slangspec.Error`` catches whatever it raises of
+    its own."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    found = []
+    for info in pkgutil.walk_packages(slangspec.__path__, "slangspec."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__ == info.name:
+                family = slangspec.SlangspecWarning if issubclass(cls, Warning) else slangspec.Error
+                found.append(cls)
+                assert issubclass(cls, family), f"{info.name}.{cls.__name__}"
+    assert len(found) > 20

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .cache_store import SettingWarning as SettingWarning
     from .compile import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
+    from .errors import Error as Error
+    from .errors import SlangspecWarning as SlangspecWarning
+    from .formats import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .generators import call_id as call_id
     from .generators import rand_float as rand_float
     from .generators import thread_id as thread_id
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
     from .runtime.module import load as load
     from .runtime.module import load_source as load_source
     from .runtime.module_base import UnknownFunctionError as UnknownFunctionError
-    from .signature_text import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .signatures import ArgumentError as ArgumentError
     from .signatures import ArgumentTypeError as ArgumentTypeError
     from .signatures import ArgumentValueError as ArgumentValueError
@@ -39,7 +41,9 @@ if TYPE_CHECKING:
     from .specializer import SpecializationPlan as SpecializationPlan
 
 _HOME = {
-    "SIGNATURE_FORMAT": ".signature_text",
+    "SIGNATURE_FORMAT": ".formats",
+    "Error": ".errors",
+    "SlangspecWarning": ".errors",
     "Cache": ".cache",
     "CacheWarning": ".cache_store",
     "DeviceUnavailableError": ".devices",

@@ -26,10 +26,8 @@ from typing import Any
 from .cache import regenerate_source
 from .cache_store import Cache, binary_added, key_of, regenerated, setting, source_name, travel
 from .compile import toolchain
+from .formats import BUNDLE_FORMAT, BUNDLE_VERSION
 
-BUNDLE_FORMAT = "slangspec-bundle"
-BUNDLE_VERSION = 2
-"""2: entries in the travelling form, sealed by a ``mac`` over every blob they name."""
 SECRET_ENV = "SLANGSPEC_SECRET"
 
 

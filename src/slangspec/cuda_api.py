@@ -8,12 +8,14 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from .errors import Error
+
 P = ctypes.c_void_p
 SIZE = ctypes.c_size_t
 UINT = ctypes.c_uint
 
 
-class CudaDriverError(RuntimeError):
+class CudaDriverError(Error, RuntimeError):
     """The CUDA driver refused a call."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .cuda_api import compute_capability
+from .errors import Error
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -37,7 +38,7 @@ class ShaderCache(Protocol):
     def checkout(self) -> Path: ...
 
 
-class DeviceUnavailableError(RuntimeError):
+class DeviceUnavailableError(Error, RuntimeError):
     """No device of the requested (or any) kind can be used, or slangpy cannot open one."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .errors import Error
 from .frozen import frozen
 
 MAX_LENGTH = 512
@@ -25,7 +26,7 @@ _INTEGER = re.compile(r"([+-]?\d+)([uUlL]*)")
 _FLOAT = re.compile(r"([+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)([fFhHlL]?)")
 
 
-class FunctionNameError(ValueError):
+class FunctionNameError(Error, ValueError):
     """Text that is not a function reference."""
 
 

@@ -15,13 +15,6 @@ from typing import Any
 
 import xxhash
 
-CACHE_FORMAT = 1
-"""Bumped whenever the entry layout or the preimage changes shape."""
-PLAN_FORMAT = 7
-"""Bumped whenever a specialization plan's fields or meaning change."""
-CODEGEN_FORMAT = 4
-"""Bumped whenever generated sources change for the same plan."""
-
 _IMPORT_RE = re.compile(
     r'^\s*(?:__exported\s+)?(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
     r'|^\s*(?:__include|#\s*include)\s+"([^"]+)"',

@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .errors import Error
+
 REACHED = "reach:"
 """How a key's hash of a module's own file starts where it hashes only what one function
 reaches in it."""
@@ -44,7 +46,7 @@ _TYPE_WORDS = {"struct", "class", "interface", "enum", "namespace", "typealias"}
 _SPACED = " "
 
 
-class Uncertain(Exception):
+class Uncertain(Error):
     """The text holds something whose reach this module does not follow."""
 
 

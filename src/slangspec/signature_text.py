@@ -14,9 +14,6 @@ from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
 
-SIGNATURE_FORMAT = 2
-"""Bumped whenever any argument form changes, so old cache entries are never served."""
-
 CALL_MODE = "call"
 
 

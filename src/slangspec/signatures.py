@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .errors import Error
 from .frozen import frozen
 from .generators import Generator
 from .scalars import NUMBER_OF_DTYPE, SLANG
@@ -68,7 +69,7 @@ _PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
 """The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
 
 
-class ArgumentError(Exception):
+class ArgumentError(Error):
     """An argument of a call that has no signature form, naming the function and argument
     (and its parameter, where the caller knows it)."""
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import Error
 from .scalars import STRUCT_CODE_OF_REFLECTED
 
 Packer = Callable[[Any, dict[str, Any]], None]
@@ -24,7 +25,7 @@ where a type is ``{"pointer": true}``, ``{"scalar": struct code}``,
 It is JSON, so a cached kernel's block can be packed without reflecting the kernel again."""
 
 
-class Unpackable(Exception):
+class Unpackable(Error):
     """The layout holds something that is not plain bytes."""
 
 

@@ -47,6 +47,7 @@ from .cache import Cache
 from .cache_store import FORWARD, lease_seconds, setting
 from .compile import warm_pool
 from .devices import device_kind
+from .errors import Error
 from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
@@ -88,7 +89,7 @@ _FIELD = re.compile(r"[A-Za-z_]\w*")
 _NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 
-class ManifestError(ValueError):
+class ManifestError(Error, ValueError):
     """A manifest that cannot be used; the message names the file, line and column."""
 
 

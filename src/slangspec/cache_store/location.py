@@ -23,6 +23,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ..errors import SlangspecWarning
 from .settings import refusal, setting
 
 INDEX = "index"
@@ -42,7 +43,7 @@ SHADER_CACHE_MIN_BYTES = 4 << 20
 """slangpy cannot open a shader cache much smaller than this, whatever the size bound."""
 
 
-class CacheWarning(UserWarning):
+class CacheWarning(SlangspecWarning):
     """A damaged or unusable piece of the cache was set aside; the process goes on without it."""
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ..errors import Error
 from ..frozen import frozen
 
 Arg = bytes | str | int
@@ -46,7 +47,7 @@ _SHOWN_ERROR_CHARS = 200
 """How much of an error reply's text a message repeats."""
 
 
-class RedisError(Exception):
+class RedisError(Error):
     """A command did not complete: the server is unreachable, slow, or refused it."""
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ..errors import SlangspecWarning
 from ..frozen import frozen
 from .units import parse_duration, parse_size
 
@@ -307,7 +308,7 @@ def setting(name: str, given: str | None = None, source: str | None = None) -> A
         raise refusal(name, text, where) from None
 
 
-class SettingWarning(UserWarning):
+class SettingWarning(SlangspecWarning):
     """A ``SLANGSPEC_*`` variable that names no setting (a misspelt one is otherwise ignored
     without a word), or a setting's value that cannot do what it says: a
     ``SLANGSPEC_CACHE_SIZE`` below what the cache needs."""

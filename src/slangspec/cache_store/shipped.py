@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..formats import SHIPPED_FORMAT, SHIPPED_VERSION
 from . import travel
 from .entry import blobs_of
 from .keys import names
@@ -33,8 +34,6 @@ from .location import CacheWarning
 from .policy import Regenerate, Replan, regenerated, verify_entries
 from .tier import Found, Unavailable, Unusable
 
-SHIPPED_FORMAT = "slangspec-shipped-kernels"
-SHIPPED_VERSION = 1
 INDEX = "index.json"
 BLOBS = "blobs"
 

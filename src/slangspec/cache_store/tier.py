@@ -13,10 +13,11 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
+from ..errors import Error
 from ..frozen import frozen
 
 
-class Unavailable(Exception):
+class Unavailable(Error):
     """Raised on entering a lease of a tier that cannot hold leases now."""
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import Error
 from .entry import blobs_of, intact
 from .keys import canonical, is_blob_name, names
 
@@ -28,7 +29,7 @@ PARTS = ("preimage", "plan", "kernels", "binaries")
 MAC = "mac"
 
 
-class Refused(ValueError):
+class Refused(Error, ValueError):
     """A travelling entry that must not be used: which part (empty for the whole) and why."""
 
     def __init__(self, part: str, why: str) -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import click
 
 from ..cache_store import DEVICE_KINDS, units
+from ..errors import Error
 
 
-class UsageProblem(click.ClickException):
+class UsageProblem(Error, click.ClickException):
     """Bad input from the user: a malformed manifest, key or signature. Exits with 2."""
 
     exit_code = 2

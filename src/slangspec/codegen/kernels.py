@@ -10,7 +10,7 @@ field from its leaves. Every output (the result, each leaf of a struct result, e
 kernels write each input's gradient over the full call shape, and dispatch sums it back to the
 input's shape.
 
-A change to what is generated for a plan bumps ``preimage.CODEGEN_FORMAT``.
+A change to what is generated for a plan bumps ``formats.CODEGEN_FORMAT``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._version import __version__
-from ..preimage import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT
-from ..signature_text import SIGNATURE_FORMAT
+from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT
 from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
 _slangpy: Versions | None = None

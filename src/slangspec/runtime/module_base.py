@@ -31,6 +31,7 @@ from ..cache_store import (
     setting,
 )
 from ..devices import device_kind
+from ..errors import Error
 from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
 from ..log import configure as configure_logging
 from ..module_text import ModuleText, check_source, checked_defines
@@ -45,7 +46,7 @@ M = TypeVar("M", bound="BuildModule")
 _A = TypeVar("_A")
 
 
-class UnknownFunctionError(AttributeError, ValueError):
+class UnknownFunctionError(Error, AttributeError, ValueError):
     """The module has no function of that name, or the name is not one."""
 
 

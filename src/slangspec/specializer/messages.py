@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import Error
 from ..scalars import REFUSED_DTYPES
 from ..signature_text import (
     ArgForm,
@@ -18,7 +19,7 @@ PY_NAMES = {"f": "Python float", "i": "Python int", "b": "Python bool"}
 _NUMBER_NAMES = {"f": "numbers, floats among them", "i": "ints", "b": "bools"}
 
 
-class ShapeClassError(ValueError):
+class ShapeClassError(Error, ValueError):
     """A tensor whose trailing dimensions are not its parameter's element shape, as far as the
     signature's extent classes tell; a call, which has the tensor (argument ``index``, at
     ``path`` in a dict), names its actual shape instead (``with_shape``)."""

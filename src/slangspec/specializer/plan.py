@@ -2,7 +2,7 @@
 
 The plan depends only on the call signature, so it can be built, cached and warmed from a
 signature string alone (``resolve`` builds it). A change to its fields or their meaning bumps
-``preimage.PLAN_FORMAT``.
+``formats.PLAN_FORMAT``.
 """
 
 from __future__ import annotations

@@ -7,11 +7,10 @@ from dataclasses import replace
 from itertools import product
 from typing import Any, cast
 
+from ..formats import PLAN_FORMAT, SIGNATURE_FORMAT
 from ..generators import GENERATOR
-from ..preimage import PLAN_FORMAT
 from ..scalars import SLANG, SLANG_FLOATS
 from ..signature_text import (
-    SIGNATURE_FORMAT,
     TYPE_KEY,
     ArgForm,
     CallSignature,

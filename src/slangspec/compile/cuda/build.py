@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ...cache_store import canonical, write_atomic
 from ...counts import compile_counts
+from ...errors import Error
 from ...frozen import frozen
 from ...module_text import ModuleText
 from ...uniforms import Layout
@@ -30,7 +31,7 @@ from .source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_pr
 _log = logging.getLogger(__name__)
 
 
-class KernelNotLaunchable(RuntimeError):
+class KernelNotLaunchable(Error, RuntimeError):
     """A kernel whose parameters are not plain bytes, which the driver cannot be handed."""
 
 

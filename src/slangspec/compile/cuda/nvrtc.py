@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ...cache_store import process_gone
+from ...errors import Error
 
 _NVIDIA_LIBRARIES = ("cu13/lib/libnvrtc.so.13*", "cuda_nvrtc/lib/libnvrtc.so.*")
 """Where NVIDIA's wheels put NVRTC under their ``nvidia`` package, newest CUDA first: the CUDA 13
@@ -46,11 +47,11 @@ PRELUDE_HEADER = "slang-cuda-prelude.h"
 _INCLUDE_PRELUDE = f'#include "{PRELUDE_HEADER}"\n'
 
 
-class NvrtcUnavailableError(RuntimeError):
+class NvrtcUnavailableError(Error, RuntimeError):
     """NVRTC cannot be found or loaded."""
 
 
-class NvrtcError(RuntimeError):
+class NvrtcError(Error, RuntimeError):
     """NVRTC refused a source; ``log`` is its compile log."""
 
     def __init__(self, message: str, log: str) -> None:

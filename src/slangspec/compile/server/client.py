@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...cache_store import setting
+from ...errors import Error
 from ..toolchain_identity import toolchain
 from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
 from .messages import HEARTBEAT, Reply, Request, identity
@@ -43,7 +44,7 @@ fallback_waits: list[float] = []
 process compiled itself, for benchmarks."""
 
 
-class NotTheUsersServer(Exception):
+class NotTheUsersServer(Error):
     """The process listening at the server's socket runs as another user."""
 
 

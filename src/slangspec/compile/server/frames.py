@@ -10,6 +10,8 @@ import struct
 import time
 from typing import Any
 
+from ...errors import Error
+
 _HEADER = struct.Struct("!I")
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -19,7 +21,7 @@ REPLY_LIMIT = 256 << 20
 """The largest reply a client reads: a specialization's cubin, as base64."""
 
 
-class FrameError(Exception):
+class FrameError(Error):
     """A message that is cut short, too large, not a JSON object, or not one of the messages
     the other end may send (``messages``)."""
 

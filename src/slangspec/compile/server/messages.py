@@ -19,12 +19,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
+from ...formats import SERVER_PROTOCOL as PROTOCOL
 from ...frozen import frozen
 from .frames import FrameError
 
-PROTOCOL = 2
-"""Bumped whenever a request's or a reply's fields or meaning change (1: the messages before
-they carried an identity)."""
 HEARTBEAT = {"working": True}
 """What the server sends while it works on a request, so a client tells it from a gone one."""
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import xxhash
 
+from ...errors import Error
 from ...frozen import frozen
 
 _SOCKET_PATH_BYTES = 107
 
 
-class UnsafePlace(Exception):
+class UnsafePlace(Error):
     """The server's directory is not this user's alone, or its socket cannot be made there."""
 
 

@@ -21,6 +21,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ...errors import Error
+
 P = ctypes.c_void_p
 _STR = ctypes.c_char_p
 _INT = ctypes.c_int
@@ -125,11 +127,11 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
 }
 
 
-class SlangLibraryError(RuntimeError):
+class SlangLibraryError(Error, RuntimeError):
     """Slang's library cannot be found or loaded."""
 
 
-class SlangCompileError(Exception):
+class SlangCompileError(Error):
     """Slang refused the sources; ``diagnostics`` is its output, file, line and column
     included, and ``first_error`` its first error on one line. A module that does not compile
     raises it on every device, its diagnostics naming the module's file as the user named it

@@ -1,0 +1,21 @@
+"""Every format constant: bumped whenever what it versions changes shape or meaning, so that
+nothing written under another version is ever read as this one's."""
+
+SIGNATURE_FORMAT = 2
+"""Composed signatures: bumped whenever any argument form changes."""
+PLAN_FORMAT = 7
+"""Specialization plans: bumped whenever a plan's fields or meaning change."""
+CODEGEN_FORMAT = 4
+"""Generated sources: bumped whenever they change for the same plan."""
+CACHE_FORMAT = 1
+"""Cache entries: bumped whenever the entry layout or the preimage changes shape."""
+SHIPPED_FORMAT = "slangspec-shipped-kernels"
+SHIPPED_VERSION = 1
+"""Kernels a package ships (``cache_store.shipped``)."""
+BUNDLE_FORMAT = "slangspec-bundle"
+BUNDLE_VERSION = 2
+"""Bundles of entries (``bundle``); 2: entries in the travelling form, sealed by a ``mac`` over
+every blob they name."""
+SERVER_PROTOCOL = 2
+"""The compile server's requests and replies: bumped whenever their fields or meaning change
+(1: the messages before they carried an identity)."""
