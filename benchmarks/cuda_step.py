@@ -23,7 +23,7 @@ from typing import Any
 
 from slangspec.codegen import kernel_source
 from slangspec.compile.cuda import nvrtc
-from slangspec.compile.cuda.source import CudaSource, Kernel, cuda_source, split_prelude
+from slangspec.compile.cuda.source import CudaSource, KernelSource, cuda_source, split_prelude
 from slangspec.compile.slang.api import SlangSession
 from slangspec.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
@@ -52,13 +52,15 @@ PLANS = {
 }
 
 
-def pair(function: str, directory: Path) -> list[Kernel]:
+def pair(function: str, directory: Path) -> list[KernelSource]:
     """The forward kernel of ``function``'s plan and the backward kernel for every grad."""
     info, signature = PLANS[function]
     plan = plan_from_signature(info, signature)
     labels = {"fwd": "forward", "bwd": max(plan.backward_masks)}
     return [
-        Kernel(f"{function}_{s}", kernel_source(plan, label), directory / f"{function}_{s}.slang")
+        KernelSource(
+            f"{function}_{s}", kernel_source(plan, label), directory / f"{function}_{s}.slang"
+        )
         for s, label in labels.items()
     ]
 

@@ -26,7 +26,7 @@ from slangspec.compile.cuda.cubin import cubin_problem, section_names
 from slangspec.compile.cuda.cubin import sm_version as elf_arch
 from slangspec.compile.cuda.source import (
     LIBRARY_FILE,
-    Kernel,
+    KernelSource,
     cuda_source,
     slangpy_library,
     split_prelude,
@@ -81,7 +81,7 @@ def kernels_of(info, signature, directory):
     made = []
     for label, suffix in (("forward", "fwd"), (plan.backward_masks[0], "bwd")):
         name = f"k_{info.name}_{suffix}"
-        made.append(Kernel(name, kernel_source(plan, label), directory / f"{name}.slang"))
+        made.append(KernelSource(name, kernel_source(plan, label), directory / f"{name}.slang"))
     return made
 
 
@@ -258,7 +258,7 @@ def test_a_kernel_using_half_compiles_with_the_half_header(tmp_path):
 def test_a_slang_error_carries_slang_s_diagnostics(tmp_path):
     module = ModuleText("h", tmp_path / "h.slang", HALF)
     good = kernels_of(HALF_FN, "h::hpoly call [D1,S5,G1,Vx] [D1,S5,G0,Vx]", tmp_path)[0]
-    bad = Kernel(good.name, good.source.replace("hpoly(", "no_such_function("), good.path)
+    bad = KernelSource(good.name, good.source.replace("hpoly(", "no_such_function("), good.path)
     with pytest.raises(SlangCompileError) as caught:
         cuda_source(module, [bad])
     assert "no_such_function" in caught.value.diagnostics
@@ -267,12 +267,12 @@ def test_a_slang_error_carries_slang_s_diagnostics(tmp_path):
 
 def test_kernel_names_must_be_distinct_identifiers(tmp_path):
     module = ModuleText("h", tmp_path / "h.slang", HALF)
-    kernel = Kernel("k_a", "", tmp_path / "k_a.slang")
-    for kernels in ([kernel, kernel], [Kernel("h", "", tmp_path / "h2.slang")], []):
+    kernel = KernelSource("k_a", "", tmp_path / "k_a.slang")
+    for kernels in ([kernel, kernel], [KernelSource("h", "", tmp_path / "h2.slang")], []):
         with pytest.raises(ValueError):
             cuda_source(module, kernels)
     with pytest.raises(ValueError, match="cannot name an entry point"):
-        cuda_source(module, [Kernel("k-a", "", tmp_path / "x.slang")])
+        cuda_source(module, [KernelSource("k-a", "", tmp_path / "x.slang")])
 
 
 @needs_nvrtc
@@ -476,7 +476,7 @@ signature = call_signature(builder.poly.id, (torch.ones(1, requires_grad=True), 
 seen = {}
 if hooked == "amend":  # the forward alone first: the backward is then built after its entry
     seen["forward"] = builder.poly.warm(signature, [])
-original = getattr(cache_module.Cache, hooked)
+original = getattr(cache_module.CacheStore, hooked)
 
 
 def hook(self, *args, **kwargs):
@@ -488,7 +488,7 @@ def hook(self, *args, **kwargs):
     return result
 
 
-setattr(cache_module.Cache, hooked, hook)
+setattr(cache_module.CacheStore, hooked, hook)
 seen["builder"] = builder.poly.warm(signature)
 print(json.dumps(seen))
 """

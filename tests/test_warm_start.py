@@ -186,9 +186,9 @@ def test_slangpy_versions_come_from_the_cache_without_importing_it(tmp_path):
         import json, sys
         if sys.argv[2] == "blocked":
             sys.modules["slangpy"] = None
-        from slangspec.cache_store import Cache
+        from slangspec.cache_store import CacheStore
         from slangspec.compile.toolchain_identity import toolchain
-        print(json.dumps(toolchain(Cache(sys.argv[1]))))
+        print(json.dumps(toolchain(CacheStore(sys.argv[1]))))
     """
     noted = python(code, str(tmp_path), "importable")
     assert noted.returncode == 0, noted.stderr

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from .cache import regenerate_source
-from .cache_store import Cache, binary_added, key_of, regenerated, setting, source_name, travel
+from .cache_store import CacheStore, binary_added, key_of, regenerated, setting, source_name, travel
 from .compile import toolchain
 from .formats import BUNDLE_FORMAT, BUNDLE_VERSION
 
 SECRET_ENV = "SLANGSPEC_SECRET"
 
 
-def export_bundle(cache: Cache, file: str | Path) -> dict[str, int]:
+def export_bundle(cache: CacheStore, file: str | Path) -> dict[str, int]:
     """Write every record, whole entry and referenced source of ``cache`` to ``file``, and the
     entries' binaries, signed, when ``SLANGSPEC_SECRET`` is set."""
     key = setting(SECRET_ENV)
@@ -176,7 +176,7 @@ def _carried(
     return data, ""
 
 
-def import_bundle(cache: Cache, file: str | Path, device: str | None = None) -> dict[str, Any]:
+def import_bundle(cache: CacheStore, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
     # Importing loads modules (torch, and slangpy where something is missing); exporting does not.
     from .specializer import plan_from_signature

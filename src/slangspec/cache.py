@@ -42,7 +42,7 @@ def resolved_plan(description: list[dict[str, Any]], preimage: dict[str, Any]) -
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
 
-class Cache(cache_store.Cache):
-    __doc__ = cache_store.Cache.__doc__
+class Cache(cache_store.CacheStore):
+    __doc__ = cache_store.CacheStore.__doc__
     regenerate = staticmethod(regenerate_source)
     replan = staticmethod(resolved_plan)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache_store import (
-    Cache,
+    CacheStore,
     EntryFilter,
     blobs_of,
     entry_facts,
@@ -51,7 +51,7 @@ def _existing(directory: Path) -> dict[str, Any]:
 
 
 def export_for_package(
-    cache: Cache, directory: str | os.PathLike[str], where: EntryFilter | None = None
+    cache: CacheStore, directory: str | os.PathLike[str], where: EntryFilter | None = None
 ) -> dict[str, int]:
     """Add the whole entries of ``cache`` that ``where`` matches (all by default) to the
     shipped directory ``directory``, with their binaries and facts; returns counts."""

@@ -1,6 +1,6 @@
 """The content-addressed cache, beside the pipeline: where (location, files), what (keys,
 entries, the travelling form), how (storage tiers behind one interface, leases over them) and
-policy (filters, eviction, verification, remote administration), with ``Cache`` as its face.
+policy (filters, eviction, verification, remote administration), with ``CacheStore`` as its face.
 Nothing here knows how kernels are made.
 
 What the rest of slangspec uses of it is named here, and only here: no module outside the
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from . import shipped as shipped
     from . import travel as travel
     from . import units as units
-    from .cache import Cache as Cache
+    from .cache import CacheStore as CacheStore
     from .entry import FORWARD as FORWARD
     from .entry import Entry as Entry
     from .entry import binary_added as binary_added
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 _WHOLE = ("remote_admin", "shipped", "travel", "units")
 _HOME = {
-    "Cache": ".cache",
+    "CacheStore": ".cache",
     "Entry": ".entry",
     "FORWARD": ".entry",
     "binary_added": ".entry",

@@ -1,4 +1,4 @@
-"""``Cache``: the cache beside the pipeline. The runtime reads and fills it; people inspect,
+"""``CacheStore``: the cache beside the pipeline. The runtime reads and fills it; people inspect,
 bound, evict and verify it. It walks its tiers nearest first (the local disk, then a shared
 server when one is configured); its files and leases are objects of their own, so the compiler
 and the device are handed paths and never see the cache root."""
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .remote import RemoteTier
 
 
-class Cache:
+class CacheStore:
     """A slangspec cache directory (``path``, else ``SLANGSPEC_CACHE_DIR``, else the user cache),
     with the kernels a package ships in ``shipped`` behind it, then the shared tier ``remote``,
     when given; with ``read_only``, a view of them all that writes nothing anywhere."""
@@ -88,7 +88,7 @@ class Cache:
         read_only: bool = False,
         shipped: str | os.PathLike[str] | None = None,
         remote_trust_all: bool | None = None,
-    ) -> Cache:
+    ) -> CacheStore:
         """The cache a process runs kernels from: the one at ``path`` when it is safe to (a
         directory of this user that no one else can write), else, with a warning, a private
         cache of this process alone; behind it the remote tier at ``remote``, else at

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .cuda.prepared import prepare as prepare
     from .cuda.prepared import prepared as prepared
     from .cuda.source import LIBRARY as LIBRARY
-    from .cuda.source import Kernel as Kernel
+    from .cuda.source import KernelSource as KernelSource
     from .cuda.source import forget as forget
     from .cuda.source import front_end as front_end
     from .server import client as server_client  # noqa: F401
@@ -75,7 +75,7 @@ _HOME = {
     "prepare": ".cuda.prepared",
     "prepared": ".cuda.prepared",
     "LIBRARY": ".cuda.source",
-    "Kernel": ".cuda.source",
+    "KernelSource": ".cuda.source",
     "forget": ".cuda.source",
     "front_end": ".cuda.source",
     "KernelText": ".server.messages",

@@ -33,8 +33,7 @@ from .cuda_driver import CachedBinary, DriverKernel, Unloaded
 if TYPE_CHECKING:
     import torch
 
-    from ..compile import BuiltKernel, FrontEnd, Prepared
-    from ..compile import Kernel as KernelSource
+    from ..compile import BuiltKernel, FrontEnd, KernelSource, Prepared
     from .launch import CudaBinding
 
 _log = logging.getLogger(__name__)
@@ -140,8 +139,7 @@ class CudaBackend(SlangBackend):
     def compiled(self, sources: dict[str, str], apart: Apart | None = None) -> dict[str, Kernel]:
         """Build the kernels ``sources`` holds (by name) for the GPU's architecture in one
         compile (Slang's C API, then NVRTC: no slangpy device), loaded into torch's context."""
-        from ..compile import Kernel as KernelSource
-        from ..compile import build, prelude_path
+        from ..compile import KernelSource, build, prelude_path
 
         m = self.module
         guard, paths, text, kernel_dir = self._places(apart)

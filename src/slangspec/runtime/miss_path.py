@@ -34,7 +34,7 @@ Outcome = Literal["cached", "built", "taken"]
 
 
 @frozen
-class Found:
+class Specialized:
     """A specialization as the cache holds it once looked up or built: its key and preimage,
     its entry as last read, its plan, and the forward kernel when this lookup built it."""
 
@@ -70,7 +70,7 @@ class Builder:
         self._fresh: dict[tuple[str, str], Kernel] = {}
         """Kernels built with a forward kernel, by (key, label), until the call asks for them."""
 
-    def specialization(self, function: str, signature: str, backward: bool = True) -> Found:
+    def specialization(self, function: str, signature: str, backward: bool = True) -> Specialized:
         """The entry and plan of ``function`` for ``signature``, built here on a miss (on
         CUDA with the backward of every tensor that requires grad, unless ``backward`` is
         False: a warm task for the forward kernel alone, whose backward kernels are tasks of
@@ -103,11 +103,11 @@ class Builder:
         self.cache.touch(key)
         if outcome == "cached":
             _log.debug("hit %s (key %s)", signature, key[:12])
-        return Found(key, pre, entry, plan, None, outcome)
+        return Specialized(key, pre, entry, plan, None, outcome)
 
     def _build(
         self, function: str, signature: str, key: str, pre: dict[str, Any], backward: bool
-    ) -> Found:
+    ) -> Specialized:
         """Resolve, generate and compile the forward kernel of a missed specialization."""
         m = self.module
         self.cache.count_miss()
@@ -158,9 +158,9 @@ class Builder:
         self.cache.publish(key)
         self.cache.record(m.record(function, signature))
         self.cache.enforce_bound()
-        return Found(key, pre, entry, plan, built[FORWARD][1], "built")
+        return Specialized(key, pre, entry, plan, built[FORWARD][1], "built")
 
-    def kernel(self, found: Found, label: str) -> tuple[Kernel, Outcome]:
+    def kernel(self, found: Specialized, label: str) -> tuple[Kernel, Outcome]:
         """The kernel ``label`` names ("forward" or a grad mask): from the entry's cubin on
         CUDA, else compiled from the entry's source, else generated, compiled and added to the
         entry."""

@@ -26,7 +26,7 @@ from ...module_text import ModuleText
 from ...uniforms import Layout
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared
-from .source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
+from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude
 
 _log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _keep_prelude(path: Path, source: str) -> None:
 
 def build(
     module: ModuleText,
-    kernels: Sequence[Kernel],
+    kernels: Sequence[KernelSource],
     include_paths: Sequence[Path],
     defines: Mapping[str, str],
     arch: str,

@@ -22,7 +22,7 @@ import xxhash
 from ...cache_store import canonical, write_atomic
 from ...frozen import frozen
 from ...module_text import ModuleText
-from .source import LIBRARY_FILE, Kernel, cuda_source, slangpy_library, split_prelude
+from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude
 
 PRELUDE_FILE = "slang-cuda-prelude.h"
 MANIFEST = "prepared.json"
@@ -86,7 +86,7 @@ def prelude_text() -> str:
         module = ModuleText(
             _MODULE, directory / f"{_MODULE}.slang", "float twice(float x) { return 2 * x; }\n"
         )
-        kernel = Kernel("slangspec_prepared", _KERNEL, directory / "slangspec_prepared.slang")
+        kernel = KernelSource("slangspec_prepared", _KERNEL, directory / "slangspec_prepared.slang")
         return split_prelude(cuda_source(module, [kernel]).text)[0]
 
 

@@ -35,7 +35,7 @@ from .parameter_layout import entry_layout
 
 
 @frozen
-class Kernel:
+class KernelSource:
     """A generated kernel (``codegen.kernel_source``): its module name, which also names its
     entry point in the CUDA source, its text, and the path Slang is told it lies at."""
 
@@ -79,7 +79,7 @@ LIBRARY_FILE = f"{LIBRARY}.slang-module"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def _check_names(module: ModuleText, kernels: Sequence[Kernel]) -> None:
+def _check_names(module: ModuleText, kernels: Sequence[KernelSource]) -> None:
     names = [k.name for k in kernels]
     if not kernels:
         raise ValueError("no kernels to compile")
@@ -244,7 +244,7 @@ def front_end(
 
 def cuda_source(
     module: ModuleText,
-    kernels: Sequence[Kernel],
+    kernels: Sequence[KernelSource],
     include_paths: Sequence[Path] = (),
     defines: Mapping[str, str] | None = None,
     session: SlangSession | None = None,

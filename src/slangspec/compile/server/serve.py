@@ -66,10 +66,10 @@ class Places:
 
 def places(cache_root: Path) -> Places:
     """The places of the cache at ``cache_root``, as a process building there has them."""
-    from ...cache_store import Cache
+    from ...cache_store import CacheStore
     from ..toolchain_identity import toolchain
 
-    cache = Cache(cache_root)
+    cache = CacheStore(cache_root)
     chain = toolchain(cache)
     return Places(identity(chain), chain, cache.module_cache_guard(chain), cache.files.kernel_dir)
 
@@ -331,13 +331,13 @@ def _describe(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
 def _build(m: ModuleSource, request: Request, own: Places) -> dict[str, Any]:
     from ..cuda import nvrtc
     from ..cuda.build import build, prelude_path, stored_prelude
-    from ..cuda.source import Kernel
+    from ..cuda.source import KernelSource
 
     module, paths, library = _module(m, own)
     prelude = prelude_path(own.guard, own.toolchain)
     nvrtc.warm_up(request.arch, stored_prelude(prelude))
     place = own.kernel_dir
-    kernels = [Kernel(k.name, k.source, place / f"{k.name}.slang") for k in request.kernels]
+    kernels = [KernelSource(k.name, k.source, place / f"{k.name}.slang") for k in request.kernels]
     built = build(module, kernels, paths, m.defines, request.arch, library, m.content, prelude)
     return {
         "kernels": {

@@ -19,7 +19,7 @@ from typing import Any
 from .api import P, SlangSession, _blob_bytes, _text
 
 
-class Kind(IntEnum):
+class SlangTypeKind(IntEnum):
     """``SlangTypeKind``, named as slangpy names its members; ``other`` for a kind this
     slangspec does not know."""
 
@@ -121,8 +121,10 @@ class TypeReflection:
         self._handle = handle
 
     @property
-    def kind(self) -> Kind:
-        return _member(Kind, self._api.spReflectionType_GetKind(self._handle), Kind.other)
+    def kind(self) -> SlangTypeKind:
+        return _member(
+            SlangTypeKind, self._api.spReflectionType_GetKind(self._handle), SlangTypeKind.other
+        )
 
     @property
     def name(self) -> str:
@@ -160,10 +162,10 @@ class TypeReflection:
         (``vector<float,N>``, ``float[N]``): Slang aborts the process when asked for one."""
         full, kind = self.full_name, self.kind
         extents: list[str] = []
-        if kind in (Kind.vector, Kind.matrix):
+        if kind in (SlangTypeKind.vector, SlangTypeKind.matrix):
             found = re.fullmatch(r"\w+<(.*)>", full)
             extents = [a.strip() for a in found.group(1).split(",")[1:]] if found else ["?"]
-        elif kind == Kind.array:
+        elif kind == SlangTypeKind.array:
             found = re.search(r"\[([^\]]*)\]\Z", full)
             extents = [found.group(1).strip()] if found else ["?"]
         if not all(e == "" or e.isdigit() for e in extents):
