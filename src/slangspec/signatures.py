@@ -46,7 +46,7 @@ import torch
 from .call_shapes import grid as grid
 from .call_shapes import result_shape as result_shape
 from .signature_text import argument_label, compose_call_signature
-from .value_tensor import TENSOR_FORMS, TENSOR_ROW, flagged_tensor_signature
+from .value_tensor import TENSOR_FORMS, flagged_tensor_signature
 from .values import ROW_OF, row_of
 
 
@@ -84,9 +84,9 @@ def tensor_signature(t: torch.Tensor) -> str:
 
 def signature(value: Any) -> str:
     """The composed signature of one argument value, in the forms the module docstring lists."""
-    row = ROW_OF.get(type(value)) or row_of(value)
-    if row is TENSOR_ROW:  # the hot path's: grad mode asked only of a tensor that needs it
+    if isinstance(value, torch.Tensor):  # the hot path's: the tensor row's memo, first
         return tensor_signature(value)
+    row = ROW_OF.get(type(value)) or row_of(value)
     return row.form(value, torch.is_grad_enabled())
 
 
@@ -97,9 +97,9 @@ def call_signature(function_id: str, args: Sequence[Any]) -> str:
     try:
         forms = []
         for value in args:
-            row = ROW_OF.get(type(value)) or row_of(value)
-            if row is TENSOR_ROW:
-                # The tensor memo, read here once per tensor: the hot path's own cost.
+            if isinstance(value, torch.Tensor):
+                # The tensor row's memo, read here once per tensor: the hot path's own cost,
+                # which looking the row up would add to.
                 grad = grad_on and value.requires_grad
                 try:
                     form = TENSOR_FORMS.get((value.shape, value.dtype, grad, value.layout))
@@ -107,6 +107,7 @@ def call_signature(function_id: str, args: Sequence[Any]) -> str:
                     form = None
                 forms.append(form or flagged_tensor_signature(value, grad))
             else:
+                row = ROW_OF.get(type(value)) or row_of(value)
                 forms.append(row.call_form(value, grad_on))
         return compose_call_signature(function_id, forms)
     except Exception:

@@ -129,5 +129,5 @@ class NumpyRow(ValueRow):
         return torch.from_numpy(value).to(device)
 
 
-TENSOR_ROW = register(TensorRow())
+register(TensorRow())
 register(NumpyRow())
