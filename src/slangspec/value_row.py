@@ -133,7 +133,7 @@ path reads first."""
 def register(row: ValueRow) -> ValueRow:
     """Add ``row`` to the table; ValueError where one of its types or letters has a row."""
     for t in row.python_types:
-        if (_by_name if isinstance(t, str) else _by_class).get(t) is not None:  # type: ignore[call-overload]
+        if (_by_name.get(t) if isinstance(t, str) else _by_class.get(t)) is not None:
             raise ValueError(f"register {type(row).__name__}: {t} already has a row")
     for letter in row.letters:
         if letter in _by_letter:
@@ -152,9 +152,10 @@ def register(row: ValueRow) -> ValueRow:
 def unregister(row: ValueRow) -> None:
     """Take ``row`` out of the table."""
     _rows.remove(row)
-    for table in (_by_class, _by_name, _by_letter):
+    tables: tuple[dict[Any, ValueRow], ...] = (_by_class, _by_name, _by_letter)
+    for table in tables:
         for key in [k for k, r in table.items() if r is row]:
-            del table[key]  # type: ignore[attr-defined]
+            del table[key]
     ROW_OF.clear()
 
 
