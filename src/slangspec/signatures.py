@@ -33,40 +33,22 @@ and per-grad-mask backward kernels are specialized from the argument signatures)
 signature per argument. No form contains a space, so the string splits back unambiguously.
 
 A value with no form is a TypeError (or ValueError) naming the function and the argument.
+Which form a value takes is its row's in the table of Python values (``values``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
+from .call_shapes import grid as grid
+from .call_shapes import result_shape as result_shape
 from .errors import Error
-from .frozen import frozen
-from .generators import Generator
-from .scalars import NUMBER_OF_DTYPE, SLANG
-from .signature_text import (
-    TYPE_KEY,
-    TYPE_NAME,
-    GeneratorForm,
-    GridForm,
-    NumbersForm,
-    ResultForm,
-    TensorForm,
-    TypeNameForm,
-    argument_label,
-    compose_call_signature,
-    extent_classes,
-    format_arg,
-)
-
-_NAME_OF_DTYPE: dict[torch.dtype, str] = {getattr(torch, name): name for name in NUMBER_OF_DTYPE}
-_PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))
-_PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
-"""The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
+from .signature_text import argument_label, compose_call_signature
+from .value_tensor import TENSOR_FORMS, flagged_tensor_signature
+from .values import ROW_OF, row_of
 
 
 class ArgumentError(Error):
@@ -96,239 +78,17 @@ class ArgumentValueError(ArgumentError, ValueError):
     """An argument of a passed kind that this value of it cannot be."""
 
 
-@frozen
-class grid:
-    """A per-call index source: the call runs once per point of ``shape``, and the point's
-    value in dimension ``d`` is ``offset[d] + index[d] * stride[d]`` (offset 0, stride 1 unless
-    given, one entry per dimension)."""
-
-    shape: tuple[int, ...]
-    offset: tuple[int, ...]
-    stride: tuple[int, ...]
-
-    def __init__(
-        self,
-        shape: int | Sequence[int],
-        offset: Sequence[int] | None = None,
-        stride: Sequence[int] | None = None,
-    ) -> None:
-        # A size torch traces symbolically (SymInt) stands for an int.
-        dims = (shape,) if isinstance(shape, int | torch.SymInt) else _entries(shape)
-        if not dims or not all(
-            isinstance(d, int | torch.SymInt) and not isinstance(d, bool) and d >= 0 for d in dims
-        ):
-            raise ValueError(
-                f"grid shape must be a non-negative int or a sequence of one or more, got {shape!r}"
-            )
-        object.__setattr__(self, "shape", dims)
-        object.__setattr__(self, "offset", _grid_entries("offset", offset, len(dims), 0))
-        object.__setattr__(self, "stride", _grid_entries("stride", stride, len(dims), 1))
-
-    @property
-    def strided(self) -> bool:
-        """Whether its values are not the plain call index: an offset or a stride is given."""
-        n = len(self.shape)
-        return self.offset != (0,) * n or self.stride != (1,) * n
-
-    def words(self) -> list[int]:
-        """The offsets, then the strides, as the uniform words of a strided grid hold them."""
-        return [v % 2**32 for v in (*self.offset, *self.stride)]
-
-
-def _entries(given: Any) -> tuple[Any, ...]:
-    """The entries of a sequence (a tuple, list, ``torch.Size``); none for anything else (a
-    string is no sequence of ints)."""
-    if isinstance(given, str | bytes) or not isinstance(given, Sequence | torch.Size):
-        return ()
-    return tuple(given)
-
-
-def _grid_entries(name: str, given: Sequence[int] | None, n: int, default: int) -> tuple[int, ...]:
-    if given is None:
-        return (default,) * n
-    entries = (given,) if isinstance(given, int) else _entries(given)
-    if len(entries) != n or not all(
-        isinstance(v, int) and not isinstance(v, bool) and -(2**31) <= v < 2**31 for v in entries
-    ):
-        raise ValueError(
-            f"grid {name} must be {n} int{'s' if n > 1 else ''} (one per dimension of the "
-            f"shape) from {-(2**31)} to {2**31 - 1}, got {given!r}"
-        )
-    return entries
-
-
-_tensor_cache: dict[tuple[torch.Size, torch.dtype, bool, torch.layout], str] = {}
-
-
 def tensor_signature(t: torch.Tensor) -> str:
     """``[Dn,Sm,Gk,V...]`` of a torch tensor; memoized because it sits on the hot path."""
     return flagged_tensor_signature(t, t.requires_grad and torch.is_grad_enabled())
 
 
-def flagged_tensor_signature(t: torch.Tensor, grad: bool) -> str:
-    """``[Dn,Sm,Gk,V...]`` of a torch tensor with grad bit ``grad``: as a traced call, which
-    knows which of its tensors took part in autograd, names them. The layout is in the memo's
-    key so that only strided tensors, checked on a miss, ever hit."""
-    key = (t.shape, t.dtype, grad, t.layout)
-    try:
-        sig = _tensor_cache.get(key)
-    except TypeError:  # sizes torch is tracing symbolically do not hash
-        return _tensor_form(t, grad)
-    if sig is None:
-        sig = _tensor_form(t, grad)
-        if len(_tensor_cache) < 4096:
-            _tensor_cache[key] = sig
-    return sig
-
-
-def _tensor_form(t: torch.Tensor, grad: bool) -> str:
-    if t.layout != torch.strided:
-        layout = str(t.layout).removeprefix("torch.").strip("_")
-        raise TypeError(f"cannot pass a {layout} tensor; expected a strided (dense) tensor")
-    name = _NAME_OF_DTYPE.get(t.dtype)
-    if name is None:
-        dtype = str(t.dtype).removeprefix("torch.")
-        article = "an" if dtype.startswith("int") else "a"
-        raise TypeError(f"cannot pass {article} {dtype} tensor; expected a {_PASSED_DTYPES} tensor")
-    return format_arg(TensorForm(t.dim(), name, grad, extent_classes(t.shape)))
-
-
-@functools.cache
-def _grid_form(dims: int, strided: bool) -> str:
-    return format_arg(GridForm(dims, strided))
-
-
-@functools.cache
-def _generator_form(kind: str, dims: int) -> str:
-    return format_arg(GeneratorForm(kind, None if dims == -1 else dims))
-
-
-class result_shape:
-    """The call shape a ``_result=`` tensor gives a call whose generators have no shape of their
-    own: its dimensions before the result's element shape."""
-
-    def __init__(self, shape: Sequence[int]) -> None:
-        self.shape = tuple(shape)
-
-
 def signature(value: Any) -> str:
     """The composed signature of one argument value, in the forms the module docstring lists."""
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor):  # the hot path's: the tensor row's memo, first
         return tensor_signature(value)
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int):
-        return "i"
-    if isinstance(value, float):
-        return "f"
-    if isinstance(value, grid):
-        return _grid_form(len(value.shape), value.strided)
-    if isinstance(value, Generator):
-        return _generator_form(value.kind, value.dims)
-    if isinstance(value, result_shape):
-        return format_arg(ResultForm(len(value.shape)))
-    if isinstance(value, np.ndarray):
-        with torch.no_grad():
-            return "np" + tensor_signature(torch.from_numpy(value))
-    if isinstance(value, dict):
-        return _dict_signature(value)
-    if isinstance(value, tuple | list):
-        return format_arg(NumbersForm(numbers_kind(value), len(value)))
-    raise TypeError(
-        f"cannot pass a value of type {type(value).__name__}; expected a torch tensor, numpy "
-        "array, Python float/int/bool, a tuple or list of those (a vector or array), "
-        "slangspec.grid, call_id(), thread_id(), wang_hash(), rand_float() or a dict of those "
-        "(a struct)"
-    )
-
-
-def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
-    """The kind the numbers of a tuple or list take together, as ``signature`` writes it;
-    TypeError for one that holds anything but Python numbers, or mixes bools with others."""
-    what = type(value).__name__
-    if not value:
-        raise TypeError(f"cannot pass an empty {what}; expected the numbers of a vector or array")
-    kinds = set()
-    for x in value:
-        if isinstance(x, tuple | list):
-            raise TypeError(
-                f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
-                "element of a vector or array (pass a tensor for anything deeper)"
-            )
-        if not isinstance(x, bool | int | float):
-            raise TypeError(
-                f"cannot pass a {what} holding a value of type {type(x).__name__}; expected "
-                "Python floats, ints or bools"
-            )
-        kinds.add("b" if isinstance(x, bool) else "f" if isinstance(x, float) else "i")
-    if "b" in kinds and len(kinds) > 1:
-        raise TypeError(f"cannot pass a {what} mixing bools and numbers; expected one or the other")
-    return "f" if "f" in kinds else kinds.pop()
-
-
-def _dict_signature(value: dict[Any, Any]) -> str:
-    if not value:
-        raise TypeError("cannot pass an empty dict; expected a dict of a struct's fields")
-    bad = [k for k in value if not (isinstance(k, str) and k.isidentifier())]
-    if bad:
-        raise TypeError(f"cannot pass a dict keyed by {bad[0]!r}; expected field names")
-    parts = []
-    for k in sorted(value):
-        try:
-            form = type_name_form(value[k]) if k == TYPE_KEY else signature(value[k])
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"field {k!r}: {exc}") from None
-        parts.append(f"{k}:{form}")
-    return "{" + ",".join(parts) + "}"
-
-
-@functools.cache
-def _type_name_form(name: str) -> str:
-    if not TYPE_NAME.fullmatch(name):
-        raise ValueError(
-            f"cannot name the struct {name!r}; expected a struct's name, an identifier with "
-            "its namespaces (ns::Circle)"
-        )
-    return format_arg(TypeNameForm(name))
-
-
-def type_name_form(value: Any) -> str:
-    """The form of a dict's ``"_type"`` entry, the struct it names; TypeError or ValueError
-    for what does not name one."""
-    if not isinstance(value, str):
-        raise TypeError(
-            f"cannot name a struct with a value of type {type(value).__name__}; expected the "
-            "struct's name as a str"
-        )
-    return _type_name_form(value)
-
-
-_field_orders: dict[tuple[Any, ...], tuple[str, ...]] = {}
-"""The sorted fields of each key sequence a dict argument came with, once checked."""
-
-
-def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
-    """``_dict_signature`` on the hot path: keys checked once per key sequence, tensors through
-    the same memo as arguments'."""
-    keys = tuple(value)
-    order = _field_orders.get(keys)
-    if order is None:
-        _dict_signature(value)  # raises for what it cannot describe
-        if len(_field_orders) > 1024:
-            _field_orders.clear()
-        order = _field_orders[keys] = tuple(sorted(keys))
-    parts = []
-    for k in order:
-        v = value[k]
-        if isinstance(v, torch.Tensor):
-            parts.append(f"{k}:{flagged_tensor_signature(v, grad_on and v.requires_grad)}")
-        elif k == TYPE_KEY:
-            parts.append(f"{k}:{type_name_form(v)}")
-        elif type(v) is dict:
-            parts.append(f"{k}:{_dict_form(v, grad_on)}")
-        else:
-            parts.append(f"{k}:{signature(v)}")
-    return "{" + ",".join(parts) + "}"
+    row = ROW_OF.get(type(value)) or row_of(value)
+    return row.form(value, torch.is_grad_enabled())
 
 
 def call_signature(function_id: str, args: Sequence[Any]) -> str:
@@ -339,17 +99,17 @@ def call_signature(function_id: str, args: Sequence[Any]) -> str:
         forms = []
         for value in args:
             if isinstance(value, torch.Tensor):
-                # tensor_signature's memo, read here once per tensor: the hot path's own cost.
+                # The tensor row's memo, read here once per tensor: the hot path's own cost,
+                # which looking the row up would add to.
                 grad = grad_on and value.requires_grad
                 try:
-                    form = _tensor_cache.get((value.shape, value.dtype, grad, value.layout))
+                    form = TENSOR_FORMS.get((value.shape, value.dtype, grad, value.layout))
                 except TypeError:
                     form = None
                 forms.append(form or flagged_tensor_signature(value, grad))
-            elif type(value) is dict:
-                forms.append(_dict_form(value, grad_on))
             else:
-                forms.append(signature(value))
+                row = ROW_OF.get(type(value)) or row_of(value)
+                forms.append(row.call_form(value, grad_on))
         return compose_call_signature(function_id, forms)
     except Exception:
         # Off the hot path: only a failed call looks for the argument to blame.
@@ -363,8 +123,9 @@ def call_signature(function_id: str, args: Sequence[Any]) -> str:
 
 def _problem(value: Any) -> Exception | None:
     """Why ``value`` has no signature form, as the error ``signature`` raises; None if it has."""
-    if isinstance(value, torch.Tensor) and value.is_nested:
-        return TypeError("cannot pass a nested tensor; expected a strided (dense) tensor")
+    problem = row_of(value).problem(value)
+    if problem is not None:
+        return problem
     try:
         signature(value)
     except (TypeError, ValueError) as exc:

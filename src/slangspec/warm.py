@@ -30,6 +30,8 @@ Argument specs::
             a command line: {origin: f32[N, 3] grad, dir: f32[N, 3]}); a "_type" field
             names the struct, as a call's dict does: { _type = "Circle", radius = "f32[N]" }
     raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
+
+Each kind of value reads its own spelling: its row of the table of Python values (``values``).
 """
 
 from __future__ import annotations
@@ -50,28 +52,10 @@ from .devices import device_kind
 from .errors import Error
 from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
-from .generators import GENERATOR
 from .module_text import checked_defines
-from .scalars import MANIFEST_DTYPES
-from .signature_text import (
-    TYPE_KEY,
-    TYPE_NAME,
-    DictForm,
-    GeneratorForm,
-    GridForm,
-    NumbersForm,
-    ResultForm,
-    ScalarForm,
-    TensorForm,
-    TypeNameForm,
-    call_arguments,
-    compose_call_signature,
-    extent_classes,
-    format_arg,
-    parse_arg,
-    parse_call_signature,
-    split_outside_brackets,
-)
+from .signature_text import call_arguments, compose_call_signature, parse_call_signature
+from .values import SPEC_WORDING, bind_names
+from .values import spec_signature as arg_signature
 
 if TYPE_CHECKING:
     from .runtime.module_base import BuildFunction, BuildModule
@@ -80,13 +64,6 @@ _log = logging.getLogger(__name__)
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
 """What became of one item; "deferred" (another machine is building one of its kernels) is only
 ever passing: the kernel is taken up again once everything else was."""
-_TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
-_DIM = re.compile(r"\d+|[A-Za-z_]\w*")
-_SCALARS = {"float": "f", "int": "i", "bool": "b"}
-_NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
-"""A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
-_FIELD = re.compile(r"[A-Za-z_]\w*")
-_NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 
 class ManifestError(Error, ValueError):
@@ -117,113 +94,6 @@ class WarmResult:
     item: WarmItem
     status: WarmStatus
     detail: str = ""
-
-
-def arg_signature(spec: str | dict[str, Any]) -> str:
-    """One argument spec of the manifest grammar -> its argument signature."""
-    if isinstance(spec, dict):
-        return _dict_signature(spec)
-    if not isinstance(spec, str):
-        raise ValueError(f"argument spec {spec!r}: expected a string or a table of fields")
-    text = spec.strip()
-    if text.startswith("{"):
-        try:
-            parse_arg(text)
-            return text
-        except ValueError:
-            return _dict_signature(_fields(text, spec))
-    if text in _SCALARS:
-        return format_arg(ScalarForm(_SCALARS[text]))
-    m = re.fullmatch(r"grid\[(\d+)\]( strided)?", text)
-    if m:
-        return format_arg(GridForm(int(m.group(1)), bool(m.group(2))))
-    m = re.fullmatch(rf"({'|'.join(GENERATOR)})(?:\[([1-9]\d*)\])?", text)
-    if m:
-        return format_arg(GeneratorForm(m.group(1), int(m.group(2)) if m.group(2) else None))
-    m = re.fullmatch(r"_result\[(\d+)\]", text)
-    if m:
-        return format_arg(ResultForm(int(m.group(1))))
-    if text.startswith(("grid[D", "_result[D")) or text.split("[")[0] in GENERATOR:
-        parse_arg(text)
-        return text
-    m = _NUMBERS_SPEC.fullmatch(text)
-    if m:
-        return format_arg(NumbersForm(_SCALARS[m.group(1)], int(m.group(2))))
-    if text.startswith(("[", "np[", "(")):
-        parse_arg(text)
-        return text
-    m = _TENSOR_SPEC.fullmatch(text)
-    if not m or m.group(1) not in MANIFEST_DTYPES:
-        raise ValueError(
-            f"argument spec {spec!r}: expected dtype[dims] [grad|nograd] (dtype one of "
-            f"{', '.join(MANIFEST_DTYPES)}), grid[n] [strided], float, int, bool, float[n], "
-            "int[n], bool[n] (a tuple of n numbers), a generator (call_id, thread_id, "
-            "wang_hash, rand_float, each with [n] for its dims), _result[n] or an argument "
-            "signature"
-        )
-    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
-    for d in dims:
-        if not _DIM.fullmatch(d):
-            raise ValueError(f"argument spec {spec!r}: dimension {d!r} is not an int or a name")
-    shape = [int(d) if d.isdigit() else _NAMED_EXTENT for d in dims]
-    dtype = MANIFEST_DTYPES[m.group(1)]
-    return format_arg(TensorForm(len(shape), dtype, m.group(3) == "grad", extent_classes(shape)))
-
-
-def _dict_signature(fields: dict[str, Any]) -> str:
-    for name in fields:
-        if not _FIELD.fullmatch(name):
-            raise ValueError(f"argument spec: {name!r} is not a struct field name")
-    forms = tuple(
-        sorted(
-            (k, _type_name(v) if k == TYPE_KEY else parse_arg(arg_signature(v)))
-            for k, v in fields.items()
-        )
-    )
-    return format_arg(DictForm(forms))
-
-
-def _type_name(spec: Any) -> TypeNameForm:
-    if not (isinstance(spec, str) and TYPE_NAME.fullmatch(spec.strip())):
-        raise ValueError(f"argument spec: {TYPE_KEY} {spec!r}: expected a struct's name")
-    return TypeNameForm(spec.strip())
-
-
-def _fields(text: str, spec: str) -> dict[str, Any]:
-    """``{name: spec, ...}`` (nested braces for nested structs) -> its fields."""
-    if not text.endswith("}"):
-        raise ValueError(f"argument spec {spec!r}: a struct's fields end with '}}'")
-    fields: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in split_outside_brackets(text[1:-1], ","))):
-        name, colon, value = part.partition(":")
-        if not colon or not name.strip():
-            raise ValueError(f"argument spec {spec!r}: expected 'field: spec', got {part!r}")
-        value = value.strip()
-        fields[name.strip()] = _fields(value, spec) if value.startswith("{") else value
-    return fields
-
-
-def ordered_specs(
-    function_id: str, positional: Sequence[Any], named: dict[str, Any], names: Sequence[str]
-) -> list[Any]:
-    """Argument specs given by position and by parameter name, in parameter order; ValueError
-    naming the parameter that is unknown, given twice or missing."""
-    if len(positional) > len(names):
-        raise ValueError(f"{function_id} takes {len(names)} arguments, got {len(positional)}")
-    ordered: list[Any] = [*positional, *[None] * (len(names) - len(positional))]
-    for name, spec in named.items():
-        if name not in names:
-            raise ValueError(
-                f"{function_id} has no parameter {name!r}; its parameters are {', '.join(names)}"
-            )
-        k = names.index(name)
-        if ordered[k] is not None:
-            raise ValueError(f"{function_id}: parameter {name!r} is given twice")
-        ordered[k] = spec
-    missing = [n for n, spec in zip(names, ordered, strict=True) if spec is None]
-    if missing:
-        raise ValueError(f"{function_id}: no spec for parameter {', '.join(map(repr, missing))}")
-    return ordered
 
 
 def _position(text: str, needle: str) -> str:
@@ -330,7 +200,7 @@ def _signature(function_id: str, spec: Any, fail: Callable[..., ManifestError], 
             message = _failure(exc)
             raise fail(f"cannot name {function_id}'s parameters: {message}", needle) from None
         try:
-            spec = ordered_specs(function_id, [], spec, names)
+            spec = list(bind_names(function_id, names, [], spec, SPEC_WORDING))
         except ValueError as exc:
             raise fail(str(exc), needle) from None
     if isinstance(spec, str):

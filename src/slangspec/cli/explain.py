@@ -17,7 +17,7 @@ def _signature(fn: Any, text: str) -> str:
     """A call signature, or argument specs/signatures separated by ';', positional ones first,
     then ``name=spec`` ones."""
     from ..signature_text import parse_call_signature
-    from ..warm import arg_signature, ordered_specs
+    from ..values import SPEC_WORDING, bind_names, spec_signature
 
     function_id = fn.id
     try:
@@ -37,8 +37,8 @@ def _signature(fn: Any, text: str) -> str:
                 positional.append(part)
         if named:
             names = fn.parameter_names(len(positional) + len(named))
-            positional = ordered_specs(function_id, positional, named, names)
-        return compose_call_signature(function_id, [arg_signature(a) for a in positional])
+            positional = list(bind_names(function_id, names, positional, named, SPEC_WORDING))
+        return compose_call_signature(function_id, [spec_signature(a) for a in positional])
     except ValueError as exc:
         raise UsageProblem(f"SIGNATURE: {exc}") from None
 

@@ -24,15 +24,7 @@ import torch
 
 from ..cache_store import FORWARD
 from ..devices import DeviceUnavailableError, torch_device
-from ..generators import Generator
-from ..signature_text import (
-    ArgForm,
-    DictForm,
-    TensorForm,
-    argument_label,
-    has_numpy,
-    parse_call_signature,
-)
+from ..signature_text import ArgForm, DictForm, argument_label, has_numpy, parse_call_signature
 from ..signatures import ArgumentError, call_signature, result_shape
 from ..specializer import SpecializationPlan
 from ..specializer.generic_values import GenericValues, declares_values, generic_values
@@ -40,6 +32,7 @@ from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
 from ..specializer.messages import ShapeClassError
 from ..specializer.reflect import declared_generics
+from ..values import bind_names, form_grad, generates, tensors_of, to_torch
 from .backend import Kernel
 from .launch import Binding
 from .module_base import (
@@ -160,7 +153,7 @@ class TracedFunction:
         result = keywords.pop("_result", None)
         if keywords:
             names = list(self.module._names_for(self.name, len(args) + len(keywords)))
-            args = _bound(self.id, names, args, keywords)
+            args = bind_names(self.id, names, args, keywords)
         values = self.module._generic_values_for(self.name)
         if values is not None:
             named = GenericValues(*values).named(args).partition("::")[2]
@@ -289,7 +282,7 @@ class Function(BuildFunction):
         forms = parse_call_signature(signature).args
         names = [p.name for p in plan.params]
         if not plan.differentiable:
-            trained = [i for i, form in enumerate(forms) if _grad(form)]
+            trained = [i for i, form in enumerate(forms) if form_grad(form)]
             why = f"{self.id} is not [Differentiable]"
             fix = "mark the function [Differentiable], or pass a detached tensor"
         else:
@@ -300,7 +293,7 @@ class Function(BuildFunction):
                     if a.path
                     and not a.grad
                     and not plan.params[a.index].differentiable
-                    and _grad(_leaf_form(forms[a.index], a.path))
+                    and form_grad(_leaf_form(forms[a.index], a.path))
                 }
             )
             structs = " and ".join(dict.fromkeys(plan.params[i].slang_type for i in trained))
@@ -339,9 +332,9 @@ class Function(BuildFunction):
                 value = value[key]
             raise exc.with_shape(tuple(value.shape)) from None
         if has_numpy(signature):
-            device = next((a.device for a in _tensors(args)), None)
+            device = next((a.device for a in tensors_of(args)), None)
             device = device or self.module.torch_device
-            args = _numpy_to_torch(args, device)
+            args = to_torch(args, device)
         if spec.leaves is not None:
             args = spec.leaves(args)
         return spec(args)
@@ -365,7 +358,7 @@ class Function(BuildFunction):
             return self(*args, **keywords)
         result = keywords.pop("_result", None)
         if keywords:
-            args = _bound(self.id, self.parameter_names(), args, keywords)
+            args = bind_names(self.id, self.parameter_names(), args, keywords)
         target = self.module[values.named(args).partition("::")[2]]
         return target(*args) if result is None else target(*args, _result=result)
 
@@ -373,7 +366,7 @@ class Function(BuildFunction):
         result = keywords.pop("_result", None)
         names = self.parameter_names(len(args) + len(keywords))
         if keywords:
-            args = _bound(self.id, names, args, keywords)
+            args = bind_names(self.id, names, args, keywords)
         shapes = functools.partial(self.agreed, "their results' shapes", _result_dims)
         out = self(*_shaped(args, result, shapes))
         return out if result is None else _returned(self.id, out, result, names, args)
@@ -405,7 +398,6 @@ class Function(BuildFunction):
 
 
 Module.function_type = Function
-_MISSING = object()
 
 
 def _result_dims(info: FunctionInfo) -> int:
@@ -417,45 +409,12 @@ def _shaped(args: tuple[Any, ...], result: Any, elem_dims: Callable[[], int]) ->
     """``args``, and after them the call shape of ``result`` (its dimensions before its
     ``elem_dims()`` element ones), where an argument is a generator: generators have no shape,
     so ``_result=`` gives the call its shape, as in slangpy."""
-    if not isinstance(result, torch.Tensor) or not any(_generates(a) for a in args):
+    if not isinstance(result, torch.Tensor) or not any(generates(a) for a in args):
         return args
     dims = elem_dims()
     if result.dim() < dims:
         return args
     return (*args, result_shape(result.shape[: result.dim() - dims]))
-
-
-def _generates(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_generates(v) for v in value.values())
-    return isinstance(value, Generator)
-
-
-def _bound(
-    fid: str, names: Sequence[str], args: tuple[Any, ...], keywords: dict[str, Any]
-) -> tuple[Any, ...]:
-    """``args`` and ``keywords`` as one positional tuple, as Python binds a call; TypeError
-    naming the function and the parameter that is unknown, given twice or missing."""
-    if len(args) > len(names):
-        raise TypeError(
-            f"{fid}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)} "
-            "positional ones"
-        )
-    bound: list[Any] = [*args, *[_MISSING] * (len(names) - len(args))]
-    for name, value in keywords.items():
-        if name not in names:
-            raise TypeError(
-                f"{fid}: got an unexpected keyword argument {name!r}; its parameters are "
-                f"{', '.join(names)}"
-            )
-        k = names.index(name)
-        if k < len(args):
-            raise TypeError(f"{fid}: got multiple values for argument {name!r}")
-        bound[k] = value
-    missing = [n for n, v in zip(names, bound, strict=True) if v is _MISSING]
-    if missing:
-        raise TypeError(f"{fid}: missing argument {', '.join(map(repr, missing))}")
-    return tuple(bound)
 
 
 _RESULT_KINDS = "a tensor to write the result into, torch.Tensor, dict, numpy.ndarray or 'numpy'"
@@ -513,7 +472,9 @@ def _write_result(
         )
     problem = unwritable(result)
     if problem is None and out.requires_grad and not torch.compiler.is_compiling():
-        kept = [(argument_label(k, names[k]), t) for k, a in enumerate(args) for t in _tensors([a])]
+        kept = [
+            (argument_label(k, names[k]), t) for k, a in enumerate(args) for t in tensors_of([a])
+        ]
         problem = sharing(result, kept)
     if problem is not None:
         raise ValueError(f"{fid}: _result: {problem}")
@@ -558,7 +519,7 @@ class MappedFunction:
 
     def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         result = keywords.pop("_result", None)
-        bound = list(_bound(self.id, self.names, args, keywords) if keywords else args)
+        bound = list(bind_names(self.id, self.names, args, keywords) if keywords else args)
         rank = self._rank
         for k, elem in self._unmapped:
             if k < len(bound) and isinstance(bound[k], torch.Tensor):
@@ -624,41 +585,12 @@ def _placed(
     return value
 
 
-def _grad(form: ArgForm) -> bool:
-    """Whether an argument's form has a tensor that requires grad, in a dict's fields too."""
-    if isinstance(form, DictForm):
-        return any(_grad(f) for _, f in form.fields)
-    return isinstance(form, TensorForm) and form.grad
-
-
 def _leaf_form(form: ArgForm, path: tuple[str, ...]) -> ArgForm:
     """The form of the field at ``path`` within a dict's form."""
     for name in path:
         assert isinstance(form, DictForm), "a field's path follows the dicts of its form"
         form = dict(form.fields)[name]
     return form
-
-
-def _tensors(values: Any) -> list[torch.Tensor]:
-    """The torch tensors among ``values``, inside dicts too."""
-    found: list[torch.Tensor] = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            found.append(v)
-        elif isinstance(v, dict):
-            found += _tensors(v.values())
-    return found
-
-
-def _numpy_to_torch(values: Any, device: torch.device) -> Any:
-    """``values`` with every numpy array (inside dicts too) a torch tensor on ``device``."""
-    if isinstance(values, np.ndarray):
-        return torch.from_numpy(values).to(device)
-    if isinstance(values, dict):
-        return {k: _numpy_to_torch(v, device) for k, v in values.items()}
-    if isinstance(values, tuple):
-        return tuple(_numpy_to_torch(v, device) for v in values)
-    return values
 
 
 def load(path: str | os.PathLike[str], **options: Unpack[LoadOptions]) -> Module:

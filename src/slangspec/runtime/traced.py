@@ -32,18 +32,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 import torch._dynamo
 
-from ..generators import GENERATOR_CLASS, Generator, packed, rebuilt
-from ..signature_text import TYPE_KEY, compose_call_signature
-from ..signatures import (
-    call_signature,
-    flagged_tensor_signature,
-    grid,
-    result_shape,
-    signature,
-    type_name_form,
-)
+from ..signature_text import compose_call_signature
+from ..signatures import call_signature, flagged_tensor_signature, signature
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
+from ..values import Packing, Unpacking
 from .call_rows import shaping
 from .partial_writes import merged
 from .shapes import broadcast
@@ -72,8 +65,6 @@ class Traceable(Protocol):
 
 
 _functions: dict[str, Traceable] = {}
-_EMPTY = object()
-"""What ``pack`` flattens an empty dict to."""
 _numbers = itertools.count()
 
 
@@ -140,76 +131,19 @@ def output_layout(
 
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
-    """The call's arguments as operator inputs: tensors, their grad flags, one kind letter per
-    argument (t tensor, f float, i int, b bool, g grid, with the grid's rank, s a strided
-    one, r the call shape of ``_result=``; ``x<name>:<dims>`` a generator; a tuple or list
-    of numbers their letters in parentheses, ``(fif)``), floats, ints (grid extents, offsets
-    and strides, generators' int fields among them). A dict (a struct's fields) is flattened:
-    each value's kind says where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...``
-    an empty dict, ``n<name>@...`` the struct a dict names (its ``"_type"``)."""
-    tensors: list[torch.Tensor] = []
-    grads: list[bool] = []
-    kinds: list[str] = []
-    floats: list[float] = []
-    ints: list[int] = []
-    grad_mode = torch.is_grad_enabled()
-    flat: list[tuple[Any, str]] = []
+    """The call's arguments as operator inputs: tensors, their grad flags, one kind per
+    argument, floats, ints, each value as its row of the value table (``values``) packs it: t
+    tensor, f float, i int, b bool, g grid, with the grid's rank, s a strided one, r the call
+    shape of ``_result=``; ``x<name>:<dims>`` a generator; a tuple or list of numbers their
+    letters in parentheses, ``(fif)``. Grid extents, offsets and strides and generators' int
+    fields are among the ints. A dict (a struct's fields) is flattened: each value's kind says
+    where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict,
+    ``n<name>@...`` the struct a dict names (its ``"_type"``)."""
+    packing = Packing(torch.is_grad_enabled())
     for k, a in enumerate(args):
-        _flatten(a, f"@{k}", flat) if isinstance(a, dict) else flat.append((a, ""))
-    for a, where in flat:
-        if where.endswith(f".{TYPE_KEY}"):
-            type_name_form(a)  # raises for what names no struct
-            kinds.append(f"n{a}")
-        elif isinstance(a, torch.Tensor):
-            tensors.append(a)
-            grads.append(a.requires_grad and grad_mode)
-            kinds.append("t")
-        elif isinstance(a, bool | int | float):
-            kinds.append(_number(a, floats, ints))
-        elif isinstance(a, tuple | list) and all(isinstance(x, bool | int | float) for x in a):
-            kinds.append(f"({''.join(_number(x, floats, ints) for x in a)})")
-        elif isinstance(a, grid):
-            ints.extend(a.shape)
-            if a.strided:
-                ints.extend((*a.offset, *a.stride))
-            kinds.append(f"{'s' if a.strided else 'g'}{len(a.shape)}")
-        elif isinstance(a, Generator):
-            more_ints, more_floats = packed(a)
-            ints.extend(more_ints)
-            floats.extend(more_floats)
-            kinds.append(f"x{a.kind}:{a.dims}")
-        elif isinstance(a, result_shape):
-            ints.extend(a.shape)
-            kinds.append(f"r{len(a.shape)}")
-        elif a is _EMPTY:
-            kinds.append("e")
-        else:
-            raise TypeError(
-                f"cannot pass a value of type {type(a).__name__} in code torch compiles; expected "
-                "a torch tensor, Python float/int/bool, a flat tuple or list of those, "
-                "slangspec.grid, a generator or a dict of those"
-            )
-        kinds[-1] += where
-    return tensors, grads, ",".join(kinds), floats, ints
-
-
-def _number(value: bool | int | float, floats: list[float], ints: list[int]) -> str:
-    """``value`` appended where ``pack`` keeps its kind; its kind letter."""
-    if isinstance(value, float):
-        floats.append(value)
-        return "f"
-    ints.append(int(value))
-    return "b" if isinstance(value, bool) else "i"
-
-
-def _flatten(value: dict[str, Any], where: str, flat: list[tuple[Any, str]]) -> None:
-    if not value:
-        flat.append((_EMPTY, where))
-    for key, v in value.items():
-        if isinstance(v, dict):
-            _flatten(v, f"{where}.{key}", flat)
-        else:
-            flat.append((v, f"{where}.{key}"))
+        packing.index = k
+        packing.add(a)
+    return packing.tensors, packing.grads, ",".join(packing.kinds), packing.floats, packing.ints
 
 
 def unpack(
@@ -218,36 +152,10 @@ def unpack(
     """The arguments ``pack`` flattened, dicts rebuilt; ``tensors`` may stand in for the
     tensors with anything (their grad flags, their positions)."""
     args: list[Any] = []
-    t, f, i = iter(tensors), iter(floats), iter(ints)
-    numbers = {"f": lambda: next(f), "i": lambda: next(i), "b": lambda: bool(next(i))}
+    source = Unpacking(tensors, floats, ints)
     for entry in kinds.split(",") if kinds else ():
         kind, _, where = entry.partition("@")
-        value: Any
-        if kind == "t":
-            value = next(t)
-        elif kind in numbers:
-            value = numbers[kind]()
-        elif kind.startswith("("):
-            value = tuple(numbers[letter]() for letter in kind[1:-1])
-        elif kind == "e":
-            value = {}
-        elif kind.startswith("n"):
-            value = kind[1:]
-        elif kind.startswith("x"):
-            name, _, dims = kind[1:].partition(":")
-            cls = GENERATOR_CLASS[name]
-            more_ints = [next(i) for _ in cls.int_fields]
-            more_floats = [next(f) for _ in cls.float_fields]
-            value = rebuilt(name, int(dims), more_ints, more_floats)
-        else:
-            shape = [next(i) for _ in range(int(kind[1:]))]
-            if kind[0] == "r":
-                value = result_shape(shape)
-            elif kind[0] == "s":
-                offset = [next(i) for _ in shape]
-                value = grid(shape, offset, [next(i) for _ in shape])
-            else:
-                value = grid(shape)
+        value = source.value(kind)
         if not where:
             args.append(value)
             continue

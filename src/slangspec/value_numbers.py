@@ -1,0 +1,136 @@
+"""Rows of the table of Python values (``values``) for Python numbers: a bool, an int, a
+float, and a tuple or list of them (a vector or array)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from .signature_text import NumbersForm, ScalarForm, format_arg, parse_arg
+from .value_row import Packing, Unpacking, ValueRow, register, row_of, spec_text, untraceable
+
+_NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
+"""A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
+
+
+class NumberRow(ValueRow):
+    """A Python number: its form, its packed kind and its ``ScalarForm`` kind are one letter;
+    a manifest spells it by its Python type's name."""
+
+    word: ClassVar[str]
+
+    def form(self, value: Any, grad_on: bool) -> str:
+        return self.letters
+
+    def number(self, value: Any, packing: Packing) -> str:
+        """``value`` appended to ``packing``'s numbers; its letter."""
+        packing.ints.append(int(value))
+        return self.letters
+
+    def pack(self, value: Any, packing: Packing, where: str) -> None:
+        packing.kinds.append(self.number(value, packing) + where)
+
+    def unpack(self, kind: str, source: Unpacking) -> Any:
+        return next(source.ints)
+
+    def read_spec(self, spec: Any) -> str | None:
+        return format_arg(ScalarForm(self.letters)) if spec_text(spec) == self.word else None
+
+
+class FloatRow(NumberRow):
+    python_types = (float,)
+    letters = "f"
+    word = spelling = "float"
+    order = 2.0
+
+    def number(self, value: Any, packing: Packing) -> str:
+        packing.floats.append(value)
+        return "f"
+
+    def unpack(self, kind: str, source: Unpacking) -> Any:
+        return next(source.floats)
+
+
+class IntRow(NumberRow):
+    python_types = (int,)
+    letters = "i"
+    word = spelling = "int"
+    order = 2.1
+
+
+class BoolRow(NumberRow):
+    python_types = (bool,)
+    letters = "b"
+    word = spelling = "bool"
+    order = 2.2
+
+    def unpack(self, kind: str, source: Unpacking) -> Any:
+        return bool(next(source.ints))
+
+
+def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
+    """The kind the numbers of a tuple or list take together, as its form writes it;
+    TypeError for one that holds anything but Python numbers, or mixes bools with others."""
+    what = type(value).__name__
+    if not value:
+        raise TypeError(f"cannot pass an empty {what}; expected the numbers of a vector or array")
+    kinds = set()
+    for x in value:
+        row = row_of(x)
+        if isinstance(row, NumbersRow):
+            raise TypeError(
+                f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
+                "element of a vector or array (pass a tensor for anything deeper)"
+            )
+        if not isinstance(row, NumberRow):
+            raise TypeError(
+                f"cannot pass a {what} holding a value of type {type(x).__name__}; expected "
+                "Python floats, ints or bools"
+            )
+        kinds.add(row.letters)
+    if "b" in kinds and len(kinds) > 1:
+        raise TypeError(f"cannot pass a {what} mixing bools and numbers; expected one or the other")
+    return "f" if "f" in kinds else kinds.pop()
+
+
+class NumbersRow(ValueRow):
+    """A tuple or list of Python numbers: ``(kn)``, packed as their letters in parentheses,
+    ``(fif)``, spelled ``float[n]``."""
+
+    python_types = (tuple, list)
+    letters = "("
+    forms = (NumbersForm,)
+    spelling = "float[n], int[n], bool[n] (a tuple of n numbers)"
+    order = 3
+
+    def form(self, value: Any, grad_on: bool) -> str:
+        return format_arg(NumbersForm(numbers_kind(value), len(value)))
+
+    def pack(self, value: Any, packing: Packing, where: str) -> None:
+        rows = [row for row in map(row_of, value) if isinstance(row, NumberRow)]
+        if len(rows) != len(value):
+            raise untraceable(value)
+        numbers = "".join(row.number(x, packing) for row, x in zip(rows, value, strict=True))
+        packing.kinds.append(f"({numbers}){where}")
+
+    def unpack(self, kind: str, source: Unpacking) -> Any:
+        return tuple(source.value(letter) for letter in kind[1:-1])
+
+    def read_spec(self, spec: Any) -> str | None:
+        text = spec_text(spec)
+        if text is None:
+            return None
+        m = _NUMBERS_SPEC.fullmatch(text)
+        if m:
+            letter = {"float": "f", "int": "i", "bool": "b"}[m.group(1)]
+            return format_arg(NumbersForm(letter, int(m.group(2))))
+        if text.startswith("("):
+            parse_arg(text)
+            return text
+        return None
+
+
+register(FloatRow())
+register(IntRow())
+register(BoolRow())
+register(NumbersRow())
