@@ -275,14 +275,25 @@ def tier_classes() -> set[str]:
     get = next(n for n in protocol.body if isinstance(n, ast.FunctionDef) and n.name == "get")
     assert get.returns is not None
     found = {n.id for n in ast.walk(get.returns) if isinstance(n, ast.Name)} - {"None"}
-    for path in (SRC / "cache_store").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ClassDef):
-                continue
-            defined = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
-            bases = {ast.unparse(b) for b in node.bases}
-            if node.name == "Tier" or "Tier" in bases or methods <= defined:
-                found.add(node.name)
+    classes = {
+        node.name: node
+        for path in (SRC / "cache_store").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+
+    def defined(node: ast.ClassDef) -> set[str]:
+        """The methods a class defines, in its body or in a base of the cache store's."""
+        own = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                own |= defined(classes[base.id])
+        return own
+
+    for node in classes.values():
+        bases = {ast.unparse(b) for b in node.bases}
+        if node.name == "Tier" or "Tier" in bases or methods <= defined(node):
+            found.add(node.name)
     return found
 
 

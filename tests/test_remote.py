@@ -292,7 +292,7 @@ def test_a_killed_holder_frees_the_lease_within_a_heartbeat_not_the_bound(tmp_pa
     start = time.monotonic()
     after = run(tmp_path / "next", "--signatures", "1", env=env)
     assert after["ok"] and after["counts"]["specialize"] == 1
-    assert after["lease_wait_s"] <= 5 + 1.5  # remote.HEARTBEAT_MS, and a poll
+    assert after["lease_wait_s"] <= 5 + 1.5  # remote_leases.HEARTBEAT_MS, and a poll
     assert time.monotonic() - start < 10 + 10  # the result, process start-up included
 
 

@@ -17,7 +17,7 @@ import torch
 from click.testing import CliRunner
 
 import slangspec
-from slangspec.cache_store import CacheWarning, remote
+from slangspec.cache_store import CacheWarning, remote_leases
 from slangspec.cache_store.entry import blobs_of
 from slangspec.cache_store.keys import blob_name
 from slangspec.cache_store.remote import PREFIX, RemoteTier
@@ -70,7 +70,7 @@ def trusting(server) -> RemoteTier:
 def test_a_lease_nobody_renews_is_cut_to_a_heartbeat_with_a_warning(
     redis_server, monkeypatch, trust_all, expiry_ms
 ):
-    monkeypatch.setattr(remote, "HEARTBEAT_MS", 1000)
+    monkeypatch.setattr(remote_leases, "HEARTBEAT_MS", 1000)
     tier = trusting(redis_server)
     key = PREFIX + "lease:k"
     redis_server.client().set(key, "set by hand", px=expiry_ms)
@@ -97,7 +97,7 @@ def test_a_lease_nobody_renews_is_cut_to_a_heartbeat_with_a_warning(
 
 def test_a_lease_its_holder_renews_is_never_cut(redis_server, monkeypatch, trust_all):
     """Not even by a waiter whose own bound is shorter than the holder's heartbeat."""
-    monkeypatch.setattr(remote, "HEARTBEAT_MS", 1000)
+    monkeypatch.setattr(remote_leases, "HEARTBEAT_MS", 1000)
     holder, waiter = trusting(redis_server), trusting(redis_server)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -19,10 +19,8 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import sqlite3
 import stat
-import time
 import uuid
 import warnings
 import zlib
@@ -34,6 +32,9 @@ import diskcache
 import xxhash
 
 from . import travel
+from .disk_leases import LOCK as LOCK
+from .disk_leases import DiskLeases
+from .disk_leases import lease_waits as lease_waits
 from .entry import blobs_of, intact, seal
 from .jsondisk import JSONOnlyDisk
 from .keys import blob_kind, canonical, names
@@ -49,20 +50,16 @@ from .location import (
     compiled_modules,
     file_bytes,
     part,
-    process_gone,
     tree_size,
     write_atomic,
 )
 from .tier import Found, Unusable
 
 _log = logging.getLogger(__name__)
-_NOTED_WAIT_S = 0.05
-"""Lease waits shorter than this are not logged."""
 
 ENTRY = "entry:"
 RECORD = "record:"
 FACT = "fact:"
-LOCK = "lock:"
 HITS = "stat:hits"
 MISSES = "stat:misses"
 BYTES = "stat:bytes"
@@ -88,7 +85,7 @@ GARBLED = object()
 """What ``DiskTier.row`` returns for a row that is there but does not decode."""
 
 
-class DiskTier:
+class DiskTier(DiskLeases):
     """The index, blobs and slangpy's caches under one cache root; with ``writable`` False, a
     view of them that changes nothing."""
 
@@ -528,53 +525,6 @@ class DiskTier:
     def delete_fact(self, name: str) -> None:
         self._call("delete", FACT + name)
 
-    # -- compile leases: one process compiles a key, the others wait ---------------------------
-
-    @contextlib.contextmanager
-    def lease(self, name: str, done: Callable[[], bool], seconds: float) -> Iterator[None]:
-        """Hold the compile lease ``name`` until the block ends, or stop waiting once ``done()``
-        (an index in trouble lets every caller through). A holder that dies is taken over at
-        once on its host.
-
-        The caller checks again for the result inside the block, since it may have been built
-        while it waited.
-        """
-        if not self.writable:
-            yield
-            return
-        token = {"pid": os.getpid(), "host": socket.gethostname(), "token": uuid.uuid4().hex}
-        delay = 0.01
-        start = time.monotonic()
-        # The result first: waiters that see it together must not take the lease in turns.
-        while not done():
-            if self._call("add", LOCK + name, token, expire=seconds, fallback=True):
-                break
-            holder = self._read(LOCK + name)
-            if _dead(holder):
-                self._delete_if(LOCK + name, holder)
-                continue
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-        waited = time.monotonic() - start
-        lease_waits.append(waited)
-        if waited > _NOTED_WAIT_S:
-            _log.info("waited %.2f s on the compile lease %s", waited, name)
-        try:
-            yield
-        finally:
-            self._delete_if(LOCK + name, token)
-
-    def _delete_if(self, key: str, value: Any) -> None:
-        """Delete ``key`` if it still holds ``value``, atomically."""
-        with self._transact():
-            if self._read(key) == value:
-                self._call("delete", key)
-
-
-lease_waits: list[float] = []
-"""Seconds this process spent on each lease before holding it or seeing the result, for
-benchmarks."""
-
 
 def _remove(path: Path) -> int:
     """Remove a file (or a directory damage left where a file belongs); bytes freed."""
@@ -600,11 +550,3 @@ def _module_cache_files(root: Path) -> dict[str, int]:
             if not stat.S_ISDIR(info.st_mode):
                 files[path.relative_to(directory).as_posix()] = info.st_size
     return files
-
-
-def _dead(holder: Any) -> bool:
-    """Whether a lease's holder is a process of this host that no longer runs (or a zombie)."""
-    if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
-        return False
-    pid = holder.get("pid")
-    return isinstance(pid, int) and pid > 0 and process_gone(pid)
