@@ -125,6 +125,15 @@ class BuildModule:
         return f"<slangspec.{type(self).__name__} {self.name} on {self.device_kind}>"
 
     @property
+    def device(self) -> Any:
+        """slangpy's device this module's kernels run on, on Vulkan (opened on first use); on
+        CUDA, kernels launch through the driver in torch's context, with no slangpy device."""
+        device = getattr(self.backend, "device", None)
+        if device is None:
+            raise AttributeError(f"{self.name}: a {self.device_kind} module has no slangpy device")
+        return device
+
+    @property
     def device_identity(self) -> dict[str, str]:
         """The device as a cache key covers it (``devices.device_identity``)."""
         return self.backend.identity()
