@@ -52,16 +52,26 @@ def _resident(pid: int) -> int:
         return 0
 
 
-def tree_resident(root: int) -> tuple[int, int, int]:
-    """Resident bytes summed over ``root`` and its descendants, the largest of them, and how
-    many processes there are."""
+def tree_resident(root: int) -> tuple[int, int, int, list[tuple[int, int]]]:
+    """Resident bytes summed over ``root`` and its descendants, the largest of them, how many
+    processes there are, and each one's bytes by pid."""
     tree = _children()
     pending, sizes = [root], []
     while pending:
         pid = pending.pop()
-        sizes.append(_resident(pid))
+        sizes.append((_resident(pid), pid))
         pending.extend(tree.get(pid, ()))
-    return sum(sizes), max(sizes), len(sizes)
+    alone = [size for size, _ in sizes]
+    return sum(alone), max(alone), len(sizes), sizes
+
+
+def _command(pid: int) -> str:
+    """A process's command line, shortened, for the report of the peak."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(w.decode(errors="replace") for w in words if w)[:160]
 
 
 def measure(command: list[str], every: float, tests: bool = False) -> dict[str, float | int | str]:
@@ -79,8 +89,12 @@ def measure(command: list[str], every: float, tests: bool = False) -> dict[str, 
         reader = threading.Thread(target=_pass_through, args=(process.stdout, counted), daemon=True)
         reader.start()
     peak_sum = peak_one = most = 0
+    at_peak: list[tuple[int, str]] = []
     while process.poll() is None:
-        total, largest, count = tree_resident(process.pid)
+        total, largest, count, each = tree_resident(process.pid)
+        if total > peak_sum:
+            big = sorted(each, reverse=True)[:6]
+            at_peak = [(size, _command(pid)) for size, pid in big]
         peak_sum, peak_one, most = max(peak_sum, total), max(peak_one, largest), max(most, count)
         time.sleep(every)
     if reader is not None:
@@ -92,6 +106,7 @@ def measure(command: list[str], every: float, tests: bool = False) -> dict[str, 
         "peak_largest_process_gb": round(peak_one / 1e9, 2),
         "most_processes": most,
         "tests": counted[-1] if counted else "",
+        "at_peak": [f"{size / 1e9:.2f} GB {command}" for size, command in at_peak],
     }
 
 
@@ -131,6 +146,8 @@ def main() -> None:
         p.error("give the command to run after --")
     result = measure(command, args.every, tests=args.budget)
     if args.budget:
+        for line in result["at_peak"]:
+            print(f"at the peak: {line}")
         print(budget_line(result), flush=True)
     else:
         print(json.dumps(result), file=sys.stderr)

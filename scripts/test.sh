@@ -12,4 +12,4 @@ cores=$(nproc)
 by_memory=$(awk '/^MemTotal:/ { print int($2 / (5 * 1024 * 1024)) }' /proc/meminfo)
 workers=$((cores < by_memory ? cores : by_memory))
 workers=$((workers > 0 ? workers : 1))
-.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+.venv/bin/python -m pytest -n "$workers" --dist loadfile --durations=15 "$@"
