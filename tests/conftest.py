@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 import pytest
@@ -65,6 +66,14 @@ def release_devices(under: str | None = None) -> None:
     for table in (warm._modules, vulkan_backend._compilers, cuda_source._sessions):
         for key in [k for k in table if mine(k)]:
             del table[key]
+    if under is None:
+        cuda_source._spares.clear()
+        # Compiled graphs and the functions their operators call hold modules, and so devices.
+        if "torch._dynamo" in sys.modules:
+            sys.modules["torch._dynamo"].reset()
+        traced = sys.modules.get("slangspec.runtime.traced")
+        if traced is not None:
+            traced._functions.clear()
     gc.collect()
     if under is None:
         devices.close_devices()
