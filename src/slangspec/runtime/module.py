@@ -35,6 +35,7 @@ from ..specializer.reflect import declared_generics
 from ..values import bind_names, form_grad, generates, tensors_of, to_torch
 from .backend import Kernel
 from .launch import Binding
+from .mapped import MappedFunction, ParamLayout, param_layout
 from .module_base import (
     BuildFunction,
     BuildModule,
@@ -55,18 +56,6 @@ def _constant_while_traced(method: Callable[..., _T]) -> Callable[..., _T]:
     look-ups behind it."""
     method._dynamo_marked_constant = True  # type: ignore[attr-defined]
     return method
-
-
-Layout = tuple[tuple[str, int, bool, str], ...]
-"""Per parameter: its name, the number of element dimensions a tensor fed to it has, whether
-it is fed elementwise (so ``map`` can place it), and its Slang type."""
-
-
-def _layout(info: FunctionInfo) -> Layout:
-    elementwise = (*VALUE_KINDS, "generic")
-    return tuple(
-        (p.name, len(p.type.shape), p.type.kind in elementwise, p.type.name) for p in info.params
-    )
 
 
 class Module(BuildModule):
@@ -115,11 +104,11 @@ class Module(BuildModule):
         return None if values is None else (values.name, values.sources)
 
     @_constant_while_traced
-    def _layout_for(self, name: str) -> Layout:
-        """``_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
+    def _layout_for(self, name: str) -> ParamLayout:
+        """``param_layout`` of function ``name``'s parameters, for a graph torch is compiling."""
         self._operator_for(name)
         fn = self._functions.get(name) or self._traced_functions[name]
-        return fn.agreed("their parameters", _layout)
+        return fn.agreed("their parameters", param_layout)
 
     @_constant_while_traced
     def _names_for(self, name: str, count: int) -> tuple[str, ...]:
@@ -382,7 +371,9 @@ class Function(BuildFunction):
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
         Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
         arguments not mapped broadcast as usual."""
-        return MappedFunction(self, self.id, self.agreed("their parameters", _layout), dims, named)
+        return MappedFunction(
+            self, self.id, self.agreed("their parameters", param_layout), dims, named
+        )
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""
@@ -480,109 +471,6 @@ def _write_result(
         raise ValueError(f"{fid}: _result: {problem}")
     result.copy_(out)
     return result
-
-
-class MappedFunction:
-    """A function whose calls view each mapped argument so that its dimensions fall where the
-    mapping says; the views carry gradients back to the arguments, and writes through them
-    reach the arguments' own storage."""
-
-    def __init__(
-        self,
-        target: Callable[..., Any],
-        fid: str,
-        layout: Layout,
-        dims: tuple[Sequence[int], ...],
-        named: dict[str, Sequence[int]],
-    ) -> None:
-        names = [name for name, *_ in layout]
-        if len(dims) > len(names):
-            raise TypeError(f"{fid}: map: {len(dims)} mappings for {len(names)} parameters")
-        mapping: dict[int, tuple[int, ...]] = {}
-        for k, m in [*enumerate(dims), *((_index_of(fid, names, n), m) for n, m in named.items())]:
-            if k in mapping:
-                raise TypeError(f"{fid}: map: parameter '{names[k]}' is mapped twice")
-            mapping[k] = _dimensions(fid, names[k], m)
-        self.target = target
-        self.id = fid
-        self.names = names
-        self.mapping = mapping
-        # Worked out once, so that a call torch traces is plain loops over plain data.
-        self._rank = max([max(m, default=-1) + 1 for m in mapping.values()], default=0)
-        self._unmapped = [(k, elem) for k, (_, elem, *_) in enumerate(layout) if k not in mapping]
-        self._mapped = [
-            (k, m, sorted(range(len(m)), key=m.__getitem__), layout[k]) for k, m in mapping.items()
-        ]
-
-    def __repr__(self) -> str:
-        return f"<{self.id} mapped {self.mapping}>"
-
-    def __call__(self, /, *args: Any, **keywords: Any) -> Any:
-        result = keywords.pop("_result", None)
-        bound = list(bind_names(self.id, self.names, args, keywords) if keywords else args)
-        rank = self._rank
-        for k, elem in self._unmapped:
-            if k < len(bound) and isinstance(bound[k], torch.Tensor):
-                rank = max(rank, bound[k].dim() - elem)
-        for k, m, order, param in self._mapped:
-            if k < len(bound):
-                bound[k] = _placed(self.id, param, bound[k], m, order, rank)
-        return self.target(*bound, _result=result)
-
-
-def _index_of(fid: str, names: list[str], name: str) -> int:
-    if name not in names:
-        raise TypeError(
-            f"{fid}: map: no parameter named {name!r}; its parameters are {', '.join(names)}"
-        )
-    return names.index(name)
-
-
-def _dimensions(fid: str, name: str, m: Any) -> tuple[int, ...]:
-    if isinstance(m, str):
-        raise TypeError(
-            f"{fid}: map: parameter '{name}': slangpy's type mapping ({m!r}) is not "
-            "supported; name a generic's arguments explicitly"
-        )
-    if isinstance(m, int):
-        m = (m,)
-    ok = isinstance(m, tuple | list) and all(type(d) is int and d >= 0 for d in m)
-    if not ok or len(set(m)) != len(m):
-        raise TypeError(
-            f"{fid}: map: parameter '{name}': expected a tuple of distinct call dimensions "
-            f"(ints from 0), got {m!r}"
-        )
-    return tuple(m)
-
-
-def _placed(
-    fid: str,
-    param: tuple[str, int, bool, str],
-    value: Any,
-    m: tuple[int, ...],
-    order: list[int],
-    rank: int,
-) -> torch.Tensor:
-    """``value`` viewed with its call dimensions at ``m``'s places among ``rank`` (size 1
-    elsewhere), its element dimensions after them; ``order`` sorts ``m``."""
-    name, elem, elementwise, slang_type = param
-    if not isinstance(value, torch.Tensor) or not elementwise:
-        raise TypeError(
-            f"{fid}: map: parameter '{name}': only a tensor fed elementwise can be mapped, "
-            f"got {type(value).__name__} for {slang_type}"
-        )
-    calls = value.dim() - elem
-    if calls != len(m):
-        raise ValueError(
-            f"{fid}: map: parameter '{name}': the mapping {m} names {len(m)} dimensions, but "
-            f"a tensor of shape {tuple(value.shape)} has {calls} besides the element shape "
-            f"of {slang_type}"
-        )
-    value = value.permute(*order, *range(calls, value.dim()))
-    for d in range(rank):
-        if d not in m:
-            value = value.unsqueeze(d)
-    return value
 
 
 def _leaf_form(form: ArgForm, path: tuple[str, ...]) -> ArgForm:
