@@ -27,7 +27,7 @@ CALLS = """
 import sys, torch, slangspec
 m = slangspec.load_source("bounded", sys.argv[2], cache_dir=sys.argv[1])
 for name in sys.argv[3:]:
-    w = torch.arange(4.0)
+    w = torch.arange(4.0, device="cuda" if m.device_kind == "cuda" else "cpu")
     torch.testing.assert_close(getattr(m, name)(w, slangspec.grid((4,))), w * (int(name[1:]) + 1))
 print("ok")
 """
