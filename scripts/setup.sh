@@ -44,16 +44,24 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 py=.venv/bin/python
+# uv installs and byte-compiles in parallel: a fresh environment in about a third of pip's time.
+if ! "$py" -m uv --version >/dev/null 2>&1; then
+  "$py" -m pip install -q uv
+fi
+install=("$py" -m uv pip install -q --compile-bytecode --python "$py")
+if [ -n "${PIP_FIND_LINKS:-}" ]; then
+  install+=(--find-links "$PIP_FIND_LINKS")
+fi
 if ! "$py" -c 'import torch' >/dev/null 2>&1; then
   # The CPU build lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build.
-  "$py" -m pip install -q torch==2.13.0
+  "${install[@]}" torch==2.13.0
 fi
 # The editable install again only when pyproject.toml changed since it last ran, or it is gone.
 stamp=.venv/.slangspec-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
   || ! "$py" -c 'import slangspec, pytest, ruff, redis, hypothesis, mkdocs' >/dev/null 2>&1; then
-  "$py" -m pip install -q -e '.[dev]'
+  "${install[@]}" -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 # slangpy's Slang library as IR and Slang's CUDA prelude, made once here instead of in a first
