@@ -87,7 +87,7 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     (warmup * 2).backward(torch.ones_like(warmup))
     import slangspec
     from slangspec import devices
-    from slangspec.counts import compile_counts
+    from slangspec.settings import compile_counts
 
     # On Vulkan, as benchmarks/startup.py, slangpy's device is opened before the timing starts;
     # on CUDA whatever slangspec opens (its Slang session, a baseline's slangpy device) is timed.

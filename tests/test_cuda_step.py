@@ -32,8 +32,8 @@ from slangspec.compile.cuda.source import (
     split_prelude,
 )
 from slangspec.compile.slang.api import SlangCompileError
-from slangspec.counts import compile_counts
 from slangspec.module_text import ModuleText
+from slangspec.settings import compile_counts
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
 from slangspec.uniforms import UniformBlock
 
@@ -459,7 +459,7 @@ import json, sys
 import torch
 import slangspec
 from slangspec.cache_store import cache as cache_module
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 from slangspec.signatures import call_signature
 

@@ -13,9 +13,9 @@ import torch
 import slangspec
 from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
-from slangspec.cache_store.settings import setting
 from slangspec.compile.slang.vulkan_compiler import Compiler
 from slangspec.module_text import ModuleText
+from slangspec.settings import setting
 
 OPS = Path(__file__).parent / "shaders" / "ops.slang"
 

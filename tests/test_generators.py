@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
 from slangspec.generators import wang_hash_of
+from slangspec.settings import compile_counts
 from slangspec.signature_text import parse_arg, parse_call_signature
 
 SOURCE = """

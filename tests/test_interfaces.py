@@ -17,7 +17,7 @@ from test_cuda_step import needs_nvrtc
 import slangspec
 from parity import F32 as TOL
 from parity import compare, leaf, twin
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 
 KINDS = Path(__file__).parent / "shaders" / "kinds.slang"
 

@@ -17,7 +17,7 @@ import pytest
 SRC = Path(__file__).parent.parent / "src" / "slangspec"
 STORE = "slangspec.cache_store"
 STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs"}
-STORE_MAY_USE = {"slangspec.frozen", "slangspec.errors", "slangspec.formats"}
+STORE_MAY_USE = {"slangspec.frozen", "slangspec.errors", "slangspec.formats", "slangspec.settings"}
 """The foundation every room may read: it knows nothing of kernels, caches or devices."""
 COMPILE = "slangspec.compile"
 COMPILE_USERS = {
@@ -198,24 +198,24 @@ def test_a_deep_import_of_the_cache_store_is_found(tmp_path):
     synthetic = tmp_path / "synthetic.py"
     synthetic.write_text(
         "from slangspec.cache_store.keys import x\n"
-        "from .cache_store import FORWARD, setting, travel\n"
+        "from .cache_store import FORWARD, key_of, travel\n"
         "from . import cache_store as store\n"
         "import slangspec.cache_store.location\n"
         "if store.CacheStore:\n"
         "    store.policy.select()\n"
         "def later():\n"
-        "    from .cache_store import settings\n"
+        "    from .cache_store import disk\n"
         "    from .cache_store.travel import sealed\n"
     )
     assert past_the_store(synthetic, "slangspec.synthetic") == {
+        "slangspec.cache_store.disk",
         "slangspec.cache_store.keys",
         "slangspec.cache_store.location",
         "slangspec.cache_store.policy",
-        "slangspec.cache_store.settings",
         "slangspec.cache_store.travel",
     }
     exported = tmp_path / "exported.py"
-    exported.write_text("from .cache_store import CacheStore, setting, travel\n")
+    exported.write_text("from .cache_store import CacheStore, key_of, travel\n")
     assert past_the_store(exported, "slangspec.exported") == set()
 
 
@@ -342,9 +342,12 @@ def test_asking_a_tier_its_class_is_found(tmp_path):
 
 @pytest.mark.parametrize("name", ["compile/slang/vulkan_compiler.py", "devices.py"])
 def test_compiler_and_devices_do_not_know_the_cache(name):
-    # Not even the table of settings, which lives in the cache store: what of it devices need,
-    # their callers read and hand them.
     assert {m for m in imported(SRC / name) if m.startswith("slangspec.cache")} == set()
+
+
+def test_devices_read_no_setting():
+    # What of the settings devices need, their callers read and hand them.
+    assert "slangspec.settings" not in imported(SRC / "devices.py")
 
 
 def test_no_module_imports_one_that_imports_it_back():

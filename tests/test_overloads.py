@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec.cli import main
-from slangspec.counts import compile_counts
 from slangspec.runtime import backend, miss_path, module
+from slangspec.settings import compile_counts
 from slangspec.specializer.reflect import function_overloads
 
 TOL = {"rtol": 1e-6, "atol": 1e-6}

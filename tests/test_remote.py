@@ -23,7 +23,7 @@ from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.keys import SHADERS
 from slangspec.cache_store.remote import MAX_VALUE_BYTES, PREFIX, RemoteTier, namespace
 from slangspec.cache_store.remote_config import remote_settings
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
 
 SECRET = "a shared secret of this cluster"

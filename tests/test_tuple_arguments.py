@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.signature_text import NumbersForm, format_arg, parse_arg
 from slangspec.warm import arg_signature
 

@@ -131,7 +131,7 @@ BACKWARD_MISS = """
     import json, sys, threading
     import torch
     import slangspec
-    from slangspec.counts import compile_counts
+    from slangspec.settings import compile_counts
     from slangspec.runtime import miss_path
 
     cache, mode, tdev, shaders, library = sys.argv[1:]

@@ -9,13 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from .formats import VERSION as __version__
 
 if TYPE_CHECKING:
     from .cache import Cache as Cache
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
-    from .cache_store import SettingWarning as SettingWarning
     from .compile import SlangCompileError as SlangCompileError
     from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .errors import Error as Error
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from .runtime.module import load as load
     from .runtime.module import load_source as load_source
     from .runtime.module_base import UnknownFunctionError as UnknownFunctionError
+    from .settings import SettingWarning as SettingWarning
     from .signatures import ArgumentError as ArgumentError
     from .signatures import ArgumentTypeError as ArgumentTypeError
     from .signatures import ArgumentValueError as ArgumentValueError
@@ -52,7 +52,7 @@ _HOME = {
     "Function": ".runtime.module",
     "Module": ".runtime.module",
     "SlangCompileError": ".compile",
-    "SettingWarning": ".cache_store",
+    "SettingWarning": ".settings",
     "SlangUnavailableError": ".runtime.backend",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from .cache import regenerate_source
-from .cache_store import CacheStore, binary_added, key_of, regenerated, setting, source_name, travel
+from .cache_store import CacheStore, binary_added, key_of, regenerated, source_name, travel
 from .compile import toolchain
 from .formats import BUNDLE_FORMAT, BUNDLE_VERSION
+from .settings import setting
 
 SECRET_ENV = "SLANGSPEC_SECRET"
 

@@ -1,6 +1,10 @@
 """Every format constant: bumped whenever what it versions changes shape or meaning, so that
 nothing written under another version is ever read as this one's."""
 
+VERSION = "0.1.0"
+"""slangspec's own (``slangspec.__version__``, the package's): every cache key's toolchain
+names it, so kernels made by another release are never read as this one's."""
+
 SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
 PLAN_FORMAT = 7

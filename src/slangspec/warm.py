@@ -46,13 +46,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .cache import Cache
-from .cache_store import FORWARD, lease_seconds, setting
+from .cache_store import FORWARD, lease_seconds
 from .compile import warm_pool
 from .devices import device_kind
 from .errors import Error
 from .frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .module_text import checked_defines
+from .settings import setting
 from .signature_text import call_arguments, compose_call_signature, parse_call_signature
 from .values import SPEC_WORDING, bind_names
 from .values import spec_signature as arg_signature

@@ -96,8 +96,8 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..cache_store import setting
     from ..compile import warm_pool
+    from ..settings import setting
 
     if archs:
         if device not in (None, "cuda"):

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._version import __version__
-from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT
+from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT, VERSION
 from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
 _slangpy: Versions | None = None
@@ -24,6 +23,6 @@ def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
         "signature_format": SIGNATURE_FORMAT,
         "plan_format": PLAN_FORMAT,
         "codegen_format": CODEGEN_FORMAT,
-        "slangspec": __version__,
+        "slangspec": VERSION,
         **_slangpy,
     }

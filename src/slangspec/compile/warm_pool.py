@@ -27,9 +27,10 @@ import time
 from collections.abc import Iterator
 from typing import TypeVar
 
-from ..cache_store import process_stat, setting, unknown_variables_said
+from ..cache_store import process_stat
 from ..cuda_api import CudaDriverError
 from ..devices import cuda_arch, gpu_driver_present, opened
+from ..settings import setting, unknown_variables_said
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 

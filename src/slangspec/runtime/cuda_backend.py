@@ -12,19 +12,12 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..cache_store import (
-    CacheWarning,
-    Entry,
-    ModuleCacheGuard,
-    ModuleSeals,
-    binary_dropped,
-    setting,
-)
+from ..cache_store import CacheWarning, Entry, ModuleCacheGuard, ModuleSeals, binary_dropped
 from ..codegen import ENTRY_POINT
-from ..counts import compile_counts
 from ..cuda_api import CudaDriverError, make_current, primary_context
 from ..devices import cuda_ordinal, device_identity
 from ..module_text import ModuleText
+from ..settings import compile_counts, setting
 from ..specializer import FunctionInfo
 from ..uniforms import Unpackable
 from .backend import Apart, Kernel, SlangBackend, Sources

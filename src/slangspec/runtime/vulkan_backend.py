@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..cache_store import setting
 from ..devices import device_identity, open_device
+from ..settings import setting
 from .backend import Apart, Kernel, SlangBackend, Sources
 
 if TYPE_CHECKING:

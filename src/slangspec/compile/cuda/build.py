@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...cache_store import canonical, write_atomic
-from ...counts import compile_counts
 from ...errors import Error
 from ...frozen import frozen
 from ...module_text import ModuleText
+from ...settings import compile_counts
 from ...uniforms import Layout
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared

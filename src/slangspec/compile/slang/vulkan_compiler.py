@@ -23,9 +23,9 @@ import slangpy as spy
 
 from ...block_layout import uniform_block
 from ...codegen import ENTRY_POINT
-from ...counts import compile_counts
 from ...module_text import ModuleText
 from ...preimage import imported_names
+from ...settings import compile_counts
 from ...uniforms import UniformBlock
 from .api import SlangCompileError
 
