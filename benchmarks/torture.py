@@ -824,7 +824,7 @@ _NAMES_CHILD = """
 import json, sys
 import slangspec
 from hostile import SOURCE
-from slangspec.function_ref import FunctionNameError, canonical_name
+from slangspec.signatures.function_ref import FunctionNameError, canonical_name
 from slangspec.runtime.module_base import UnknownFunctionError
 
 m = slangspec.load_source("hostile", SOURCE, cache_dir=sys.argv[1])

@@ -32,8 +32,8 @@ from slangspec.compile.cuda.source import (
     split_prelude,
 )
 from slangspec.compile.slang.api import SlangCompileError
-from slangspec.module_text import ModuleText
 from slangspec.settings import compile_counts
+from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
 from slangspec.uniforms import UniformBlock
 

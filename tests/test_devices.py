@@ -14,8 +14,8 @@ import slangspec
 from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
 from slangspec.compile.slang.vulkan_compiler import Compiler
-from slangspec.module_text import ModuleText
 from slangspec.settings import setting
+from slangspec.signatures.module_text import ModuleText
 
 OPS = Path(__file__).parent / "shaders" / "ops.slang"
 

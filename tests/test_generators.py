@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.generators import wang_hash_of
 from slangspec.settings import compile_counts
-from slangspec.signature_text import parse_arg, parse_call_signature
+from slangspec.signatures.generators import wang_hash_of
+from slangspec.signatures.text import parse_arg, parse_call_signature
 
 SOURCE = """
 import slangpy;
@@ -66,7 +66,7 @@ def test_signature_forms_name_the_kind_and_dims_never_values():
     assert slangspec.signature(slangspec.grid((2, 3), offset=(5, 5))) == "grid[D2,strided]"
     assert slangspec.signature({"a": slangspec.rand_float()}) == "{a:rand_float}"
     for text in ("call_id", "wang_hash[D3]", "grid[D2,strided]", "{a:rand_float[D2]}"):
-        from slangspec.signature_text import format_arg
+        from slangspec.signatures.text import format_arg
 
         assert format_arg(parse_arg(text)) == text
 
@@ -77,7 +77,7 @@ def test_the_result_shape_joins_the_signature_only_for_generators(m, tdev):
     m.hash3(slangspec.wang_hash(3), _result=r)
     assert "generators::hash3 call wang_hash[D3] _result[D1]" in m.hash3._specs
     call = parse_call_signature("generators::hash3 call wang_hash[D3] _result[D1]")
-    assert call.args[-1] == slangspec.signature_text.ResultForm(1)
+    assert call.args[-1] == slangspec.signatures.text.ResultForm(1)
 
 
 def test_wang_hash_values(m, tdev):

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 import slangspec
 from hostile import ISSUE_NAMES, SOURCE, mangled_names
 from slangspec.cli import main
-from slangspec.function_ref import FunctionNameError, canonical_name, parse_function_ref
 from slangspec.runtime.module_base import UnknownFunctionError
+from slangspec.signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
 from slangspec.warm import ManifestError, parse_manifest
 
 

@@ -247,7 +247,7 @@ def test_both_front_ends_describe_overloads_alike(ov, tmp_path):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) give the same descriptions, overloads, built-ins and their order included."""
     from slangspec.compile.cuda import source as cuda_source
-    from slangspec.module_text import ModuleText
+    from slangspec.signatures.module_text import ModuleText
 
     if ov.device_kind != "vulkan":
         pytest.skip("compares against slangpy's reflection, which a Vulkan module reads")

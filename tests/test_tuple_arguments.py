@@ -8,7 +8,7 @@ import torch
 
 import slangspec
 from slangspec.settings import compile_counts
-from slangspec.signature_text import NumbersForm, format_arg, parse_arg
+from slangspec.signatures.text import NumbersForm, format_arg, parse_arg
 from slangspec.warm import arg_signature
 
 SOURCE = """

@@ -20,10 +20,6 @@ if TYPE_CHECKING:
     from .errors import Error as Error
     from .errors import SlangspecWarning as SlangspecWarning
     from .formats import SIGNATURE_FORMAT as SIGNATURE_FORMAT
-    from .generators import call_id as call_id
-    from .generators import rand_float as rand_float
-    from .generators import thread_id as thread_id
-    from .generators import wang_hash as wang_hash
     from .runtime.backend import SlangUnavailableError as SlangUnavailableError
     from .runtime.instances import InstanceList as InstanceList
     from .runtime.module import Function as Function
@@ -38,6 +34,10 @@ if TYPE_CHECKING:
     from .signatures import call_signature as call_signature
     from .signatures import grid as grid
     from .signatures import signature as signature
+    from .signatures.generators import call_id as call_id
+    from .signatures.generators import rand_float as rand_float
+    from .signatures.generators import thread_id as thread_id
+    from .signatures.generators import wang_hash as wang_hash
     from .specializer import SpecializationPlan as SpecializationPlan
 
 _HOME = {
@@ -59,15 +59,15 @@ _HOME = {
     "ArgumentError": ".signatures",
     "ArgumentTypeError": ".signatures",
     "ArgumentValueError": ".signatures",
-    "call_id": ".generators",
+    "call_id": ".signatures.generators",
     "call_signature": ".signatures",
     "grid": ".signatures",
     "load": ".runtime.module",
     "load_source": ".runtime.module",
-    "rand_float": ".generators",
+    "rand_float": ".signatures.generators",
     "signature": ".signatures",
-    "thread_id": ".generators",
-    "wang_hash": ".generators",
+    "thread_id": ".signatures.generators",
+    "wang_hash": ".signatures.generators",
 }
 
 __all__ = ["__version__", *_HOME]

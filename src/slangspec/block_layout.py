@@ -6,7 +6,7 @@ from typing import Any
 
 import slangpy as spy
 
-from .scalars import STRUCT_CODE_OF_REFLECTED
+from .signatures.scalars import STRUCT_CODE_OF_REFLECTED
 from .uniforms import Layout, UniformBlock, Unpackable
 
 _Kind = spy.TypeReflection.Kind

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .cache_store import key_of
-from .reach import REACHED
-from .signature_text import (
+from .signatures.reach import REACHED
+from .signatures.text import (
     TYPE_KEY,
     DictForm,
     TensorForm,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import Error
-from .scalars import STRUCT_CODE_OF_REFLECTED
+from .signatures.scalars import STRUCT_CODE_OF_REFLECTED
 
 Packer = Callable[[Any, dict[str, Any]], None]
 Layout = dict[str, Any]

@@ -51,12 +51,12 @@ from .compile import warm_pool
 from .devices import device_kind
 from .errors import Error
 from .frozen import frozen
-from .function_ref import FunctionNameError, canonical_name
-from .module_text import checked_defines
 from .settings import setting
-from .signature_text import call_arguments, compose_call_signature, parse_call_signature
-from .values import SPEC_WORDING, bind_names
-from .values import spec_signature as arg_signature
+from .signatures.function_ref import FunctionNameError, canonical_name
+from .signatures.module_text import checked_defines
+from .signatures.text import call_arguments, compose_call_signature, parse_call_signature
+from .signatures.values import SPEC_WORDING, bind_names
+from .signatures.values import spec_signature as arg_signature
 
 if TYPE_CHECKING:
     from .runtime.module_base import BuildFunction, BuildModule

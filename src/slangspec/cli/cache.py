@@ -18,7 +18,7 @@ import click
 from ..cache import Cache
 from ..cache_store import EntryFilter, RemoteTier, remote_admin, remote_settings
 from ..cache_store import shipped as shipped_kernels
-from ..signature_text import call_arguments
+from ..signatures.text import call_arguments
 from .common import (
     UsageProblem,
     ago,

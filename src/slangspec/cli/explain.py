@@ -9,15 +9,15 @@ from typing import Any
 
 import click
 
-from ..signature_text import compose_call_signature
+from ..signatures.text import compose_call_signature
 from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
 
 
 def _signature(fn: Any, text: str) -> str:
     """A call signature, or argument specs/signatures separated by ';', positional ones first,
     then ``name=spec`` ones."""
-    from ..signature_text import parse_call_signature
-    from ..values import SPEC_WORDING, bind_names, spec_signature
+    from ..signatures.text import parse_call_signature
+    from ..signatures.values import SPEC_WORDING, bind_names, spec_signature
 
     function_id = fn.id
     try:

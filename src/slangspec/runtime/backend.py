@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from ..devices import DeviceUnavailableError
-from ..module_text import ModuleText
+from ..signatures.module_text import ModuleText
 
 if TYPE_CHECKING:
     import slangpy as spy

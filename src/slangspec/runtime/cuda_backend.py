@@ -16,8 +16,8 @@ from ..cache_store import CacheWarning, Entry, ModuleCacheGuard, ModuleSeals, bi
 from ..codegen import ENTRY_POINT
 from ..cuda_api import CudaDriverError, make_current, primary_context
 from ..devices import cuda_ordinal, device_identity
-from ..module_text import ModuleText
 from ..settings import compile_counts, setting
+from ..signatures.module_text import ModuleText
 from ..specializer import FunctionInfo
 from ..uniforms import Unpackable
 from .backend import Apart, Kernel, SlangBackend, Sources
@@ -117,7 +117,7 @@ class CudaBackend(SlangBackend):
         """slangpy's Slang library as IR in ``guard``'s module cache, for a module that imports
         it; None for one that does not."""
         from ..compile import LIBRARY, library_dir
-        from ..preimage import imported_names
+        from ..signatures.preimage import imported_names
 
         if LIBRARY not in imported_names(text.text):
             return None

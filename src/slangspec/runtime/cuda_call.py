@@ -25,7 +25,7 @@ import torch
 
 from ..codegen import parameter_names as names
 from ..cuda_api import P, check, driver
-from ..scalars import SLANG
+from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import SpecializationPlan
 from .cuda_driver import DriverKernel

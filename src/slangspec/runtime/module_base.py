@@ -24,11 +24,11 @@ from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of, make_room_for_slots, module_facts
 from ..devices import device_kind
 from ..errors import Error
-from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
-from ..module_text import ModuleText, check_source, checked_defines
-from ..preimage import module_closure, preimage
-from ..reach import REACHED, reached_text
 from ..settings import check_all, configure_logging, setting
+from ..signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
+from ..signatures.module_text import ModuleText, check_source, checked_defines
+from ..signatures.preimage import module_closure, preimage
+from ..signatures.reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from .backend import Backend, Reflected, needing_slang, toolchain_of
 from .miss_path import Builder

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 import torch._dynamo
 
-from ..signature_text import compose_call_signature
-from ..signatures import call_signature, flagged_tensor_signature, signature
+from ..signatures import call_signature, signature
+from ..signatures.text import compose_call_signature
+from ..signatures.value_tensor import flagged_tensor_signature
+from ..signatures.values import Packing, Unpacking
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
-from ..values import Packing, Unpacking
 from .call_rows import shaping
 from .partial_writes import merged
 from .shapes import broadcast

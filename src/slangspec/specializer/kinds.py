@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal, cast
 
 from ..frozen import frozen
-from ..generators import GENERATOR
+from ..signatures.generators import GENERATOR
 from .info import Direction, TypeInfo
 
 ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "generator", "target"]

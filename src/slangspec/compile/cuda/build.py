@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from ...cache_store import canonical, write_atomic
 from ...errors import Error
 from ...frozen import frozen
-from ...module_text import ModuleText
 from ...settings import compile_counts
+from ...signatures.module_text import ModuleText
 from ...uniforms import Layout
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared

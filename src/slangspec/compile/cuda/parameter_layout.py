@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...scalars import STRUCT_CODE_OF_REFLECTED
+from ...signatures.scalars import STRUCT_CODE_OF_REFLECTED
 from ...uniforms import Layout, Unpackable
 from ..slang.api import EntryPoint, TypeKind, TypeLayout
 

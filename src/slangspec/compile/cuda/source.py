@@ -26,7 +26,7 @@ from typing import Any
 
 from ...codegen import ENTRY_POINT
 from ...frozen import frozen
-from ...module_text import ModuleText
+from ...signatures.module_text import ModuleText
 from ...uniforms import Layout, Unpackable
 from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 from ..slang.com_session import Session

@@ -23,9 +23,9 @@ import slangpy as spy
 
 from ...block_layout import uniform_block
 from ...codegen import ENTRY_POINT
-from ...module_text import ModuleText
-from ...preimage import imported_names
 from ...settings import compile_counts
+from ...signatures.module_text import ModuleText
+from ...signatures.preimage import imported_names
 from ...uniforms import UniformBlock
 from .api import SlangCompileError
 
