@@ -20,6 +20,7 @@ from slangspec.cache_store.module_cache import ModuleCacheGuard
 from slangspec.cache_store.module_seals import ModuleSeals
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
+from slangspec.codegen.uniforms import UniformBlock
 from slangspec.compile.cuda import nvrtc
 from slangspec.compile.cuda.build import build, library_dir
 from slangspec.compile.cuda.cubin import cubin_problem, section_names
@@ -35,7 +36,6 @@ from slangspec.compile.slang.api import SlangCompileError
 from slangspec.settings import compile_counts
 from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
-from slangspec.uniforms import UniformBlock
 
 
 def _has_nvrtc() -> bool:
