@@ -130,7 +130,7 @@ def test_a_call_signature_names_a_function_as_slangspec_spells_it(hn):
 def test_a_stored_plan_naming_another_call_fails_verify(hn, tdev, tmp_path):
     """An entry whose plan names text that is not its function (a poisoned or hand-edited
     row) is not what code generation makes of it: verify drops it."""
-    from slangspec.cache import regenerate_source
+    from slangspec.runtime.cache import regenerate_source
 
     x = torch.ones(4, device=tdev)
     plan = hn.poly.plan(x, x)

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 from .formats import VERSION as __version__
 
 if TYPE_CHECKING:
-    from .cache import Cache as Cache
     from .cache_store import CacheWarning as CacheWarning
     from .cache_store import EntryFilter as EntryFilter
     from .compile import SlangCompileError as SlangCompileError
-    from .devices import DeviceUnavailableError as DeviceUnavailableError
     from .errors import Error as Error
     from .errors import SlangspecWarning as SlangspecWarning
     from .formats import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .runtime.backend import SlangUnavailableError as SlangUnavailableError
+    from .runtime.cache import Cache as Cache
+    from .runtime.devices import DeviceUnavailableError as DeviceUnavailableError
     from .runtime.instances import InstanceList as InstanceList
     from .runtime.module import Function as Function
     from .runtime.module import Module as Module
@@ -44,9 +44,9 @@ _HOME = {
     "SIGNATURE_FORMAT": ".formats",
     "Error": ".errors",
     "SlangspecWarning": ".errors",
-    "Cache": ".cache",
+    "Cache": ".runtime.cache",
     "CacheWarning": ".cache_store",
-    "DeviceUnavailableError": ".devices",
+    "DeviceUnavailableError": ".runtime.devices",
     "EntryFilter": ".cache_store",
     "InstanceList": ".runtime.instances",
     "Function": ".runtime.module",

@@ -23,10 +23,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cache import regenerate_source
 from .cache_store import CacheStore, binary_added, key_of, regenerated, source_name, travel
 from .compile import toolchain
 from .formats import BUNDLE_FORMAT, BUNDLE_VERSION
+from .runtime.cache import regenerate_source
 from .settings import setting
 
 SECRET_ENV = "SLANGSPEC_SECRET"

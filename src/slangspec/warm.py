@@ -45,12 +45,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .cache import Cache
 from .cache_store import FORWARD, lease_seconds
 from .compile import warm_pool
-from .devices import device_kind
 from .errors import Error
 from .frozen import frozen
+from .runtime.cache import Cache
+from .runtime.devices import device_kind
 from .settings import setting
 from .signatures.function_ref import FunctionNameError, canonical_name
 from .signatures.module_text import checked_defines

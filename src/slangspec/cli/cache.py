@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from ..cache import Cache
 from ..cache_store import EntryFilter, RemoteTier, remote_admin, remote_settings
 from ..cache_store import shipped as shipped_kernels
+from ..runtime.cache import Cache
 from ..signatures.text import call_arguments
 from .common import (
     UsageProblem,

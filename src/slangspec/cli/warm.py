@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cache import Cache
+from ..runtime.cache import Cache
 from .common import (
     UsageProblem,
     cache_dir_option,

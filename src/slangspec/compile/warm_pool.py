@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 from ..cache_store import process_stat
-from ..cuda_api import CudaDriverError
-from ..devices import cuda_arch, gpu_driver_present, opened
+from ..runtime.cuda_api import CudaDriverError
+from ..runtime.devices import cuda_arch, gpu_driver_present, opened
 from ..settings import setting, unknown_variables_said
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..cache_store import CacheWarning, Entry, ModuleCacheGuard, ModuleSeals, binary_dropped
 from ..codegen import ENTRY_POINT
 from ..codegen.uniforms import Unpackable
-from ..cuda_api import CudaDriverError, make_current, primary_context
-from ..devices import cuda_ordinal, device_identity
 from ..settings import compile_counts, setting
 from ..signatures.module_text import ModuleText
 from ..specializer import FunctionInfo
 from .backend import Apart, Kernel, SlangBackend, Sources
+from .cuda_api import CudaDriverError, make_current, primary_context
 from .cuda_driver import CachedBinary, DriverKernel, Unloaded
+from .devices import cuda_ordinal, device_identity
 
 if TYPE_CHECKING:
     import torch

@@ -20,9 +20,7 @@ from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
-from ..cache import Cache
 from ..cache_store import FORWARD, kernel_lease, key_of, make_room_for_slots, module_facts
-from ..devices import device_kind
 from ..errors import Error
 from ..settings import check_all, configure_logging, setting
 from ..signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
@@ -31,6 +29,8 @@ from ..signatures.preimage import module_closure, preimage
 from ..signatures.reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from .backend import Backend, Reflected, needing_slang, toolchain_of
+from .cache import Cache
+from .devices import device_kind
 from .miss_path import Builder
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from .errors import Error
+from ..errors import Error
 
 P = ctypes.c_void_p
 SIZE = ctypes.c_size_t

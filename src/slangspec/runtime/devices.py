@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import Error
 from .cuda_api import compute_capability
-from .errors import Error
 
 if TYPE_CHECKING:
     import slangpy as spy
