@@ -39,7 +39,7 @@ COMMAND = (RESULTS, REPORT, FIND, HANDLERS, EXIT)
 in the parent only (a worker finds its children too, as it exits)."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
-    "load the module": [("slangspec.warm", "module_for")],
+    "load the module": [("slangspec.aot.warm", "module_for")],
     "open the cache": [("slangspec.runtime.cache", "Cache.for_running")],
     "the toolchain's identity": [("slangspec.runtime.module_base", "toolchain_of")],
     "torch's CUDA context": [("slangspec.runtime.cuda_backend", "primary_context")],
@@ -79,8 +79,8 @@ PHASES: dict[str, list[tuple[str, str]]] = {
         for name in ("insert", "amend", "write_blob", "record")
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
-    TASK: [("slangspec.warm", "warm_task")],
-    RESULTS: [("slangspec.warm", "warm")],
+    TASK: [("slangspec.aot.warm", "warm_task")],
+    RESULTS: [("slangspec.aot.warm", "warm")],
     REPORT: [("slangspec.cli.warm", "_report")],
     FIND: [("multiprocessing", "active_children")],
     HANDLERS: [("atexit", "_run_exitfuncs")],

@@ -56,7 +56,7 @@ def release_devices(under: str | None = None) -> None:
     runs in few processes, which otherwise hold every one of them to the end."""
     import gc
 
-    from slangspec import warm
+    from slangspec.aot import warm
     from slangspec.compile.cuda import source as cuda_source
     from slangspec.runtime import devices, vulkan_backend
 

@@ -515,7 +515,7 @@ def test_defines_are_identifiers_with_one_line_values(cache_dir, tmp_path):
             slangspec.load_source("defined", source, defines=defines, cache_dir=cache_dir)
         with pytest.raises(ValueError, match=rf"^define {problem}"):
             slangspec.load(SHADERS / "ops.slang", defines=defines, cache_dir=cache_dir)
-    from slangspec.warm import ManifestError, parse_manifest
+    from slangspec.aot.warm import ManifestError, parse_manifest
 
     manifest = tmp_path / "warm.toml"
     manifest.write_text(

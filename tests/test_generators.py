@@ -191,7 +191,7 @@ def test_a_fresh_load_finds_every_generator_call_cached(tmp_path, tdev):
 
 
 def test_a_manifest_warms_generator_calls(tmp_path, tdev):
-    from slangspec.warm import parse_manifest, warm
+    from slangspec.aot.warm import parse_manifest, warm
 
     (tmp_path / "g.slang").write_text(SOURCE.replace("import slangpy;", ""))
     (tmp_path / "warm.toml").write_text(
@@ -323,7 +323,7 @@ def test_bad_generator_options():
 
 
 def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path, tdev):
-    from slangspec.explain import explain
+    from slangspec.aot.explain import explain
 
     mod = slangspec.load_source("explained", SOURCE, cache_dir=str(tmp_path / "cache"))
     mod.at(slangspec.grid((2, 2), offset=(1, 0)))

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 import slangspec
 from hostile import ISSUE_NAMES, SOURCE, mangled_names
+from slangspec.aot.warm import ManifestError, parse_manifest
 from slangspec.cli import main
 from slangspec.runtime.module_base import UnknownFunctionError
 from slangspec.signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
-from slangspec.warm import ManifestError, parse_manifest
 
 
 def test_the_grammar_renders_canonical_names():

@@ -25,12 +25,13 @@ COMPILE_USERS = {
     "slangspec.runtime.backend",
     "slangspec.runtime.cuda_backend",
     "slangspec.runtime.vulkan_backend",
-    "slangspec.warm",
-    "slangspec.bundle",
-    "slangspec.package_kernels",
 }
-"""The modules outside the compile path that import it, besides the CLI's (``slangspec.cli``):
-the runtime's build backends (and what they share) and the warm and ahead-of-time code."""
+"""The modules outside the compile path that import it, besides the rooms that may import it
+whole (``COMPILE_ROOMS``): the package's face and the runtime's build backends (and what they
+share)."""
+COMPILE_ROOMS = ("slangspec.aot", "slangspec.cli")
+"""The rooms every module of which may import the compile path: ahead of time (warm, bundles,
+kernels shipped in a package) and the command line."""
 
 
 def module_name(path: Path) -> str:
@@ -121,10 +122,12 @@ def past_the_store(path: Path, name: str | None = None) -> set[str]:
 def compile_use(path: Path, name: str | None = None) -> list[str]:
     """How ``path`` (the module ``name``, by default the one it is), a module outside the
     compile path, breaks its layer: importing it at all where it is not one of
-    ``COMPILE_USERS`` or the CLI's, and any import past its face (``past_the_face``)."""
+    ``COMPILE_USERS`` or of ``COMPILE_ROOMS``, and any import past its face (``past_the_face``)."""
     name = name or module_name(path)
     broken = [f"{name} reaches {deep}" for deep in sorted(past_the_face(path, COMPILE, name))]
-    user = name in COMPILE_USERS or name.startswith("slangspec.cli")
+    user = name in COMPILE_USERS or any(
+        name == room or name.startswith(room + ".") for room in COMPILE_ROOMS
+    )
     if not user and any(m == COMPILE or m.startswith(COMPILE + ".") for m in imported(path, name)):
         broken.insert(0, f"{name} imports {COMPILE}")
     return broken
@@ -230,7 +233,7 @@ def test_only_the_backends_and_the_warm_and_aot_code_import_compile_through_its_
 
 
 def test_the_compile_paths_users_are_modules():
-    assert set(MODULES) >= COMPILE_USERS
+    assert set(MODULES) >= COMPILE_USERS | set(COMPILE_ROOMS)
 
 
 def test_a_forbidden_import_of_compile_is_found(tmp_path):
@@ -246,10 +249,11 @@ def test_a_forbidden_import_of_compile_is_found(tmp_path):
         "slangspec.runtime.launch imports slangspec.compile"
     ]
     assert compile_use(synthetic, "slangspec.runtime.vulkan_backend") == []
+    assert compile_use(synthetic, "slangspec.aot.bundle") == []
     deep = tmp_path / "deep.py"
     deep.write_text(
         "from ..compile.cuda.source import front_end\n"
-        "from ..compile import cuda, toolchain, warm_pool\n"
+        "from ..compile import cuda, server_client, toolchain\n"
         "from .. import compile as face\n"
         "import slangspec.compile.server.client\n"
         "def later():\n"

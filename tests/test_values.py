@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import slangspec
+from slangspec.aot.warm import arg_signature, parse_manifest
 from slangspec.runtime.traced import pack, unpack
 from slangspec.signatures import values
 from slangspec.signatures.value_row import Packing, Unpacking, ValueRow, spec_text
-from slangspec.warm import arg_signature, parse_manifest
 
 SOURCE = "float scale(float k, float x) { return k * x; }\n"
 

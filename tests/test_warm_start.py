@@ -37,7 +37,7 @@ def test_the_runtime_imports_without_slangpy():
         """
         import sys
         sys.modules["slangpy"] = None
-        import slangspec.runtime.module, slangspec.bundle, slangspec.signatures.preimage
+        import slangspec.runtime.module, slangspec.aot.bundle, slangspec.signatures.preimage
         print(sorted(m for m in sys.modules if m.startswith("slangspec.")))
         """
     )

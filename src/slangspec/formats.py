@@ -18,7 +18,7 @@ SHIPPED_VERSION = 1
 """Kernels a package ships (``cache_store.shipped``)."""
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 2
-"""Bundles of entries (``bundle``); 2: entries in the travelling form, sealed by a ``mac`` over
+"""Bundles of entries (``aot.bundle``); 2: entries in the travelling form, sealed by a ``mac`` over
 every blob they name."""
 SERVER_PROTOCOL = 2
 """The compile server's requests and replies: bumped whenever their fields or meaning change

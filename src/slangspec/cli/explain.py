@@ -60,8 +60,8 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     by ';' ("f32[N] grad; float"), the last ones by parameter name if you like ("x=f32[N]"); a
     struct's is its fields' ("{origin: f32[N, 3] grad, dir: f32[N, 3]}").
     """
+    from ..aot.explain import explain as explain_call
     from ..compile import SlangCompileError
-    from ..explain import explain as explain_call
     from ..runtime.cache import Cache
     from ..runtime.module_base import BuildModule, UnknownFunctionError, load_module
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache_store import key_of
-from .signatures.reach import REACHED
-from .signatures.text import (
+from ..cache_store import key_of
+from ..signatures.reach import REACHED
+from ..signatures.text import (
     TYPE_KEY,
     DictForm,
     TensorForm,

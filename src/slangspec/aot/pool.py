@@ -34,7 +34,7 @@ from ..settings import setting, unknown_variables_said
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
-_BUILDER = ("slangspec.warm", "slangspec.runtime.module_base")
+_BUILDER = ("slangspec.aot.warm", "slangspec.runtime.module_base")
 """What a worker imports before its first task: slangspec's builder (and on Vulkan slangpy)."""
 
 
