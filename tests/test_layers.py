@@ -1,9 +1,12 @@
-"""The layers hold: the cache store imports only itself, the standard library, its storage
-libraries and ``frozen`` (how slangspec defines a value class), and the rest of slangspec uses
-only what its ``__init__`` exports; the compile path is imported only by the runtime's build
-backends and the warm and ahead-of-time code, and only through what its ``__init__`` exports;
-the compiler and device code are handed paths, never the cache; and no module of slangspec
-imports one that imports it back, however late or only for type checking."""
+"""The layers hold: the package's root holds only its face and the foundation (errors, formats,
+frozen, settings); the rooms import in the order data flows (signatures, specializer, codegen,
+compile, runtime, aot, cli), each only itself, the foundation and the rooms before it, with the
+cache store beside them importing only itself, the standard library, its storage libraries and
+the foundation; the rest of slangspec uses only what the cache store's ``__init__`` exports;
+the compile path is imported only by the runtime's build backends, the aot room and the command
+line, and only through what its ``__init__`` exports; the compiler and device code are handed
+paths, never the cache; and no module of slangspec imports one that imports it back, however
+late or only for type checking."""
 
 from __future__ import annotations
 
@@ -40,6 +43,18 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
+PACKAGES = {module_name(p) for p in SRC.rglob("__init__.py")}
+FACE = {"slangspec", "slangspec.__main__"}
+ROOT = ["__init__.py", "__main__.py", "errors.py", "formats.py", "frozen.py", "settings.py"]
+"""The package's root: the face (``__init__``, ``__main__``) and the foundation every room may
+read; everything else is in a room."""
+ROOMS = ("signatures", "specializer", "codegen", "compile", "runtime", "aot", "cli")
+"""The pipeline's rooms in the order data flows through them: Python values to a signature, a
+plan, a source, a compiled kernel, a dispatch; ahead-of-time work over them; the commands."""
+STORE_ROOM = "cache_store"
+"""The room beside the pipeline, which imports only the foundation."""
+STORE_FROM = "specializer"
+"""The first room that may import the cache store."""
 
 
 def imports(path: Path, name: str | None = None) -> Iterator[tuple[str, list[str]]]:
@@ -133,15 +148,51 @@ def compile_use(path: Path, name: str | None = None) -> list[str]:
     return broken
 
 
-def slangspec_imports(path: Path) -> set[str]:
-    """The slangspec modules ``path`` imports (an import of a name inside a module, the module)."""
+def slangspec_imports(path: Path, name: str | None = None) -> set[str]:
+    """The slangspec modules ``path`` (the module ``name``, by default the one it is) imports
+    (an import of a name inside a module, the module)."""
+    name = name or module_name(path)
     out = set()
-    for name in imported(path):
-        while name and name not in MODULES:
-            name = name.rpartition(".")[0]
-        if name:
-            out.add(name)
-    return out - {module_name(path)}
+    for found in imported(path, name):
+        while found and found not in MODULES:
+            found = found.rpartition(".")[0]
+        if found:
+            out.add(found)
+    return out - {name}
+
+
+def room_of(name: str) -> str:
+    """Where the module ``name`` sits: ``face`` (the package's ``__init__`` and ``__main__``),
+    ``foundation`` (the other modules at the root), else its room (the subpackage it is in)."""
+    if name in FACE:
+        return "face"
+    room = name.split(".")[1]
+    return room if f"slangspec.{room}" in PACKAGES else "foundation"
+
+
+def against_the_flow(path: Path, name: str | None = None) -> list[str]:
+    """Each import of ``path`` (the module ``name``, by default the one it is) that goes against
+    the rooms' order: a module imports its own room, the foundation and the rooms before its own
+    in ``ROOMS``, never one after; the cache store, beside them, imports only the foundation and
+    is imported from ``STORE_FROM`` on; the face imports anything and nothing imports it."""
+    name = name or module_name(path)
+    here = room_of(name)
+    if here == "face":
+        return []
+    broken = []
+    for target in sorted(slangspec_imports(path, name)):
+        there = room_of(target)
+        if there in (here, "foundation"):
+            continue
+        if there == STORE_ROOM:
+            allowed = here in ROOMS and ROOMS.index(here) >= ROOMS.index(STORE_FROM)
+        elif there in ROOMS:
+            allowed = here in ROOMS and ROOMS.index(there) < ROOMS.index(here)
+        else:
+            allowed = False  # the face
+        if not allowed:
+            broken.append(f"{name} ({here}) imports {target} ({there})")
+    return broken
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -353,6 +404,63 @@ def test_compiler_and_devices_do_not_know_the_cache(name):
 def test_devices_read_no_setting():
     # What of the settings devices need, their callers read and hand them.
     assert "slangspec.settings" not in imported(SRC / "runtime" / "devices.py")
+
+
+def test_the_root_holds_only_the_face_and_the_foundation():
+    assert sorted(p.name for p in SRC.glob("*.py")) == ROOT
+    assert len(ROOT) <= 6
+
+
+def test_every_room_has_its_place_in_the_order():
+    rooms = {name.split(".")[1] for name in PACKAGES if name != "slangspec"}
+    assert rooms == {*ROOMS, STORE_ROOM}
+
+
+def test_every_import_goes_with_the_rooms_order():
+    broken = [problem for path in MODULES.values() for problem in against_the_flow(path)]
+    assert broken == []
+
+
+def test_an_import_against_the_rooms_order_is_found(tmp_path):
+    """The rule above cannot pass for want of seeing: a later room, the cache store and the face
+    imported from an earlier room are each found, lazily imported too, while the room itself,
+    the foundation and earlier rooms are not; the foundation may import no room, and the cache
+    store no room either."""
+    synthetic = tmp_path / "synthetic.py"
+    synthetic.write_text(
+        "import slangspec.runtime\n"
+        "from ..codegen import kernel_source\n"
+        "from ..cache_store import key_of\n"
+        "from .. import Module\n"
+        "from . import text\n"
+        "from ..errors import Error\n"
+        "from ..settings import setting\n"
+        "def later():\n"
+        "    from ..aot.warm import warm\n"
+    )
+    assert against_the_flow(synthetic, "slangspec.signatures.synthetic") == [
+        "slangspec.signatures.synthetic (signatures) imports slangspec (face)",
+        "slangspec.signatures.synthetic (signatures) imports slangspec.aot.warm (aot)",
+        "slangspec.signatures.synthetic (signatures) imports slangspec.cache_store (cache_store)",
+        "slangspec.signatures.synthetic (signatures) imports slangspec.codegen (codegen)",
+        "slangspec.signatures.synthetic (signatures) imports slangspec.runtime (runtime)",
+    ]
+    assert against_the_flow(synthetic, "slangspec.runtime.synthetic") == [
+        "slangspec.runtime.synthetic (runtime) imports slangspec (face)",
+        "slangspec.runtime.synthetic (runtime) imports slangspec.aot.warm (aot)",
+    ]
+    assert against_the_flow(synthetic, "slangspec.__main__") == []
+    below = tmp_path / "below.py"
+    below.write_text("from .specializer import FunctionInfo\nfrom .errors import Error\n")
+    assert against_the_flow(below, "slangspec.settings") == [
+        "slangspec.settings (foundation) imports slangspec.specializer (specializer)"
+    ]
+    beside = tmp_path / "beside.py"
+    beside.write_text("from ..signatures.text import format_arg\nfrom ..settings import setting\n")
+    assert against_the_flow(beside, "slangspec.cache_store.synthetic") == [
+        "slangspec.cache_store.synthetic (cache_store) imports slangspec.signatures.text "
+        "(signatures)"
+    ]
 
 
 def test_no_module_imports_one_that_imports_it_back():
