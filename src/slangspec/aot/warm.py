@@ -31,7 +31,8 @@ Argument specs::
             names the struct, as a call's dict does: { _type = "Circle", radius = "f32[N]" }
     raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
 
-Each kind of value reads its own spelling: its row of the table of Python values (``values``).
+Each kind of value reads its own spelling: its row of the table of Python values
+(``signatures.values``).
 """
 
 from __future__ import annotations

@@ -204,7 +204,7 @@ class _Writer:
 
     def generated(self, j: int, a: ArgPlan) -> str:
         """The value generator leaf ``j`` makes for this thread, as slangpy's do: see
-        ``generators``."""
+        ``signatures.generators``."""
         width = a.elem[0] if a.elem else 1
         if a.binding == "call_id":
             rank = self.plan.call_rank

@@ -1,6 +1,6 @@
 """The formats and versions a cache key covers besides the user's code (the formats defined in
-``preimage``), known without torch or slangpy, so that tools which only read or export the
-cache import neither."""
+``signatures.preimage``), known without torch or slangpy, so that tools which only read or
+export the cache import neither."""
 
 from __future__ import annotations
 

@@ -276,8 +276,8 @@ class BuildModule:
 
     def function_sources(self, function: str) -> dict[str, str]:
         """The sources that key ``function``'s kernels and description: the module's, its own
-        file's hash replaced by that of what the function reaches in it (``reach``), where
-        that can be known for certain."""
+        file's hash replaced by that of what the function reaches in it (``signatures.reach``),
+        where that can be known for certain."""
         sources = self._function_sources.get(function)
         if sources is None:
             reached = reached_text(self.text.text, _IDENT.findall(function))
