@@ -406,6 +406,83 @@ def test_devices_read_no_setting():
     assert "slangspec.settings" not in imported(SRC / "runtime" / "devices.py")
 
 
+def bound_names(path: Path) -> set[str]:
+    """The names ``path`` binds at its top level (type checking's imports included): what it
+    defines, assigns and imports."""
+    names = set()
+    body = list(ast.parse(path.read_text()).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If | ast.Try):
+            body += [*node.body, *node.orelse]
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names)
+    return names
+
+
+def misplaced_names(face: Path, package: str | None = None) -> list[str]:
+    """What a lazy face (``face``, the ``__init__`` of ``package``) names that is not where it
+    says: a name it imports on first use (``_HOME``) from a module that is not there or does
+    not bind it, a module it names whole (``_WHOLE``) that is not there."""
+    package = package or module_name(face)
+    tables = {}
+    for node in ast.parse(face.read_text()).body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in ("_HOME", "_WHOLE"):
+            tables[ast.unparse(node.targets[0])] = ast.literal_eval(node.value)
+    whole = tables.get("_WHOLE", ())
+    if not isinstance(whole, dict):
+        whole = {name: f".{name}" for name in whole}
+    wrong = []
+    for name, home in sorted(tables["_HOME"].items()):
+        module = package + home
+        if module not in MODULES:
+            wrong.append(f"{package}.{name}: no module {module}")
+        elif name not in bound_names(MODULES[module]):
+            wrong.append(f"{package}.{name}: {module} binds no {name}")
+    wrong += [
+        f"{package}.{name}: no module {package + home}"
+        for name, home in sorted(whole.items())
+        if package + home not in MODULES
+    ]
+    return wrong
+
+
+LAZY_FACES = sorted(path for path in SRC.rglob("__init__.py") if "\n_HOME = " in path.read_text())
+
+
+@pytest.mark.parametrize("face", LAZY_FACES, ids=module_name)
+def test_each_name_a_lazy_face_exports_is_where_it_says(face):
+    """A name moved without its face learning of it fails here, not at its first use."""
+    assert misplaced_names(face) == []
+
+
+def test_the_lazy_faces_are_found():
+    assert {module_name(p) for p in LAZY_FACES} == {
+        "slangspec",
+        "slangspec.cache_store",
+        "slangspec.compile",
+        "slangspec.signatures",
+    }
+
+
+def test_a_name_a_lazy_face_misplaces_is_found(tmp_path):
+    face = tmp_path / "__init__.py"
+    face.write_text(
+        '_WHOLE = ("travel", "units")\n'
+        '_HOME = {"setting": ".settings", "key_of": ".keys", "nothing": ".keys"}\n'
+    )
+    assert misplaced_names(face, STORE) == [
+        "slangspec.cache_store.nothing: slangspec.cache_store.keys binds no nothing",
+        "slangspec.cache_store.setting: no module slangspec.cache_store.settings",
+        "slangspec.cache_store.units: no module slangspec.cache_store.units",
+    ]
+
+
 def test_the_root_holds_only_the_face_and_the_foundation():
     assert sorted(p.name for p in SRC.glob("*.py")) == ROOT
     assert len(ROOT) <= 6
