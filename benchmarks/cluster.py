@@ -58,7 +58,7 @@ if dev == "cuda":
     torch.cuda.synchronize()
 start = time.perf_counter()
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 m = slangspec.load(sys.argv[4], device=kind, cache_dir=cache, remote=remote or None)
 a = torch.randn(4096, device=dev, requires_grad=True)
 b = torch.randn(4096, device=dev, requires_grad=True)

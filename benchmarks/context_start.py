@@ -33,7 +33,7 @@ LEAD_S = 3.0
 def _child(mode: str, release: float) -> None:
     sys.path.insert(0, str(SRC))
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # kept out, as in a worker
-    from slangspec.cuda_api import primary_context
+    from slangspec.runtime.cuda_api import primary_context
 
     times: dict[str, float] = {}
 

@@ -25,7 +25,7 @@ from slangspec.codegen import kernel_source
 from slangspec.compile.cuda import nvrtc
 from slangspec.compile.cuda.source import CudaSource, KernelSource, cuda_source, split_prelude
 from slangspec.compile.slang.api import SlangSession
-from slangspec.module_text import ModuleText
+from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
 
 HERE = Path(__file__).parent

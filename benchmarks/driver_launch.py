@@ -22,8 +22,7 @@ from pathlib import Path
 import torch
 
 import slangspec
-from slangspec import cuda_api
-from slangspec.runtime import cuda_driver
+from slangspec.runtime import cuda_api, cuda_driver
 
 HERE = Path(__file__).parent
 

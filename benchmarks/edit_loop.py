@@ -86,8 +86,8 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     warmup = torch.ones(2, device=tdev, requires_grad=True)
     (warmup * 2).backward(torch.ones_like(warmup))
     import slangspec
-    from slangspec import devices
-    from slangspec.counts import compile_counts
+    from slangspec.runtime import devices
+    from slangspec.settings import compile_counts
 
     # On Vulkan, as benchmarks/startup.py, slangpy's device is opened before the timing starts;
     # on CUDA whatever slangspec opens (its Slang session, a baseline's slangpy device) is timed.

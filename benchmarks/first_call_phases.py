@@ -26,8 +26,8 @@ def child(kind: str, cache: str) -> dict[str, float]:
     import torch
 
     import slangspec
-    from slangspec import devices
     from slangspec.compile.slang.vulkan_compiler import CompiledKernel
+    from slangspec.runtime import devices
 
     tdev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)

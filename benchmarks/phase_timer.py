@@ -39,8 +39,8 @@ COMMAND = (RESULTS, REPORT, FIND, HANDLERS, EXIT)
 in the parent only (a worker finds its children too, as it exits)."""
 
 PHASES: dict[str, list[tuple[str, str]]] = {
-    "load the module": [("slangspec.warm", "module_for")],
-    "open the cache": [("slangspec.cache", "Cache.for_running")],
+    "load the module": [("slangspec.aot.warm", "module_for")],
+    "open the cache": [("slangspec.runtime.cache", "Cache.for_running")],
     "the toolchain's identity": [("slangspec.runtime.module_base", "toolchain_of")],
     "torch's CUDA context": [("slangspec.runtime.cuda_backend", "primary_context")],
     "check slangpy's module cache": [
@@ -49,7 +49,7 @@ PHASES: dict[str, list[tuple[str, str]]] = {
     "seal slangpy's module cache": [
         ("slangspec.cache_store.module_cache", "ModuleCacheGuard.seal")
     ],
-    "open slangpy's device": [("slangspec.devices", "open_device")],
+    "open slangpy's device": [("slangspec.runtime.devices", "open_device")],
     "Slang front-end (reflection)": [("slangspec.runtime.backend", "SlangBackend.front_end")],
     "Slang session": [("slangspec.compile.slang.vulkan_compiler", "Compiler._session")],
     "slangpy's library front-end": [
@@ -79,8 +79,8 @@ PHASES: dict[str, list[tuple[str, str]]] = {
         for name in ("insert", "amend", "write_blob", "record")
     ],
     "publishing to the remote tier": [("slangspec.cache_store.cache", "Cache.publish")],
-    TASK: [("slangspec.warm", "warm_task")],
-    RESULTS: [("slangspec.warm", "warm")],
+    TASK: [("slangspec.aot.warm", "warm_task")],
+    RESULTS: [("slangspec.aot.warm", "warm")],
     REPORT: [("slangspec.cli.warm", "_report")],
     FIND: [("multiprocessing", "active_children")],
     HANDLERS: [("atexit", "_run_exitfuncs")],

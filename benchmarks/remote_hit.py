@@ -52,7 +52,7 @@ sync = torch.cuda.synchronize if tdev == "cuda" else (lambda: None)
 warm = torch.ones(2, device=tdev, requires_grad=True)
 (warm * 2).backward(torch.ones_like(warm))
 import slangpy, slangspec
-from slangspec import devices
+from slangspec.runtime import devices
 from slangspec.compile.slang import vulkan_compiler
 from slangspec.compile.cuda import build as cuda_build
 from slangspec.compile.cuda import nvrtc

@@ -63,7 +63,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     (warmup * 2).backward(torch.ones_like(warmup))
     if mode == "slangspec":
         import slangspec
-        from slangspec import devices
+        from slangspec.runtime import devices
 
         if kind == "vulkan":
             devices.open_device(kind, slangspec.Cache(cache).files.shader_cache())

@@ -321,7 +321,7 @@ def fuzzed(cache_root: Path, calls: int, rng: random.Random, tdev: str) -> Count
 
 def tampered(cache_root: Path, trials: int) -> Counter[str]:
     import slangspec
-    from slangspec.bundle import export_bundle, import_bundle
+    from slangspec.aot.bundle import export_bundle, import_bundle
 
     counts: Counter[str] = Counter()
     source = cache_root / "tamper-source"
@@ -375,7 +375,7 @@ def _forged_binary(cache_root: Path, source: Path, i: int) -> str:
     """Import a signed bundle whose first entry's forward binary was swapped for another kernel's
     (or, where there are no binaries, given one signed with another secret), then compute."""
     import slangspec
-    from slangspec.bundle import export_bundle, import_bundle
+    from slangspec.aot.bundle import export_bundle, import_bundle
     from slangspec.cache_store import travel
     from slangspec.cache_store.keys import blob_name
 
@@ -824,7 +824,7 @@ _NAMES_CHILD = """
 import json, sys
 import slangspec
 from hostile import SOURCE
-from slangspec.function_ref import FunctionNameError, canonical_name
+from slangspec.signatures.function_ref import FunctionNameError, canonical_name
 from slangspec.runtime.module_base import UnknownFunctionError
 
 m = slangspec.load_source("hostile", SOURCE, cache_dir=sys.argv[1])
@@ -967,7 +967,7 @@ def hostile_inputs(cache_root: Path, tdev: str) -> Counter[str]:
     """Defines that would be read as more than a define (refused, naming the define, at load
     and in a manifest), and a module that begins with a byte order mark (computes right)."""
     import slangspec
-    from slangspec.warm import ManifestError, parse_manifest
+    from slangspec.aot.warm import ManifestError, parse_manifest
 
     counts: Counter[str] = Counter()
     cache = cache_root / "inputs"

@@ -56,9 +56,9 @@ def release_devices(under: str | None = None) -> None:
     runs in few processes, which otherwise hold every one of them to the end."""
     import gc
 
-    from slangspec import devices, warm
+    from slangspec.aot import warm
     from slangspec.compile.cuda import source as cuda_source
-    from slangspec.runtime import vulkan_backend
+    from slangspec.runtime import devices, vulkan_backend
 
     def mine(key: object) -> bool:
         return under is None or under in repr(key)
@@ -109,7 +109,7 @@ def _devices_of_a_tests_own_cache_released(request):
     own = str(request.getfixturevalue("tmp_path")) if "tmp_path" in request.fixturenames else None
     yield
     if own is not None:
-        from slangspec import devices
+        from slangspec.runtime import devices
 
         if any(own in directory for _, directory in devices._devices):
             release_devices(own)

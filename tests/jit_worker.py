@@ -25,9 +25,9 @@ import torch
 import slangspec
 from slangspec.cache_store import disk, remote
 from slangspec.compile.server import client as server_client
-from slangspec.counts import compile_counts
 from slangspec.runtime import backend, miss_path, module
 from slangspec.runtime.module_base import BuildModule, load_module
+from slangspec.settings import compile_counts
 from slangspec.signatures import call_signature
 
 HERE = Path(__file__).parent

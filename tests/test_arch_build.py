@@ -22,7 +22,7 @@ RUN_SHIPPED = """
 import json, sys
 import torch
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 m = slangspec.load(sys.argv[1], shipped=sys.argv[2], cache_dir=sys.argv[3], device="cuda")
 coeffs = torch.tensor([[0.5, -1.0, 2.0]], device="cuda", requires_grad=True)
 damping = torch.tensor([0.25], device="cuda")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import slangspec
-from slangspec.bundle import export_bundle, import_bundle
+from slangspec.aot.bundle import export_bundle, import_bundle
 from slangspec.cache_store import travel
 from slangspec.cache_store.keys import blob_name
 from workers import run

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 import slangspec
-from slangspec import preimage
 from slangspec.cache_store import key_of, location
 from slangspec.cache_store.entry import binary_added
 from slangspec.compile import toolchain_identity as toolchain
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
+from slangspec.signatures import preimage
 from workers import held_by_woken_waiters, load, report, run, worker
 
 HERE = Path(__file__).parent

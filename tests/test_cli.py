@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import slangspec
-from slangspec.bundle import BUNDLE_VERSION
+from slangspec.aot.bundle import BUNDLE_VERSION
 from slangspec.cli import main
 from slangspec.compile import toolchain_identity as toolchain
 from workers import run
@@ -178,9 +178,9 @@ def test_warm_jobs_two_matches_jobs_one(tmp_path):
 
 
 def test_warming_loads_no_kernel_the_cache_holds(tmp_path, monkeypatch):
+    from slangspec.aot.warm import parse_manifest, warm
     from slangspec.cache_store import FORWARD
     from slangspec.runtime.miss_path import Builder
-    from slangspec.warm import parse_manifest, warm
 
     asked = []
     real = Builder.kernel
@@ -211,11 +211,11 @@ def test_warm_workers_import_neither_torch_nor_slangpy_into_the_command():
     """``warm --jobs`` forks its workers before this process imports anything heavy; each
     imports slangspec's builder itself (and slangpy, on Vulkan: a CUDA worker builds through
     Slang's C API), and never torch."""
-    from slangspec.compile.warm_pool import wants_cuda
+    from slangspec.aot.pool import wants_cuda
 
     code = (
         "import multiprocessing, sys\n"
-        "from slangspec.compile import warm_pool\n"
+        "from slangspec.aot import pool as warm_pool\n"
         "pool = warm_pool.start(3, None)\n"
         "print(len(multiprocessing.active_children()), sorted(\n"
         "    m for m in ('torch', 'slangpy') if m in sys.modules))\n"
@@ -245,7 +245,7 @@ def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(bef
     code = (
         "import threading, time\n"
         f"{before}"
-        "from slangspec.compile import warm_pool\n"
+        "from slangspec.aot import pool as warm_pool\n"
         "pool = warm_pool.start(1, 'vulkan')\n"
         "print(pool._mp_context.get_start_method(), pool.submit(sum, [1, 2]).result())\n"
         "pool.shutdown()\n"
@@ -255,7 +255,7 @@ def test_workers_are_forked_only_from_a_process_with_one_thread_and_no_torch(bef
 
 STALLED = """
 import os, signal, sys, threading, time
-import slangspec.warm as w
+import slangspec.aot.warm as w
 
 def stuck(item, mask, device, cache_dir, defer):
     threading.Event().wait()
@@ -344,7 +344,7 @@ def test_warm_workers_write_to_the_commands_standard_error():
     (which carries ``--json``)."""
     code = (
         "import os\n"
-        "from slangspec.compile import warm_pool\n"
+        "from slangspec.aot import pool as warm_pool\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
         "pool.submit(print, 'printed by a worker').result()\n"
         "pool.submit(os.write, 2, b'written by a worker\\n').result()\n"
@@ -362,7 +362,7 @@ def test_the_commands_output_ends_when_it_exits_not_when_its_workers_do(tmp_path
     pids = tmp_path / "workers"
     code = (
         "import multiprocessing, os, sys, time\n"
-        "from slangspec.compile import warm_pool\n"
+        "from slangspec.aot import pool as warm_pool\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
         "pool.submit(time.sleep, 120)\n"
         "pool.submit(os.getpid).result()\n"
@@ -392,7 +392,7 @@ def test_a_released_warm_pool_does_not_wait_for_its_workers_to_exit(then):
     and its collection both take a lock its manager thread holds while it joins the workers."""
     code = (
         "import gc, multiprocessing, multiprocessing.util as util, os, time\n"
-        "from slangspec.compile import warm_pool\n"
+        "from slangspec.aot import pool as warm_pool\n"
         "def exit_slowly():\n"
         "    util.Finalize(None, time.sleep, args=(30,), exitpriority=0)\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
@@ -750,7 +750,7 @@ SURFACE = HERE / "shaders" / "surface.slang"
 
 
 def test_struct_specs_read_as_the_signature_of_the_dict_they_stand_for(tmp_path):
-    from slangspec.warm import arg_signature
+    from slangspec.aot.warm import arg_signature
 
     ray = {"origin": torch_ones(7, 3, grad=True), "dir": torch_ones(7, 3)}
     want = slangspec.signature(ray)

@@ -11,7 +11,7 @@ import torch
 import torch._dynamo.testing
 
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 
 SHADERS = Path(__file__).parent / "shaders"
 TOL = {"rtol": 1e-5, "atol": 1e-5}

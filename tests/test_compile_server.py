@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -44,7 +45,7 @@ import json, sys
 from pathlib import Path
 import slangspec
 from slangspec.compile.server import client as server_client
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 here = Path(sys.argv[2])
 m = load_module(BuildModule, here / "shaders" / "cached.slang",
@@ -185,7 +186,7 @@ LIBRARY_USER = """
 import json, sys
 import torch
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module_source
 from slangspec.signatures import call_signature
 c = sys.argv[2]
@@ -280,7 +281,7 @@ def test_garbage_from_the_server_costs_an_in_process_build(tmp_path, run_dir, ki
 BROKEN = """
 import json, sys
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module_source
 source = "float f(float x) {\\n  return x +;\\n}\\n"
 m = load_module_source(BuildModule, "broken", source, cache=slangspec.Cache(sys.argv[1]),
@@ -528,10 +529,14 @@ def another_install(directory: Path, version: str) -> Path:
     another install, as a server left running across an upgrade runs it."""
     package = directory / "slangspec"
     package.mkdir(parents=True)
-    for entry in Path(slangspec.__file__).parent.iterdir():
-        if entry.name not in ("_version.py", "__pycache__"):
+    here = Path(slangspec.__file__).parent
+    for entry in here.iterdir():
+        if entry.name not in ("formats.py", "__pycache__"):
             (package / entry.name).symlink_to(entry)
-    (package / "_version.py").write_text(f"__version__ = {version!r}\n")
+    formats = (here / "formats.py").read_text()
+    stamped = re.sub(r'^VERSION = ".*"$', f"VERSION = {version!r}", formats, flags=re.M)
+    assert stamped != formats
+    (package / "formats.py").write_text(stamped)
     return directory
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import slangspec
+from slangspec.codegen.uniforms import UniformBlock
 from slangspec.runtime.cuda_call import forward_call
 from slangspec.runtime.cuda_driver import LaunchParts
-from slangspec.uniforms import UniformBlock
 
 SHADERS = Path(__file__).parent / "shaders"
 

@@ -20,6 +20,7 @@ from slangspec.cache_store.module_cache import ModuleCacheGuard
 from slangspec.cache_store.module_seals import ModuleSeals
 from slangspec.codegen import kernel_source
 from slangspec.codegen.kernels import THREADS_PER_GROUP
+from slangspec.codegen.uniforms import UniformBlock
 from slangspec.compile.cuda import nvrtc
 from slangspec.compile.cuda.build import build, library_dir
 from slangspec.compile.cuda.cubin import cubin_problem, section_names
@@ -32,10 +33,9 @@ from slangspec.compile.cuda.source import (
     split_prelude,
 )
 from slangspec.compile.slang.api import SlangCompileError
-from slangspec.counts import compile_counts
-from slangspec.module_text import ModuleText
+from slangspec.settings import compile_counts
+from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
-from slangspec.uniforms import UniformBlock
 
 
 def _has_nvrtc() -> bool:
@@ -459,7 +459,7 @@ import json, sys
 import torch
 import slangspec
 from slangspec.cache_store import cache as cache_module
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from slangspec.runtime.module_base import BuildModule, load_module
 from slangspec.signatures import call_signature
 

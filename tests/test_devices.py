@@ -11,11 +11,11 @@ import slangpy as spy
 import torch
 
 import slangspec
-from slangspec import devices
 from slangspec.cache_store import ShaderSnapshots
-from slangspec.cache_store.settings import setting
 from slangspec.compile.slang.vulkan_compiler import Compiler
-from slangspec.module_text import ModuleText
+from slangspec.runtime import devices
+from slangspec.settings import setting
+from slangspec.signatures.module_text import ModuleText
 
 OPS = Path(__file__).parent / "shaders" / "ops.slang"
 
@@ -59,7 +59,7 @@ def test_without_a_gpu_driver_the_default_kind_is_vulkan_and_torch_is_not_import
     code = (
         "import sys\n"
         "sys.modules['torch'] = None\n"
-        "from slangspec import devices\n"
+        "from slangspec.runtime import devices\n"
         "devices.GPU_DRIVER_NODES = ('/nonexistent/nvidiactl',)\n"
         "print(devices.device_kind(None))\n"
     )

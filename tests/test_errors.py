@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 
 SHADERS = Path(__file__).parent / "shaders"
 
@@ -289,7 +289,7 @@ def test_call_shapes_past_a_32_bit_thread_index_are_refused(ops, cache_dir, tdev
 
 
 def test_size_and_duration_settings_parse_alike():
-    from slangspec.cache_store import units
+    from slangspec import settings
     from slangspec.cli import common
 
     for text, size in (
@@ -301,15 +301,15 @@ def test_size_and_duration_settings_parse_alike():
         ("2gb", 2 << 30),
         (" 1.5 K ", 1536),
     ):
-        assert units.parse_size(text) == size
+        assert settings.parse_size(text) == size
     for text, seconds in (("90", 90), ("90s", 90), ("15m", 900), ("12h", 43200), ("7d", 604800)):
-        assert units.parse_duration(text) == seconds
-    assert units.parse_duration("2W") == 2 * 604800
+        assert settings.parse_duration(text) == seconds
+    assert settings.parse_duration("2W") == 2 * 604800
     for bad in ("", "lots", "-1", "1X", "1e3"):
         with pytest.raises(ValueError, match=r"expected a size like 1048576, 500M or 2G"):
-            units.parse_size(bad)
+            settings.parse_size(bad)
     with pytest.raises(ValueError, match=r"expected a duration like 90s, 15m, 12h or 7d"):
-        units.parse_duration("soon")
+        settings.parse_duration("soon")
     with pytest.raises(click.BadParameter, match=r"'big': expected a size"):
         common.parse_size(None, None, "big")
 
@@ -515,7 +515,7 @@ def test_defines_are_identifiers_with_one_line_values(cache_dir, tmp_path):
             slangspec.load_source("defined", source, defines=defines, cache_dir=cache_dir)
         with pytest.raises(ValueError, match=rf"^define {problem}"):
             slangspec.load(SHADERS / "ops.slang", defines=defines, cache_dir=cache_dir)
-    from slangspec.warm import ManifestError, parse_manifest
+    from slangspec.aot.warm import ManifestError, parse_manifest
 
     manifest = tmp_path / "warm.toml"
     manifest.write_text(

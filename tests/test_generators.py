@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
-from slangspec.generators import wang_hash_of
-from slangspec.signature_text import parse_arg, parse_call_signature
+from slangspec.settings import compile_counts
+from slangspec.signatures.generators import wang_hash_of
+from slangspec.signatures.text import parse_arg, parse_call_signature
 
 SOURCE = """
 import slangpy;
@@ -66,7 +66,7 @@ def test_signature_forms_name_the_kind_and_dims_never_values():
     assert slangspec.signature(slangspec.grid((2, 3), offset=(5, 5))) == "grid[D2,strided]"
     assert slangspec.signature({"a": slangspec.rand_float()}) == "{a:rand_float}"
     for text in ("call_id", "wang_hash[D3]", "grid[D2,strided]", "{a:rand_float[D2]}"):
-        from slangspec.signature_text import format_arg
+        from slangspec.signatures.text import format_arg
 
         assert format_arg(parse_arg(text)) == text
 
@@ -77,7 +77,7 @@ def test_the_result_shape_joins_the_signature_only_for_generators(m, tdev):
     m.hash3(slangspec.wang_hash(3), _result=r)
     assert "generators::hash3 call wang_hash[D3] _result[D1]" in m.hash3._specs
     call = parse_call_signature("generators::hash3 call wang_hash[D3] _result[D1]")
-    assert call.args[-1] == slangspec.signature_text.ResultForm(1)
+    assert call.args[-1] == slangspec.signatures.text.ResultForm(1)
 
 
 def test_wang_hash_values(m, tdev):
@@ -191,7 +191,7 @@ def test_a_fresh_load_finds_every_generator_call_cached(tmp_path, tdev):
 
 
 def test_a_manifest_warms_generator_calls(tmp_path, tdev):
-    from slangspec.warm import parse_manifest, warm
+    from slangspec.aot.warm import parse_manifest, warm
 
     (tmp_path / "g.slang").write_text(SOURCE.replace("import slangpy;", ""))
     (tmp_path / "warm.toml").write_text(
@@ -323,7 +323,7 @@ def test_bad_generator_options():
 
 
 def test_explain_names_a_stored_generator_call_and_how_another_differs(tmp_path, tdev):
-    from slangspec.explain import explain
+    from slangspec.aot.explain import explain
 
     mod = slangspec.load_source("explained", SOURCE, cache_dir=str(tmp_path / "cache"))
     mod.at(slangspec.grid((2, 2), offset=(1, 0)))

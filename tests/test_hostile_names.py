@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 import slangspec
 from hostile import ISSUE_NAMES, SOURCE, mangled_names
+from slangspec.aot.warm import ManifestError, parse_manifest
 from slangspec.cli import main
-from slangspec.function_ref import FunctionNameError, canonical_name, parse_function_ref
 from slangspec.runtime.module_base import UnknownFunctionError
-from slangspec.warm import ManifestError, parse_manifest
+from slangspec.signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
 
 
 def test_the_grammar_renders_canonical_names():
@@ -130,7 +130,7 @@ def test_a_call_signature_names_a_function_as_slangspec_spells_it(hn):
 def test_a_stored_plan_naming_another_call_fails_verify(hn, tdev, tmp_path):
     """An entry whose plan names text that is not its function (a poisoned or hand-edited
     row) is not what code generation makes of it: verify drops it."""
-    from slangspec.cache import regenerate_source
+    from slangspec.runtime.cache import regenerate_source
 
     x = torch.ones(4, device=tdev)
     plan = hn.poly.plan(x, x)

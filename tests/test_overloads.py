@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec.cli import main
-from slangspec.counts import compile_counts
 from slangspec.runtime import backend, miss_path, module
+from slangspec.settings import compile_counts
 from slangspec.specializer.reflect import function_overloads
 
 TOL = {"rtol": 1e-6, "atol": 1e-6}
@@ -247,7 +247,7 @@ def test_both_front_ends_describe_overloads_alike(ov, tmp_path):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) give the same descriptions, overloads, built-ins and their order included."""
     from slangspec.compile.cuda import source as cuda_source
-    from slangspec.module_text import ModuleText
+    from slangspec.signatures.module_text import ModuleText
 
     if ov.device_kind != "vulkan":
         pytest.skip("compares against slangpy's reflection, which a Vulkan module reads")

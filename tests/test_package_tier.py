@@ -29,7 +29,7 @@ import torch
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     import polyops
-    from slangspec.counts import compile_counts
+    from slangspec.settings import compile_counts
     dev = "cuda" if torch.cuda.is_available() and "{kind}" == "cuda" else "cpu"
     c = torch.tensor([1.0, -2.0, 0.5, 0.25], device=dev, requires_grad=True)
     x = torch.linspace(-2, 2, 37, device=dev, requires_grad=True)

@@ -24,8 +24,8 @@ from slangspec.compile.cuda.prepared import (
     prepared,
 )
 from slangspec.compile.cuda.source import LIBRARY_FILE, cuda_source, split_prelude
-from slangspec.counts import compile_counts
-from slangspec.module_text import ModuleText
+from slangspec.settings import compile_counts
+from slangspec.signatures.module_text import ModuleText
 
 TOOLCHAIN = {"slang": "prepared-test"}
 MODULE = """import slangpy;

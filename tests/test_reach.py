@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
-from slangspec.reach import reached_text
+from slangspec.settings import compile_counts
+from slangspec.signatures.reach import reached_text
 
 MODULE = """import other;
 static const float K = 2.0;

@@ -23,7 +23,7 @@ from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.keys import SHADERS
 from slangspec.cache_store.remote import MAX_VALUE_BYTES, PREFIX, RemoteTier, namespace
 from slangspec.cache_store.remote_config import remote_settings
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 from workers import HERE, held_by_woken_waiters, report, run, worker
 
 SECRET = "a shared secret of this cluster"
@@ -363,7 +363,7 @@ def test_remote_commands_without_a_remote_say_so(tmp_path, monkeypatch):
 
 def poly_items(tmp_path, specializations: str, masks: str) -> list:
     """The warm items of a manifest of cached.slang's poly (TOML values as given)."""
-    from slangspec.warm import parse_manifest
+    from slangspec.aot.warm import parse_manifest
 
     manifest = tmp_path / "warm.toml"
     manifest.write_text(f"""
@@ -394,7 +394,7 @@ masks = {masks}
 def test_warm_takes_up_what_another_machine_is_building_after_the_rest(
     tmp_path, redis_server, monkeypatch, held, masks, lease
 ):
-    from slangspec.warm import warm
+    from slangspec.aot.warm import warm
 
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
     specializations = '[["f32[1] grad", "f32[7] nograd"], ["f32[1] grad", "f32[7, 5] nograd"]]'
@@ -447,7 +447,7 @@ def test_warming_reflects_a_module_another_machine_is_reflecting(
         pytest.skip("only a CUDA process waits for another machine's reflection")
     from concurrent.futures import ThreadPoolExecutor
 
-    from slangspec.warm import warm
+    from slangspec.aot.warm import warm
 
     monkeypatch.setenv("SLANGSPEC_REMOTE", redis_server.url)
     items = poly_items(tmp_path, '[["f32[1] grad", "f32[7] nograd"]]', '"none"')

@@ -7,8 +7,8 @@ from pathlib import Path
 import slangpy as spy
 import torch
 
-from slangspec import scalars
-from slangspec.scalars import (
+from slangspec.signatures import scalars
+from slangspec.signatures.scalars import (
     MANIFEST_DTYPES,
     NUMBER_OF_DTYPE,
     SLANG,

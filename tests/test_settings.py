@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slangspec.cache_store.location import cache_root
-from slangspec.cache_store.settings import SETTINGS, setting
+from slangspec.settings import SETTINGS, setting
 
 SETTINGS_PAGE = Path(__file__).parent.parent / "docs" / "settings.md"
 BAD = {
@@ -147,7 +147,7 @@ def test_a_bad_value_fails_where_a_module_loads_not_at_its_first_miss(tmp_path, 
 
 def test_a_misspelt_variable_is_a_warning_naming_the_setting_meant(tmp_path, monkeypatch):
     import slangspec
-    from slangspec.cache_store import settings
+    from slangspec import settings
 
     monkeypatch.setattr(settings, "_unknown_checked", False)
     monkeypatch.setenv("SLANGSPEC_CACHE_MAX_SIZE", "1GB")
@@ -169,7 +169,7 @@ def test_a_misspelt_variable_is_a_warning_naming_the_setting_meant(tmp_path, mon
 
 def test_only_known_variables_warn_nothing(tmp_path, monkeypatch):
     import slangspec
-    from slangspec.cache_store import settings
+    from slangspec import settings
 
     monkeypatch.setattr(settings, "_unknown_checked", False)
     monkeypatch.setenv("SLANGSPEC_CACHE_SIZE", "1GB")

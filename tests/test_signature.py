@@ -5,8 +5,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import slangspec
-from slangspec.scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
-from slangspec.signature_text import (
+from slangspec.signatures import call_signature
+from slangspec.signatures.scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE
+from slangspec.signatures.text import (
     GridForm,
     ScalarForm,
     TensorForm,
@@ -19,7 +20,6 @@ from slangspec.signature_text import (
     parse_arg,
     parse_call_signature,
 )
-from slangspec.signatures import call_signature
 
 
 def test_documented_examples():

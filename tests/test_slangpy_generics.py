@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 
 
 def identity(cache_dir: str, slang_type: str, generics: str, name: str) -> slangspec.Module:

@@ -17,7 +17,7 @@ from test_cuda_step import needs_nvrtc
 import slangspec
 from parity import F32 as TOL
 from parity import compare, leaf, twin
-from slangspec.counts import compile_counts
+from slangspec.settings import compile_counts
 
 KINDS = Path(__file__).parent / "shaders" / "kinds.slang"
 
@@ -195,7 +195,7 @@ def test_both_front_ends_describe_arrays_of_structs_alike(kd, tmp_path):
     """slangpy's reflection (Vulkan's front-end) and Slang's C API (CUDA's, run here without a
     GPU) describe an array of structs alike."""
     from slangspec.compile.cuda import source as cuda_source
-    from slangspec.module_text import ModuleText
+    from slangspec.signatures.module_text import ModuleText
     from slangspec.specializer.reflect import function_overloads
 
     if kd.device_kind != "vulkan":

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.bundle import export_bundle, import_bundle
+from slangspec.aot.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, key_of, location
 from slangspec.runtime.module import Module
 from slangspec.runtime.module_base import load_module_source

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.counts import compile_counts
-from slangspec.signature_text import NumbersForm, format_arg, parse_arg
-from slangspec.warm import arg_signature
+from slangspec.aot.warm import arg_signature
+from slangspec.settings import compile_counts
+from slangspec.signatures.text import NumbersForm, format_arg, parse_arg
 
 SOURCE = """
 import slangpy;
@@ -146,7 +146,7 @@ def test_manifest_specs_and_signatures_name_tuples():
 
 
 def test_a_warm_manifest_builds_what_a_call_then_finds(tmp_path, tdev):
-    from slangspec.warm import parse_manifest, warm
+    from slangspec.aot.warm import parse_manifest, warm
 
     source = tmp_path / "tw.slang"
     source.write_text(SOURCE)

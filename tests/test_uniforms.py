@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import slangspec
-from slangspec.uniforms import UniformBlock, Unpackable
+from slangspec.codegen.uniforms import UniformBlock, Unpackable
 
 SHADERS = Path(__file__).parent / "shaders"
 

@@ -1,6 +1,7 @@
-"""The table of Python values (``slangspec.values``): a kind of Python value is one row. A row
-registered here, for a type this file defines, is all a call, its signature, the traced
-path's packing and a manifest's spelling need of it; unregistered, the type is refused again."""
+"""The table of Python values (``slangspec.signatures.values``): a kind of Python value is one
+row. A row registered here, for a type this file defines, is all a call, its signature, the
+traced path's packing and a manifest's spelling need of it; unregistered, the type is refused
+again."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 import torch
 
 import slangspec
-from slangspec import values
+from slangspec.aot.warm import arg_signature, parse_manifest
 from slangspec.runtime.traced import pack, unpack
-from slangspec.value_row import Packing, Unpacking, ValueRow, spec_text
-from slangspec.warm import arg_signature, parse_manifest
+from slangspec.signatures import values
+from slangspec.signatures.value_row import Packing, Unpacking, ValueRow, spec_text
 
 SOURCE = "float scale(float k, float x) { return k * x; }\n"
 

@@ -37,7 +37,7 @@ def test_the_runtime_imports_without_slangpy():
         """
         import sys
         sys.modules["slangpy"] = None
-        import slangspec.runtime.module, slangspec.bundle, slangspec.preimage
+        import slangspec.runtime.module, slangspec.aot.bundle, slangspec.signatures.preimage
         print(sorted(m for m in sys.modules if m.startswith("slangspec.")))
         """
     )
@@ -131,7 +131,7 @@ BACKWARD_MISS = """
     import json, sys, threading
     import torch
     import slangspec
-    from slangspec.counts import compile_counts
+    from slangspec.settings import compile_counts
     from slangspec.runtime import miss_path
 
     cache, mode, tdev, shaders, library = sys.argv[1:]

@@ -1,6 +1,10 @@
 """Every format constant: bumped whenever what it versions changes shape or meaning, so that
 nothing written under another version is ever read as this one's."""
 
+VERSION = "0.1.0"
+"""slangspec's own (``slangspec.__version__``, the package's): every cache key's toolchain
+names it, so kernels made by another release are never read as this one's."""
+
 SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
 PLAN_FORMAT = 7
@@ -14,7 +18,7 @@ SHIPPED_VERSION = 1
 """Kernels a package ships (``cache_store.shipped``)."""
 BUNDLE_FORMAT = "slangspec-bundle"
 BUNDLE_VERSION = 2
-"""Bundles of entries (``bundle``); 2: entries in the travelling form, sealed by a ``mac`` over
+"""Bundles of entries (``aot.bundle``); 2: entries in the travelling form, sealed by a ``mac`` over
 every blob they name."""
 SERVER_PROTOCOL = 2
 """The compile server's requests and replies: bumped whenever their fields or meaning change

@@ -4,9 +4,10 @@ policy (filters, eviction, verification, remote administration), with ``CacheSto
 Nothing here knows how kernels are made.
 
 What the rest of slangspec uses of it is named here, and only here: no module outside the
-package imports one of its modules by path. ``remote_admin``, ``shipped``, ``travel`` and
-``units`` are named whole, as the families of functions they are. Each is imported on first use:
-a warm process reads kernels without the modules that evict, report, verify or reach a server."""
+package imports one of its modules by path. ``remote_admin``, ``shipped`` and ``travel`` are
+named whole, as the families of functions they are. Each is imported on first use: a warm
+process reads kernels without the modules that evict, report, verify or reach a server. The
+settings it reads, as every room does, are the foundation's (``slangspec.settings``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from . import remote_admin as remote_admin
     from . import shipped as shipped
     from . import travel as travel
-    from . import units as units
     from .cache import CacheStore as CacheStore
     from .entry import FORWARD as FORWARD
     from .entry import Entry as Entry
@@ -47,16 +47,10 @@ if TYPE_CHECKING:
     from .policy import select as select
     from .remote import RemoteTier as RemoteTier
     from .remote_config import remote_settings as remote_settings
-    from .settings import DEVICE_KINDS as DEVICE_KINDS
-    from .settings import SettingWarning as SettingWarning
-    from .settings import check_all as check_all
-    from .settings import setting as setting
-    from .settings import unknown_variables as unknown_variables
-    from .settings import unknown_variables_said as unknown_variables_said
     from .shader_snapshots import ShaderSnapshots as ShaderSnapshots
     from .tier import Tier as Tier
 
-_WHOLE = ("remote_admin", "shipped", "travel", "units")
+_WHOLE = ("remote_admin", "shipped", "travel")
 _HOME = {
     "CacheStore": ".cache",
     "Entry": ".entry",
@@ -87,12 +81,6 @@ _HOME = {
     "select": ".policy",
     "RemoteTier": ".remote",
     "remote_settings": ".remote_config",
-    "DEVICE_KINDS": ".settings",
-    "SettingWarning": ".settings",
-    "check_all": ".settings",
-    "setting": ".settings",
-    "unknown_variables": ".settings",
-    "unknown_variables_said": ".settings",
     "ShaderSnapshots": ".shader_snapshots",
     "Tier": ".tier",
 }

@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import SlangspecWarning
-from .settings import refusal, setting
+from ..settings import refusal, setting
 
 INDEX = "index"
 KERNELS = "kernels"

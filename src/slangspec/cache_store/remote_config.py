@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from ..frozen import frozen
-from .settings import SETTINGS, setting, url_shown
+from ..settings import SETTINGS, setting, url_shown
 
 
 @frozen

@@ -16,10 +16,10 @@ import threading
 import warnings
 from pathlib import Path
 
+from ..settings import SettingWarning, caller_outside
 from .disk import DiskTier
 from .location import CacheWarning
 from .policy import LOW_WATER, MIB, enforce_bound, workable_bound
-from .settings import SettingWarning, caller_outside
 
 _shrinking: dict[Path, threading.Thread] = {}
 _lock = threading.Lock()

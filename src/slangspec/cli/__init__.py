@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import click
 
-from .._version import __version__
+from ..formats import VERSION
 from .cache import cache
 from .common import UsageProblem
 from .explain import explain
@@ -22,17 +22,16 @@ from .warm import warm
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="specialize")
+@click.version_option(VERSION, prog_name="specialize")
 def main() -> None:
     """Specialize, cache and inspect differentiable Slang kernels for PyTorch.
 
     Exit codes: 0 ok, 1 failure, 2 usage error. SLANGSPEC_LOG=info logs what the commands do.
     """
-    from ..cache_store import unknown_variables, unknown_variables_said
-    from ..log import configure
+    from ..settings import configure_logging, unknown_variables, unknown_variables_said
 
     try:
-        configure()
+        configure_logging()
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
     for message in unknown_variables():

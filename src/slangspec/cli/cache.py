@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from ..cache import Cache
 from ..cache_store import EntryFilter, RemoteTier, remote_admin, remote_settings
 from ..cache_store import shipped as shipped_kernels
-from ..signature_text import call_arguments
+from ..runtime.cache import Cache
+from ..signatures.text import call_arguments
 from .common import (
     UsageProblem,
     ago,
@@ -299,7 +299,7 @@ def export_(file, package, module, function, device, cache_dir, as_json):
         raise UsageProblem("give either FILE (a bundle) or --for-package DIR")
     where = EntryFilter(module=module, function=function, device=device)
     if package is not None:
-        from ..package_kernels import export_for_package
+        from ..aot.package_kernels import export_for_package
 
         try:
             counts = export_for_package(Cache(cache_dir), package, where)
@@ -317,7 +317,7 @@ def export_(file, package, module, function, device, cache_dir, as_json):
         return
     if where:
         raise UsageProblem("--module, --function and --device choose entries for --for-package")
-    from ..bundle import export_bundle
+    from ..aot.bundle import export_bundle
 
     try:
         counts = export_bundle(Cache(cache_dir), file)
@@ -344,7 +344,7 @@ def export_(file, package, module, function, device, cache_dir, as_json):
 @json_option
 def import_(file, device, cache_dir, as_json):
     """Import a bundle, re-keyed for this machine; says what it skipped and why."""
-    from ..bundle import import_bundle
+    from ..aot.bundle import import_bundle
 
     try:
         report = import_bundle(Cache(cache_dir), file, device=device)

@@ -13,8 +13,9 @@ from typing import Any
 
 import click
 
-from ..cache_store import DEVICE_KINDS, units
+from .. import settings
 from ..errors import Error
+from ..settings import DEVICE_KINDS
 
 
 class UsageProblem(Error, click.ClickException):
@@ -108,12 +109,12 @@ def _parsed(parse: Callable[[str], Any], param: click.Parameter, value: str | No
 
 def parse_duration(_ctx: Any, param: click.Parameter, value: str | None) -> float | None:
     """'90', '90s', '15m', '12h', '7d' or '2w' -> seconds."""
-    return _parsed(units.parse_duration, param, value)
+    return _parsed(settings.parse_duration, param, value)
 
 
 def parse_size(_ctx: Any, param: click.Parameter, value: str | None) -> int | None:
     """'1048576', '512K', '500M', '2G' (or 500MiB, 2GB) -> bytes."""
-    return _parsed(units.parse_size, param, value)
+    return _parsed(settings.parse_size, param, value)
 
 
 def human_bytes(n: int) -> str:

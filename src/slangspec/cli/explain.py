@@ -9,15 +9,15 @@ from typing import Any
 
 import click
 
-from ..signature_text import compose_call_signature
+from ..signatures.text import compose_call_signature
 from .common import UsageProblem, cache_dir_option, device_option, json_option, print_json
 
 
 def _signature(fn: Any, text: str) -> str:
     """A call signature, or argument specs/signatures separated by ';', positional ones first,
     then ``name=spec`` ones."""
-    from ..signature_text import parse_call_signature
-    from ..values import SPEC_WORDING, bind_names, spec_signature
+    from ..signatures.text import parse_call_signature
+    from ..signatures.values import SPEC_WORDING, bind_names, spec_signature
 
     function_id = fn.id
     try:
@@ -60,9 +60,9 @@ def explain(module, function, signature, include_paths, defines, device, cache_d
     by ';' ("f32[N] grad; float"), the last ones by parameter name if you like ("x=f32[N]"); a
     struct's is its fields' ("{origin: f32[N, 3] grad, dir: f32[N, 3]}").
     """
-    from ..cache import Cache
+    from ..aot.explain import explain as explain_call
     from ..compile import SlangCompileError
-    from ..explain import explain as explain_call
+    from ..runtime.cache import Cache
     from ..runtime.module_base import BuildModule, UnknownFunctionError, load_module
 
     pairs = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from ..cache_store import setting
+from ..settings import setting
 from .common import fail, human_bytes, json_option, print_json
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cache import Cache
+from ..runtime.cache import Cache
 from .common import (
     UsageProblem,
     cache_dir_option,
@@ -24,11 +24,11 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..warm import WarmResult
+    from ..aot.warm import WarmResult
 
 
 def _recorded(source: str | None, cache_dir: str | None):
-    from ..bundle import BUNDLE_FORMAT, read_bundle
+    from ..aot.bundle import BUNDLE_FORMAT, read_bundle
 
     if source is None:
         return Cache(cache_dir).records()
@@ -96,8 +96,8 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
         raise click.UsageError("give a MANIFEST or --recorded, not both and not neither")
     if source is not None and not recorded:
         raise click.UsageError("--from goes with --recorded")
-    from ..cache_store import setting
-    from ..compile import warm_pool
+    from ..aot import pool as warm_pool
+    from ..settings import setting
 
     if archs:
         if device not in (None, "cuda"):
@@ -129,8 +129,8 @@ def warm(manifest, recorded, source, jobs, dry_run, archs, device, cache_dir, as
 
 def _warm(manifest, recorded, source, jobs, dry_run, device, cache_dir, pool):
     """The results of warming what the command names; None when that is nothing."""
-    from ..warm import ManifestError, items_from_records, parse_manifest
-    from ..warm import warm as warm_items
+    from ..aot.warm import ManifestError, items_from_records, parse_manifest
+    from ..aot.warm import warm as warm_items
 
     if recorded:
         items = items_from_records(_recorded(source, cache_dir))

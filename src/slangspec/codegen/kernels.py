@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from itertools import product
 
-from ..function_ref import FunctionRef, canonical_name, parse_function_ref
-from ..generators import GENERATOR
-from ..scalars import SLANG
+from ..signatures.function_ref import FunctionRef, canonical_name, parse_function_ref
+from ..signatures.generators import GENERATOR
+from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
 from . import parameter_names as names
@@ -204,7 +204,7 @@ class _Writer:
 
     def generated(self, j: int, a: ArgPlan) -> str:
         """The value generator leaf ``j`` makes for this thread, as slangpy's do: see
-        ``generators``."""
+        ``signatures.generators``."""
         width = a.elem[0] if a.elem else 1
         if a.binding == "call_id":
             rank = self.plan.call_rank

@@ -5,8 +5,7 @@ slangpy's install and its Slang library, and the Vulkan build through slangpy's 
 ``cuda`` (a module and its kernels to one CUDA source with each kernel's parameter layout, NVRTC
 to a cubin per GPU architecture, joined in ``cuda.build``; the files ``specialize prepare``
 makes); ``server`` (the compile server that keeps it warm, its client, messages and place);
-and beside them the toolchain's identity (``toolchain_identity``) and ``warm``'s worker processes
-(``warm_pool``).
+and beside them the toolchain's identity (``toolchain_identity``).
 
 What the rest of slangspec uses of it is named here, and only here: no module outside the
 package imports one of its rooms' modules by path. Each name is imported on first use: a warm
@@ -19,7 +18,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import warm_pool as warm_pool
     from .cuda.build import BuiltKernel as BuiltKernel
     from .cuda.build import build as build
     from .cuda.build import library_dir as library_dir
@@ -57,7 +55,6 @@ if TYPE_CHECKING:
 _WHOLE = {
     "compile_server": ".server.serve",
     "server_client": ".server.client",
-    "warm_pool": ".warm_pool",
 }
 """Families of functions named whole, by the module that holds them."""
 _HOME = {

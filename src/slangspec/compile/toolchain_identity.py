@@ -1,13 +1,12 @@
 """The formats and versions a cache key covers besides the user's code (the formats defined in
-``preimage``), known without torch or slangpy, so that tools which only read or export the
-cache import neither."""
+``signatures.preimage``), known without torch or slangpy, so that tools which only read or
+export the cache import neither."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._version import __version__
-from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT
+from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT, VERSION
 from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
 _slangpy: Versions | None = None
@@ -24,6 +23,6 @@ def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
         "signature_format": SIGNATURE_FORMAT,
         "plan_format": PLAN_FORMAT,
         "codegen_format": CODEGEN_FORMAT,
-        "slangspec": __version__,
+        "slangspec": VERSION,
         **_slangpy,
     }

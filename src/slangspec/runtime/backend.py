@@ -16,18 +16,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from ..devices import DeviceUnavailableError
-from ..module_text import ModuleText
+from ..signatures.module_text import ModuleText
+from .devices import DeviceUnavailableError
 
 if TYPE_CHECKING:
     import slangpy as spy
     import torch
 
-    from ..cache import Cache
     from ..cache_store import Entry, ModuleCacheGuard, ShaderSnapshots
     from ..compile import CompiledKernel as CompiledKernel
     from ..compile import FrontEnd, SlangCompileError
     from ..specializer import FunctionInfo
+    from .cache import Cache
     from .cuda_driver import DriverKernel, Unloaded
     from .launch import Binding
 

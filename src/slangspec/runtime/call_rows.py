@@ -10,7 +10,7 @@ import torch
 
 from ..codegen import parameter_names as names
 from ..frozen import frozen
-from ..scalars import SLANG
+from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import ArgPlan, SpecializationPlan
 

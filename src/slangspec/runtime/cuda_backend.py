@@ -12,23 +12,16 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..cache_store import (
-    CacheWarning,
-    Entry,
-    ModuleCacheGuard,
-    ModuleSeals,
-    binary_dropped,
-    setting,
-)
+from ..cache_store import CacheWarning, Entry, ModuleCacheGuard, ModuleSeals, binary_dropped
 from ..codegen import ENTRY_POINT
-from ..counts import compile_counts
-from ..cuda_api import CudaDriverError, make_current, primary_context
-from ..devices import cuda_ordinal, device_identity
-from ..module_text import ModuleText
+from ..codegen.uniforms import Unpackable
+from ..settings import compile_counts, setting
+from ..signatures.module_text import ModuleText
 from ..specializer import FunctionInfo
-from ..uniforms import Unpackable
 from .backend import Apart, Kernel, SlangBackend, Sources
+from .cuda_api import CudaDriverError, make_current, primary_context
 from .cuda_driver import CachedBinary, DriverKernel, Unloaded
+from .devices import cuda_ordinal, device_identity
 
 if TYPE_CHECKING:
     import torch
@@ -124,7 +117,7 @@ class CudaBackend(SlangBackend):
         """slangpy's Slang library as IR in ``guard``'s module cache, for a module that imports
         it; None for one that does not."""
         from ..compile import LIBRARY, library_dir
-        from ..preimage import imported_names
+        from ..signatures.preimage import imported_names
 
         if LIBRARY not in imported_names(text.text):
             return None

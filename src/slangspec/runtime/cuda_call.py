@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from ..codegen import parameter_names as names
-from ..cuda_api import P, check, driver
-from ..scalars import SLANG
+from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import SpecializationPlan
+from .cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
 from .shapes import MAX_EXTENT, contiguous_strides
 

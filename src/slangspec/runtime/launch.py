@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from ..cuda_api import P, check, driver
+from .cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
 from .shapes import contiguous_strides
 

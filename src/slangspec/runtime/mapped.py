@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
+from ..signatures.values import bind_names
 from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
-from ..values import bind_names
 
 ParamLayout = tuple[tuple[str, int, bool, str], ...]
 """Per parameter: its name, the number of element dimensions a tensor fed to it has, whether

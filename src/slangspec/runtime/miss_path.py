@@ -12,7 +12,6 @@ import time
 import warnings
 from typing import Any, Literal, Protocol
 
-from ..cache import Cache
 from ..cache_store import (
     FORWARD,
     CacheWarning,
@@ -24,10 +23,11 @@ from ..cache_store import (
     source_name,
 )
 from ..codegen import kernel_source
-from ..counts import compile_counts
 from ..frozen import frozen
+from ..settings import compile_counts
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from .backend import Backend, Kernel, needing_slang
+from .cache import Cache
 
 _log = logging.getLogger(__name__)
 Outcome = Literal["cached", "built", "taken"]

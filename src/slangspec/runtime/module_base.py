@@ -20,25 +20,17 @@ from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
-from ..cache import Cache
-from ..cache_store import (
-    FORWARD,
-    check_all,
-    kernel_lease,
-    key_of,
-    make_room_for_slots,
-    module_facts,
-    setting,
-)
-from ..devices import device_kind
+from ..cache_store import FORWARD, kernel_lease, key_of, make_room_for_slots, module_facts
 from ..errors import Error
-from ..function_ref import FunctionNameError, canonical_name, parse_function_ref
-from ..log import configure as configure_logging
-from ..module_text import ModuleText, check_source, checked_defines
-from ..preimage import module_closure, preimage
-from ..reach import REACHED, reached_text
+from ..settings import check_all, configure_logging, setting
+from ..signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
+from ..signatures.module_text import ModuleText, check_source, checked_defines
+from ..signatures.preimage import module_closure, preimage
+from ..signatures.reach import REACHED, reached_text
 from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
 from .backend import Backend, Reflected, needing_slang, toolchain_of
+from .cache import Cache
+from .devices import device_kind
 from .miss_path import Builder
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -284,8 +276,8 @@ class BuildModule:
 
     def function_sources(self, function: str) -> dict[str, str]:
         """The sources that key ``function``'s kernels and description: the module's, its own
-        file's hash replaced by that of what the function reaches in it (``reach``), where
-        that can be known for certain."""
+        file's hash replaced by that of what the function reaches in it (``signatures.reach``),
+        where that can be known for certain."""
         sources = self._function_sources.get(function)
         if sources is None:
             reached = reached_text(self.text.text, _IDENT.findall(function))

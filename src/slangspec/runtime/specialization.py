@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..codegen import parameter_names as names
-from ..scalars import SLANG
-from ..signature_text import argument_label
+from ..signatures.scalars import SLANG
+from ..signatures.text import argument_label
 from ..specializer.plan import RESULT, SpecializationPlan
 from . import call_rows as rows
 from .call_rows import Elementwise, shaping

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 import torch._dynamo
 
-from ..signature_text import compose_call_signature
-from ..signatures import call_signature, flagged_tensor_signature, signature
+from ..signatures import call_signature, signature
+from ..signatures.text import compose_call_signature
+from ..signatures.value_tensor import flagged_tensor_signature
+from ..signatures.values import Packing, Unpacking
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
-from ..values import Packing, Unpacking
 from .call_rows import shaping
 from .partial_writes import merged
 from .shapes import broadcast
@@ -132,10 +133,10 @@ def output_layout(
 
 def pack(args: Sequence[Any]) -> tuple[list[torch.Tensor], list[bool], str, list[float], list[int]]:
     """The call's arguments as operator inputs: tensors, their grad flags, one kind per
-    argument, floats, ints, each value as its row of the value table (``values``) packs it: t
-    tensor, f float, i int, b bool, g grid, with the grid's rank, s a strided one, r the call
-    shape of ``_result=``; ``x<name>:<dims>`` a generator; a tuple or list of numbers their
-    letters in parentheses, ``(fif)``. Grid extents, offsets and strides and generators' int
+    argument, floats, ints, each value as its row of the value table (``signatures.values``)
+    packs it: t tensor, f float, i int, b bool, g grid, with the grid's rank, s a strided one, r
+    the call shape of ``_result=``; ``x<name>:<dims>`` a generator; a tuple or list of numbers
+    their letters in parentheses, ``(fif)``. Grid extents, offsets and strides and generators' int
     fields are among the ints. A dict (a struct's fields) is flattened: each value's kind says
     where it sits, ``t@1.dir`` (argument 1, field ``dir``), ``e@...`` an empty dict,
     ``n<name>@...`` the struct a dict names (its ``"_type"``)."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..cache_store import setting
-from ..devices import device_identity, open_device
+from ..settings import setting
 from .backend import Apart, Kernel, SlangBackend, Sources
+from .devices import device_identity, open_device
 
 if TYPE_CHECKING:
     import slangpy as spy

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..scalars import SLANG, SLANG_FLOATS
-from ..signature_text import ArgForm, CallSignature, ScalarForm, TensorForm, argument_label
+from ..signatures.scalars import SLANG, SLANG_FLOATS
+from ..signatures.text import ArgForm, CallSignature, ScalarForm, TensorForm, argument_label
 from .info import FunctionInfo, GenericParam, ParamInfo, TypeInfo
 from .messages import describe
 

@@ -5,7 +5,7 @@ A row is a kind the code tells apart. Most are leaf kinds: every leaf of a plan
 (``plan.ArgPlan``) is of exactly one, found by its ``kind`` and ``binding``
 (``ArgPlan.row``). The others (``leaf`` None) are parameters made of other rows' leaves: a
 struct of its fields', an interface of the struct a call names, a generic parameter of the
-scalar a call infers. Plain data, free of torch and slangpy, like ``scalars``.
+scalar a call infers. Plain data, free of torch and slangpy, like ``signatures.scalars``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal, cast
 
 from ..frozen import frozen
-from ..generators import GENERATOR
+from ..signatures.generators import GENERATOR
 from .info import Direction, TypeInfo
 
 ArgKind = Literal["elementwise", "uniform", "tensor", "grid", "generator", "target"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import Error
-from ..scalars import REFUSED_DTYPES
-from ..signature_text import (
+from ..signatures.scalars import REFUSED_DTYPES
+from ..signatures.text import (
     ArgForm,
     DictForm,
     GeneratorForm,

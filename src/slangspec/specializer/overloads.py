@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..signature_text import CallSignature, parse_call_signature
+from ..signatures.text import CallSignature, parse_call_signature
 from .info import FunctionInfo
 from .messages import describe
 from .plan import SpecializationPlan

@@ -11,8 +11,8 @@ import json
 from dataclasses import asdict
 
 from ..frozen import frozen
-from ..scalars import SLANG
-from ..signature_text import argument_label
+from ..signatures.scalars import SLANG
+from ..signatures.text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo
 from .kinds import LEAF_KIND, ArgKind, Kind, LeafBinding, declared_kind
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ..function_ref import FunctionRef, parse_function_ref
-from ..scalars import SLANG, SLANG_NAME_OF_REFLECTED
+from ..signatures.function_ref import FunctionRef, parse_function_ref
+from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import (
     Direction,

@@ -8,9 +8,9 @@ from itertools import product
 from typing import Any, cast
 
 from ..formats import PLAN_FORMAT, SIGNATURE_FORMAT
-from ..generators import GENERATOR
-from ..scalars import SLANG, SLANG_FLOATS
-from ..signature_text import (
+from ..signatures.generators import GENERATOR
+from ..signatures.scalars import SLANG, SLANG_FLOATS
+from ..signatures.text import (
     TYPE_KEY,
     ArgForm,
     CallSignature,

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...cache_store import canonical, write_atomic
-from ...counts import compile_counts
+from ...codegen.uniforms import Layout
 from ...errors import Error
 from ...frozen import frozen
-from ...module_text import ModuleText
-from ...uniforms import Layout
+from ...settings import compile_counts
+from ...signatures.module_text import ModuleText
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared
 from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude

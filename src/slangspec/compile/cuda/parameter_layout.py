@@ -1,19 +1,20 @@
-"""An entry point's uniform parameters, from Slang's reflection, as the ``uniforms.Layout`` that
-``UniformBlock`` packs and ``runtime.cuda_driver.DriverKernel`` launches with.
+"""An entry point's uniform parameters, from Slang's reflection, as the ``Layout`` (of
+``codegen.uniforms``) that ``UniformBlock`` packs and ``runtime.cuda_driver.DriverKernel``
+launches with.
 
 On CUDA every uniform parameter of an entry point is a parameter of its ``__global__``
 function, by value (a pointer, a scalar, a ``FixedArray`` for an array, a struct for a tensor),
 and the launcher hands them to the driver as one buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``), so
 each sits at the offset Slang's layout gives it in uniform bytes: the reading is the one
-``block_layout.describe`` makes through slangpy's reflection.
+``slang.block_layout.describe`` makes through slangpy's reflection.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...scalars import STRUCT_CODE_OF_REFLECTED
-from ...uniforms import Layout, Unpackable
+from ...codegen.uniforms import Layout, Unpackable
+from ...signatures.scalars import STRUCT_CODE_OF_REFLECTED
 from ..slang.api import EntryPoint, TypeKind, TypeLayout
 
 

@@ -21,7 +21,7 @@ import xxhash
 
 from ...cache_store import canonical, write_atomic
 from ...frozen import frozen
-from ...module_text import ModuleText
+from ...signatures.module_text import ModuleText
 from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude
 
 PRELUDE_FILE = "slang-cuda-prelude.h"

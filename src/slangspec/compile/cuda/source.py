@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ...codegen import ENTRY_POINT
+from ...codegen.uniforms import Layout, Unpackable
 from ...frozen import frozen
-from ...module_text import ModuleText
-from ...uniforms import Layout, Unpackable
+from ...signatures.module_text import ModuleText
 from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 from ..slang.com_session import Session
 from ..slang.reflection import FrontEnd
@@ -47,7 +47,7 @@ class KernelSource:
 @frozen
 class CudaEntry:
     """One kernel's entry point: its ``__global__`` function's name, its parameter block (None
-    when that is not plain bytes, as ``block_layout.uniform_block`` says) and its threads per
+    when that is not plain bytes, as ``slang.block_layout.uniform_block`` says) and its threads per
     group."""
 
     name: str

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...cache_store import setting
 from ...errors import Error
+from ...settings import setting
 from ..toolchain_identity import toolchain
 from .frames import REPLY_LIMIT, FrameError, peer_uid, receive, send
 from .messages import HEARTBEAT, Reply, Request, identity

@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...cache_store import ModuleCacheGuard, setting
+from ...cache_store import ModuleCacheGuard
 from ...frozen import frozen
-from ...module_text import ModuleText
+from ...settings import setting
+from ...signatures.module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send
 from .messages import HEARTBEAT, Identity, ModuleSource, Reply, Request, identity
 from .place import ServerPlace, server_place

@@ -21,13 +21,13 @@ from typing import Protocol
 
 import slangpy as spy
 
-from ...block_layout import uniform_block
 from ...codegen import ENTRY_POINT
-from ...counts import compile_counts
-from ...module_text import ModuleText
-from ...preimage import imported_names
-from ...uniforms import UniformBlock
+from ...codegen.uniforms import UniformBlock
+from ...settings import compile_counts
+from ...signatures.module_text import ModuleText
+from ...signatures.preimage import imported_names
 from .api import SlangCompileError
+from .block_layout import uniform_block
 
 _log = logging.getLogger(__name__)
 LIBRARY = "slangpy"

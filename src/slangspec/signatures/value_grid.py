@@ -9,7 +9,7 @@ import functools
 import re
 from typing import Any
 
-from .signature_text import GridForm, ResultForm, format_arg, parse_arg
+from .text import GridForm, ResultForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
 _GRID_SPEC = re.compile(r"grid\[(\d+)\]( strided)?")
@@ -26,7 +26,7 @@ class GridRow(ValueRow):
     packed as ``gn`` or ``sn`` (its extents, then its offsets and strides, as ints), spelled
     ``grid[n] [strided]``."""
 
-    python_types = ("slangspec.call_shapes.grid",)
+    python_types = ("slangspec.signatures.call_shapes.grid",)
     letters = "gs"
     forms = (GridForm,)
     spelling = "grid[n] [strided]"
@@ -67,7 +67,7 @@ class ResultShapeRow(ValueRow):
     """The call shape ``_result=`` gives a call with generators: ``_result[Dn]``, packed as
     ``rn`` (its extents as ints), spelled ``_result[n]``."""
 
-    python_types = ("slangspec.call_shapes.result_shape",)
+    python_types = ("slangspec.signatures.call_shapes.result_shape",)
     letters = "r"
     forms = (ResultForm,)
     spelling = "_result[n]"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache_store import key_of
-from .reach import REACHED
-from .signature_text import (
+from ..cache_store import key_of
+from ..signatures.reach import REACHED
+from ..signatures.text import (
     TYPE_KEY,
     DictForm,
     TensorForm,
@@ -59,7 +59,7 @@ def _signature_differences(old: str, new: str) -> list[str]:
 
 def differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     """Each preimage component that differs, in words. A module's own file is keyed by what
-    the function reaches in it (``reach``): ``asked`` must hold the sources as they key
+    the function reaches in it (``signatures.reach``): ``asked`` must hold the sources as they key
     ``stored``'s function now for a file's difference to mean that it changed."""
     out = []
     for name in sorted(set(stored["toolchain"]) | set(asked["toolchain"])):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from .signature_text import NumbersForm, ScalarForm, format_arg, parse_arg
+from .text import NumbersForm, ScalarForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, row_of, spec_text, untraceable
 
 _NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")

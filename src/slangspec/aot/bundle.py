@@ -23,10 +23,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .cache import regenerate_source
-from .cache_store import CacheStore, binary_added, key_of, regenerated, setting, source_name, travel
-from .compile import toolchain
-from .formats import BUNDLE_FORMAT, BUNDLE_VERSION
+from ..cache_store import CacheStore, binary_added, key_of, regenerated, source_name, travel
+from ..compile import toolchain
+from ..formats import BUNDLE_FORMAT, BUNDLE_VERSION
+from ..runtime.cache import regenerate_source
+from ..settings import setting
 
 SECRET_ENV = "SLANGSPEC_SECRET"
 
@@ -179,7 +180,7 @@ def _carried(
 def import_bundle(cache: CacheStore, file: str | Path, device: str | None = None) -> dict[str, Any]:
     """Import a bundle; returns counts and what was skipped, with why."""
     # Importing loads modules (torch, and slangpy where something is missing); exporting does not.
-    from .specializer import plan_from_signature
+    from ..specializer import plan_from_signature
     from .warm import items_from_records, module_for
 
     bundle = read_bundle(file)

@@ -31,7 +31,8 @@ Argument specs::
             names the struct, as a call's dict does: { _type = "Circle", radius = "f32[N]" }
     raw     [D2,S6,G1,Vx3]              an argument signature as slangspec.signature prints it
 
-Each kind of value reads its own spelling: its row of the table of Python values (``values``).
+Each kind of value reads its own spelling: its row of the table of Python values
+(``signatures.values``).
 """
 
 from __future__ import annotations
@@ -45,20 +46,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .cache import Cache
-from .cache_store import FORWARD, lease_seconds, setting
-from .compile import warm_pool
-from .devices import device_kind
-from .errors import Error
-from .frozen import frozen
-from .function_ref import FunctionNameError, canonical_name
-from .module_text import checked_defines
-from .signature_text import call_arguments, compose_call_signature, parse_call_signature
-from .values import SPEC_WORDING, bind_names
-from .values import spec_signature as arg_signature
+from ..cache_store import FORWARD, lease_seconds
+from ..errors import Error
+from ..frozen import frozen
+from ..runtime.cache import Cache
+from ..runtime.devices import device_kind
+from ..settings import setting
+from ..signatures.function_ref import FunctionNameError, canonical_name
+from ..signatures.module_text import checked_defines
+from ..signatures.text import call_arguments, compose_call_signature, parse_call_signature
+from ..signatures.values import SPEC_WORDING, bind_names
+from ..signatures.values import spec_signature as arg_signature
+from . import pool as warm_pool
 
 if TYPE_CHECKING:
-    from .runtime.module_base import BuildFunction, BuildModule
+    from ..runtime.module_base import BuildFunction, BuildModule
 
 _log = logging.getLogger(__name__)
 WarmStatus = Literal["built", "cached", "missing", "present", "failed", "deferred"]
@@ -259,7 +261,7 @@ def module_for(
     """The module an item names, as the builder sees it (no torch), one per process and
     options, run from ``cache`` (a cache, or the directory of one; with ``read_only``, a view
     of it that writes nothing)."""
-    from .runtime.module_base import BuildModule, LoadOptions, load_module, load_module_source
+    from ..runtime.module_base import BuildModule, LoadOptions, load_module, load_module_source
 
     where = (str(cache.root), cache.read_only) if isinstance(cache, Cache) else (cache, read_only)
     key = (item.name, item.path, item.source, item.include_paths, item.defines, device, where)
@@ -322,7 +324,7 @@ def _failed(item: WarmItem, exc: Exception) -> WarmResult:
 def _failure(exc: Exception) -> str:
     """Why a build failed, in one line: Slang's first error where Slang refused the sources
     (its file, line and column, and message), else the exception's first line."""
-    from .compile import SlangCompileError
+    from ..compile import SlangCompileError
 
     if isinstance(exc, SlangCompileError):
         return f"{type(exc).__name__}: {exc.first_error}"

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cache_store import (
+from ..cache_store import (
     CacheStore,
     EntryFilter,
     blobs_of,
@@ -25,7 +25,7 @@ from .cache_store import (
     travel,
     write_atomic,
 )
-from .compile import find_install, slangpy_versions, wheel_stamp
+from ..compile import find_install, slangpy_versions, wheel_stamp
 
 PACKAGE_DATA = 0o644
 """The mode of the files written: every user who installs the package reads them."""

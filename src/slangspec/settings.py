@@ -1,26 +1,31 @@
 """Every ``SLANGSPEC_*`` setting, as data: its name, how its text is read, its default, an example
-and what it does; and the one reader (``setting``) that every part of slangspec asks.
+and what it does; and the one reader (``setting``) that every part of slangspec asks. Beside
+them, what a process reports by them: the ``slangspec`` logger that ``SLANGSPEC_LOG``
+configures, and the counts of the compile work it did (``compile_counts``).
 
-Standard library and the cache store only, so the cache store reads its own settings here and
-everything above it (devices, warm workers, the command line) reads the rest the same way.
-A value that cannot be read is a ValueError in one wording, naming the setting (or the argument
-it came from), the value, what was expected and an example.
+Standard library and the foundation beside it (errors, frozen) only: the cache store reads its
+own settings here and every room above it (devices, warm workers, the command line) reads the
+rest the same way. A value that cannot be read is a ValueError in one wording, naming the setting
+(or the argument it came from), the value, what was expected and an example. Sizes and durations
+are read as people write them (``parse_size``, ``parse_duration``), for settings and command-line
+options alike.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..errors import SlangspecWarning
-from ..frozen import frozen
-from .units import parse_duration, parse_size
+from .errors import SlangspecWarning
+from .frozen import frozen
 
 MIN_SECRET_BYTES = 16
 DEVICE_KINDS = ("cuda", "vulkan")
@@ -29,6 +34,34 @@ REMOTE_SCHEMES = ("redis", "rediss", "unix")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 SERVER_MODES = ("auto", "use", "off")
 PREFIX = "SLANGSPEC_"
+
+
+SIZE_EXAMPLE = "a size like 1048576, 500M or 2G"
+DURATION_EXAMPLE = "a duration like 90s, 15m, 12h or 7d"
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _scaled(text: str, units: dict[str, int], suffix: str, example: str) -> float:
+    """A non-negative number with an optional unit letter (and ``suffix`` after it), scaled;
+    ValueError saying what was expected."""
+    m = re.fullmatch(rf"(\d+(?:\.\d+)?)\s*([{''.join(units)}]?){suffix}", text.strip().lower())
+    value = float(m.group(1)) * units[m.group(2)] if m else math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r}: expected {example}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """Bytes: '1048576', '512K', '500M', '2G', '1T', also '500MiB' and '2GB' (binary units,
+    any case)."""
+    return int(_scaled(text, _SIZE_UNITS, "i?b?", SIZE_EXAMPLE))
+
+
+def parse_duration(text: str) -> float:
+    """Seconds: '90', '90s', '15m', '12h', '7d' or '2w' (any case)."""
+    return _scaled(text, _DURATION_UNITS, "", DURATION_EXAMPLE)
 
 
 @frozen
@@ -360,7 +393,7 @@ def unknown_variables() -> list[str]:
 def caller_outside() -> int:
     """The ``stacklevel`` of a warning raised in the function calling this one that points at
     the first frame outside slangspec: the user's call."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.abspath(__file__))
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
         frame, level = frame.f_back, level + 1
@@ -377,3 +410,32 @@ def refusal(name: str, text: str, source: str | None = None, why: str | None = N
         shown = repr(text if s.shown is None else s.shown(text))
     because = f"{why}; " if why else ""
     return ValueError(f"{source or name}={shown}: {because}expected {s.expected}, like {s.example}")
+
+
+logger = logging.getLogger("slangspec")
+"""The logger every module of slangspec logs under (``logging.getLogger(__name__)``). Quiet by
+default, as a library's logger is: ``SLANGSPEC_LOG=info`` (or ``debug``) sends its records to
+standard error, from the first module loaded or command run on (``configure_logging``). An
+application that configures logging itself can instead set the level of, and a handler on, the
+``slangspec`` logger as for any library."""
+logger.addHandler(logging.NullHandler())
+
+
+def configure_logging() -> None:
+    """Send the logger's records to standard error at ``SLANGSPEC_LOG``'s level, if set."""
+    level = setting("SLANGSPEC_LOG")
+    if level is None or any(getattr(h, "_slangspec", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("slangspec %(levelname)s %(name)s: %(message)s"))
+    handler._slangspec = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+
+compile_counts: Counter[str] = Counter()
+"""What ran in this process, for tests and benchmarks to read: "specialize" (type resolution of
+a miss), "codegen" (a kernel source generated), "front_end" (a user module reflected), "kernel"
+(a kernel compiled: through slangpy on Vulkan, through Slang's C API and NVRTC on CUDA),
+"library" (slangpy's Slang library compiled to IR for CUDA builds), "served" (a function
+described or a kernel built for this process by the user's compile server)."""

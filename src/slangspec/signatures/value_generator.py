@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from .generators import GENERATOR, GENERATOR_CLASS, Generator, packed, rebuilt
-from .signature_text import GeneratorForm, format_arg, parse_arg
+from .text import GeneratorForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
 _GENERATOR_SPEC = re.compile(rf"({'|'.join(GENERATOR)})(?:\[([1-9]\d*)\])?")

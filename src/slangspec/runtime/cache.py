@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import cache_store
+from .. import cache_store
 
 
 def regenerate_source(plan_json: str, preimage: dict[str, Any], label: str) -> str:
     """The kernel source a stored plan generates for ``label``; ValueError when the plan is not
     a plan, or not one for the call ``preimage`` keys."""
     # Only repairs and imports regenerate: listing the cache needs no code generator (nor torch).
-    from .codegen import kernel_source
-    from .specializer import SpecializationPlan
+    from ..codegen import kernel_source
+    from ..specializer import SpecializationPlan
 
     try:
         plan = SpecializationPlan.from_json(plan_json)
@@ -30,7 +30,7 @@ def resolved_plan(description: list[dict[str, Any]], preimage: dict[str, Any]) -
     """The plan, as JSON, type resolution makes for the call ``preimage`` keys from a function's
     stored ``description``, one per overload; ValueError when it does not decode or does not
     take that call."""
-    from .specializer import FunctionInfo, plan_from_signature
+    from ..specializer import FunctionInfo, plan_from_signature
 
     try:
         overloads = [FunctionInfo.from_json(d) for d in description]

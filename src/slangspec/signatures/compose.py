@@ -1,5 +1,5 @@
-"""Composed signatures of torch values: with ``signature_text.py`` (the forms as text, without
-torch), the only place that knows the signature format.
+"""Composed signatures of torch values: with ``text.py`` (the forms as text, without torch), the
+only place that knows the signature format.
 
 A signature says everything about an argument that can change the specialized kernel, and
 nothing that cannot. Forms, by argument kind:
@@ -43,10 +43,8 @@ from typing import Any
 
 import torch
 
-from .call_shapes import grid as grid
-from .call_shapes import result_shape as result_shape
-from .errors import Error
-from .signature_text import argument_label, compose_call_signature
+from ..errors import Error
+from .text import argument_label, compose_call_signature
 from .value_tensor import TENSOR_FORMS, flagged_tensor_signature
 from .values import ROW_OF, row_of
 

@@ -24,7 +24,7 @@ class ValueRow:
     letters: ClassVar[str] = ""
     """The first letters of the kinds ``pack`` writes for it, which ``unpack`` reads."""
     forms: ClassVar[tuple[type, ...]] = ()
-    """The parsed signature forms (``signature_text``) it writes, which ``form_grad`` reads."""
+    """The parsed signature forms (``text``) it writes, which ``form_grad`` reads."""
     spelling: ClassVar[str] = ""
     """How a manifest spells it, as the message listing the spellings says; "" for none."""
     order: ClassVar[float] = 100.0

@@ -4,6 +4,9 @@ Binding each uniform through a shader cursor by name costs tens of microseconds 
 packing them with one ``struct`` call at the offsets the kernel's own reflected layout gives, and
 writing the block once, costs under one. Layouts holding resources (Vulkan's structured buffers)
 cannot be packed as bytes and are bound by name instead.
+
+The layout is the generated kernels' entry-point parameters, which the compile path reads from
+Slang's reflection and the CUDA launcher packs: it sits here, below both.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import Error
-from .scalars import STRUCT_CODE_OF_REFLECTED
+from ..errors import Error
+from ..signatures.scalars import STRUCT_CODE_OF_REFLECTED
 
 Packer = Callable[[Any, dict[str, Any]], None]
 Layout = dict[str, Any]

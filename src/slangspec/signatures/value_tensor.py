@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from .scalars import MANIFEST_DTYPES, NUMBER_OF_DTYPE, SLANG
-from .signature_text import TensorForm, extent_classes, format_arg, parse_arg
+from .text import TensorForm, extent_classes, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
 _PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))

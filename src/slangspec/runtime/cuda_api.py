@@ -1,6 +1,6 @@
 """The CUDA driver through ctypes: the calls every part of slangspec that touches CUDA needs, and
 the primary context torch's runtime works in. Imports neither torch nor slangpy, so a process can
-create its context while it imports them (``warm_pool``).
+create its context while it imports them (``aot.pool``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from .errors import Error
+from ..errors import Error
 
 P = ctypes.c_void_p
 SIZE = ctypes.c_size_t

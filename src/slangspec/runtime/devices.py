@@ -2,7 +2,7 @@
 when torch sees a GPU, else Vulkan; what identifies that device in a cache key; and slangpy's
 device of a kind, opened when something must be compiled (on Vulkan also to dispatch).
 
-Settings reach it as values its callers read (``cache_store.setting``): it reads none itself,
+Settings reach it as values its callers read (``settings.setting``): it reads none itself,
 and knows nothing of the cache.
 
 Nothing here imports slangpy until a device is opened: a CUDA process whose kernels are all
@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import Error
 from .cuda_api import compute_capability
-from .errors import Error
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -162,7 +162,7 @@ def gpu_driver_present() -> bool:
 
 def device_kind(requested: str | None) -> str:
     """The device kind by the documented order: ``requested``, the kind ``device=`` else
-    ``SLANGSPEC_DEVICE`` asks for as read (``cache_store.setting("SLANGSPEC_DEVICE", device,
+    ``SLANGSPEC_DEVICE`` asks for as read (``settings.setting("SLANGSPEC_DEVICE", device,
     "device")``), when either does; else CUDA when torch sees a GPU, else Vulkan. Opens
     nothing."""
     if requested is None:

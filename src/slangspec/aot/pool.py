@@ -27,13 +27,14 @@ import time
 from collections.abc import Iterator
 from typing import TypeVar
 
-from ..cache_store import process_stat, setting, unknown_variables_said
-from ..cuda_api import CudaDriverError
-from ..devices import cuda_arch, gpu_driver_present, opened
+from ..cache_store import process_stat
+from ..runtime.cuda_api import CudaDriverError
+from ..runtime.devices import cuda_arch, gpu_driver_present, opened
+from ..settings import setting, unknown_variables_said
 
 _Executor = TypeVar("_Executor", bound=futures.Executor | None)
 
-_BUILDER = ("slangspec.warm", "slangspec.runtime.module_base")
+_BUILDER = ("slangspec.aot.warm", "slangspec.runtime.module_base")
 """What a worker imports before its first task: slangspec's builder (and on Vulkan slangpy)."""
 
 

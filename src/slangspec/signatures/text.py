@@ -1,6 +1,6 @@
 """Signatures as text: argument signatures as parsed forms and back, and how they compose into
 a call signature and split back. This half of the format needs no torch, so tools that list the
-cache, and the builder, read signatures without importing it; ``signatures.py`` reads the forms
+cache, and the builder, read signatures without importing it; ``compose`` reads the forms
 of torch values.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from .frozen import frozen
+from ..frozen import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE

@@ -6,8 +6,8 @@ from typing import Any
 
 import slangpy as spy
 
-from .scalars import STRUCT_CODE_OF_REFLECTED
-from .uniforms import Layout, UniformBlock, Unpackable
+from ...codegen.uniforms import Layout, UniformBlock, Unpackable
+from ...signatures.scalars import STRUCT_CODE_OF_REFLECTED
 
 _Kind = spy.TypeReflection.Kind
 _Scalar = spy.TypeReflection.ScalarType

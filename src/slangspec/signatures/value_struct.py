@@ -7,7 +7,7 @@ import functools
 import re
 from typing import Any
 
-from .signature_text import (
+from .text import (
     TYPE_KEY,
     TYPE_NAME,
     DictForm,

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .errors import Error
+from ..errors import Error
 
 REACHED = "reach:"
 """How a key's hash of a module's own file starts where it hashes only what one function

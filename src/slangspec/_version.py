@@ -1,3 +1,0 @@
-"""The one place the package version is written."""
-
-__version__ = "0.1.0"
