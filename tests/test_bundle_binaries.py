@@ -14,7 +14,7 @@ import slangspec
 from slangspec.aot.bundle import export_bundle, import_bundle
 from slangspec.cache_store import travel
 from slangspec.cache_store.keys import blob_name
-from workers import run
+from workers import copied, run
 
 SECRET = "a shared secret of the cluster"
 CUBIN = b"\x7fELF not really a cubin"
@@ -40,11 +40,16 @@ def with_binary(source: Path, path: Path, key: str, change=lambda entry, blobs: 
     return path
 
 
-@pytest.fixture
-def source(tmp_path) -> Path:
-    cache = tmp_path / "source"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("built") / "source"
     assert run(cache, "--signatures", "2")["ok"]
     return cache
+
+
+@pytest.fixture
+def source(tmp_path, built) -> Path:
+    return copied(built, tmp_path / "source")
 
 
 def imported(target: Path, bundle: Path) -> tuple[dict, list[dict]]:

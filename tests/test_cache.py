@@ -22,7 +22,7 @@ from slangspec.cache_store.entry import binary_added
 from slangspec.compile import toolchain_identity as toolchain
 from slangspec.settings import compile_counts
 from slangspec.signatures import preimage
-from workers import held_by_woken_waiters, load, report, run, worker
+from workers import copied, held_by_woken_waiters, load, report, run, worker
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -386,6 +386,13 @@ def damage_each(cache: Path):
     ]
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("built") / "cache"
+    assert run(cache, "--signatures", "2")["ok"]
+    return cache
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -398,9 +405,8 @@ def damage_each(cache: Path):
         "kernel sources missing",
     ],
 )
-def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, damage):
-    cache = tmp_path / "cache"
-    assert run(cache, "--signatures", "2")["ok"]
+def test_damaged_files_are_rebuilt_with_correct_results(tmp_path, built, damage):
+    cache = copied(built, tmp_path / "cache")
     dict(damage_each(cache))[damage]()
     again = run(cache, "--signatures", "2")
     assert again["ok"]

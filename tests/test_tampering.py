@@ -26,7 +26,7 @@ from slangspec.aot.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, key_of, location
 from slangspec.runtime.module import Module
 from slangspec.runtime.module_base import load_module_source
-from workers import load, report, run, worker
+from workers import copied, load, report, run, worker
 
 NEW_ROW = (
     "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size,"
@@ -376,12 +376,18 @@ def affine_process(cache: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("seed", [8, 11])
-def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, seed):
-    # LMDB has no checksums: these flips inside pages kill a process that maps the file (SIGBUS).
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def affine_cache(tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("affine") / "cache"
     first = affine_process(cache)
     assert first.stdout.strip().endswith("ok"), first.stderr
+    return cache
+
+
+@pytest.mark.parametrize("seed", [8, 11])
+def test_byte_damage_inside_the_shader_cache_leads_to_a_rebuild(tmp_path, affine_cache, seed):
+    # LMDB has no checksums: these flips inside pages kill a process that maps the file (SIGBUS).
+    cache = copied(affine_cache, tmp_path / "cache")
     rng = random.Random(seed)
     for path in (cache / "shaders").rglob("*.mdb"):
         if path.stat().st_size > 8192:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -44,6 +45,13 @@ def report(proc: subprocess.Popen, timeout: float = 300) -> dict:
 
 def run(cache_dir, *args: str, env: dict[str, str] | None = None) -> dict:
     return report(worker(cache_dir, *args, env=env))
+
+
+def copied(built: Path, into: Path) -> Path:
+    """A copy of the cache root ``built`` (which a process has built and left) at ``into``: a
+    fresh root, as a process that built it would have left it, without starting that process
+    again for every test that needs one."""
+    return Path(shutil.copytree(built, into, symlinks=True))
 
 
 def load(cache_dir):
