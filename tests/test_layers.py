@@ -1,5 +1,5 @@
 """The layers hold: the package's root holds only its face and the foundation (errors, formats,
-frozen, settings); the rooms import in the order data flows (signatures, specializer, codegen,
+define, settings); the rooms import in the order data flows (signatures, specializer, codegen,
 compile, runtime, aot, cli), each only itself, the foundation and the rooms before it, with the
 cache store beside them importing only itself, the standard library, its storage libraries and
 the foundation; the rest of slangspec uses only what the cache store's ``__init__`` exports;
@@ -20,7 +20,7 @@ import pytest
 SRC = Path(__file__).parent.parent / "src" / "slangspec"
 STORE = "slangspec.cache_store"
 STORE_MAY_IMPORT = {"diskcache", "xxhash", "platformdirs"}
-STORE_MAY_USE = {"slangspec.frozen", "slangspec.errors", "slangspec.formats", "slangspec.settings"}
+STORE_MAY_USE = {"slangspec.define", "slangspec.errors", "slangspec.formats", "slangspec.settings"}
 """The foundation every room may read: it knows nothing of kernels, caches or devices."""
 COMPILE = "slangspec.compile"
 COMPILE_USERS = {
@@ -45,7 +45,7 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
 PACKAGES = {module_name(p) for p in SRC.rglob("__init__.py")}
 FACE = {"slangspec", "slangspec.__main__"}
-ROOT = ["__init__.py", "__main__.py", "errors.py", "formats.py", "frozen.py", "settings.py"]
+ROOT = ["__init__.py", "__main__.py", "define.py", "errors.py", "formats.py", "settings.py"]
 """The package's root: the face (``__init__``, ``__main__``) and the foundation every room may
 read; everything else is in a room."""
 ROOMS = ("signatures", "specializer", "codegen", "compile", "runtime", "aot", "cli")

@@ -83,13 +83,13 @@ def test_a_hit_from_disk_imports_no_far_tier_policy_or_report(tmp_path, kind):
 
 
 def test_no_value_class_is_a_dataclass_compiled_six_times():
-    """Value classes are ``@frozen`` (``frozen.py``), which compiles one method where
+    """Value classes are ``@frozen`` (``define.py``), which compiles one method where
     ``dataclass(frozen=True)`` compiles six."""
     src = Path(__file__).parent.parent / "src" / "slangspec"
     found = [
         f"{path.relative_to(src)}:{n}"
         for path in sorted(src.rglob("*.py"))
-        if path.name != "frozen.py"
+        if path.name != "define.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if "dataclass(frozen=True" in line.replace(" ", "")
     ]

@@ -6,9 +6,9 @@ tools that only read the cache start in a fraction of a second.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .define import lazy_face
 from .formats import VERSION as __version__
 
 if TYPE_CHECKING:
@@ -72,15 +72,4 @@ _HOME = {
 
 __all__ = ["__version__", *_HOME]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'slangspec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_face(globals(), _HOME)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from .define import frozen
 from .errors import SlangspecWarning
-from .frozen import frozen
 
 MIN_SECRET_BYTES = 16
 DEVICE_KINDS = ("cuda", "vulkan")

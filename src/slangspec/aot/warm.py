@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..cache_store import FORWARD, lease_seconds
+from ..define import frozen
 from ..errors import Error
-from ..frozen import frozen
 from ..runtime.cache import Cache
 from ..runtime.devices import device_kind
 from ..settings import setting

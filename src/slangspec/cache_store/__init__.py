@@ -11,8 +11,9 @@ settings it reads, as every room does, are the foundation's (``slangspec.setting
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..define import lazy_face
 
 if TYPE_CHECKING:
     from . import remote_admin as remote_admin
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from .shader_snapshots import ShaderSnapshots as ShaderSnapshots
     from .tier import Tier as Tier
 
-_WHOLE = ("remote_admin", "shipped", "travel")
+_WHOLE = {"remote_admin": ".remote_admin", "shipped": ".shipped", "travel": ".travel"}
 _HOME = {
     "CacheStore": ".cache",
     "Entry": ".entry",
@@ -87,17 +88,4 @@ _HOME = {
 
 __all__ = sorted([*_WHOLE, *_HOME])
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHOLE:
-        value = importlib.import_module(f".{name}", __name__)
-    elif name in _HOME:
-        value = getattr(importlib.import_module(_HOME[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_face(globals(), _HOME, _WHOLE)

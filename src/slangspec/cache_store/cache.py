@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..frozen import frozen
+from ..define import frozen
 from .disk import HITS, MISSES, DiskTier
 from .entry import Change, Entry, blobs_of, intact
 from .files import LocalFiles

@@ -8,7 +8,7 @@ from typing import Any
 
 import xxhash
 
-from ..frozen import frozen
+from ..define import frozen
 from .keys import canonical
 
 FORWARD = "forward"

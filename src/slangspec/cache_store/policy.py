@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from typing import Any, Protocol
 
-from ..frozen import frozen
+from ..define import frozen
 from . import travel
 from .disk import DiskTier
 from .entry import blobs_of, intact

@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ..define import frozen
 from ..errors import Error
-from ..frozen import frozen
 
 Arg = bytes | str | int
 Reply = bytes | int | list | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from ..frozen import frozen
+from ..define import frozen
 from ..settings import SETTINGS, setting, url_shown
 
 

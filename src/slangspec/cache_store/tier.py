@@ -13,8 +13,8 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
+from ..define import frozen
 from ..errors import Error
-from ..frozen import frozen
 
 
 class Unavailable(Error):

@@ -14,8 +14,9 @@ process keys its kernels with the toolchain's identity and imports no Slang, sla
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..define import lazy_face
 
 if TYPE_CHECKING:
     from .cuda.build import BuiltKernel as BuiltKernel
@@ -93,17 +94,4 @@ _HOME = {
 
 __all__ = sorted([*_WHOLE, *_HOME])
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHOLE:
-        value = importlib.import_module(_WHOLE[name], __name__)
-    elif name in _HOME:
-        value = getattr(importlib.import_module(_HOME[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_face(globals(), _HOME, _WHOLE)

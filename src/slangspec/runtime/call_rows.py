@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..codegen import parameter_names as names
-from ..frozen import frozen
+from ..define import frozen
 from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import ArgPlan, SpecializationPlan

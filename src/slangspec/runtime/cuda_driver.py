@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from ..codegen import ENTRY_POINT
 from ..codegen.uniforms import Layout, UniformBlock
-from ..frozen import frozen
+from ..define import frozen
 from .cuda_api import SIZE, CudaDriverError, P, check, driver
 
 _BUFFER_POINTER, _BUFFER_SIZE, _END = 1, 2, 0  # CU_LAUNCH_PARAM_* markers of ``extra``

@@ -23,7 +23,7 @@ from ..cache_store import (
     source_name,
 )
 from ..codegen import kernel_source
-from ..frozen import frozen
+from ..define import frozen
 from ..settings import compile_counts
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
 from .backend import Backend, Kernel, needing_slang

@@ -11,8 +11,9 @@ room is imported by its path.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..define import lazy_face
 
 if TYPE_CHECKING:
     from .call_shapes import grid as grid
@@ -37,15 +38,4 @@ _HOME = {
 
 __all__ = sorted(_HOME)
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_face(globals(), _HOME)

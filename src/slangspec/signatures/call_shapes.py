@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..frozen import frozen
+from ..define import frozen
 
 
 @frozen

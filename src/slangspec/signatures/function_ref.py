@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ..define import frozen
 from ..errors import Error
-from ..frozen import frozen
 
 MAX_LENGTH = 512
 """The longest name accepted, in characters."""

@@ -14,7 +14,7 @@ import math
 import struct
 from typing import Any, ClassVar
 
-from ..frozen import frozen
+from ..define import frozen
 
 _UINT32 = 2**32
 FLOAT32_MAX = 3.4028234663852886e38

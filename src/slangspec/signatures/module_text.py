@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..frozen import frozen
+from ..define import frozen
 
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LINE_BREAKS = ("\n", "\r", "\0")

@@ -8,7 +8,7 @@ builder, which only ever sees signatures, runs in processes that import neither.
 
 from __future__ import annotations
 
-from ..frozen import frozen
+from ..define import frozen
 
 
 @frozen

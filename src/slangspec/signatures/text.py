@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..frozen import frozen
+from ..define import frozen
 from .function_ref import FunctionNameError, canonical_name
 from .generators import GENERATOR
 from .scalars import DTYPE_OF_NUMBER, NUMBER_OF_DTYPE

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..frozen import frozen
+from ..define import frozen
 from . import value_generator, value_grid, value_numbers, value_struct, value_tensor  # noqa: F401
 from .value_row import ROW_OF as ROW_OF
 from .value_row import Packing as Packing

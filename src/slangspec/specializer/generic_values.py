@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..frozen import frozen
+from ..define import frozen
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import FunctionInfo
 

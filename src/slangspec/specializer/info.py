@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from ..frozen import frozen
+from ..define import frozen
 
 TypeInfoKind = Literal[
     "scalar",

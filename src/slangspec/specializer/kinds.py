@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, cast
 
-from ..frozen import frozen
+from ..define import frozen
 from ..signatures.generators import GENERATOR
 from .info import Direction, TypeInfo
 

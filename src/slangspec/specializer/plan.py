@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from ..frozen import frozen
+from ..define import frozen
 from ..signatures.scalars import SLANG
 from ..signatures.text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo

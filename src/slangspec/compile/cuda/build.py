@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from ...cache_store import canonical, write_atomic
 from ...codegen.uniforms import Layout
+from ...define import frozen
 from ...errors import Error
-from ...frozen import frozen
 from ...settings import compile_counts
 from ...signatures.module_text import ModuleText
 from .nvrtc import nvrtc

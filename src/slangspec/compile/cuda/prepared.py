@@ -20,7 +20,7 @@ from typing import Any
 import xxhash
 
 from ...cache_store import canonical, write_atomic
-from ...frozen import frozen
+from ...define import frozen
 from ...signatures.module_text import ModuleText
 from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ...codegen import ENTRY_POINT
 from ...codegen.uniforms import Layout, Unpackable
-from ...frozen import frozen
+from ...define import frozen
 from ...signatures.module_text import ModuleText
 from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 from ..slang.com_session import Session

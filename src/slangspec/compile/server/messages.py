@@ -19,8 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
+from ...define import frozen
 from ...formats import SERVER_PROTOCOL as PROTOCOL
-from ...frozen import frozen
 from .frames import FrameError
 
 HEARTBEAT = {"working": True}

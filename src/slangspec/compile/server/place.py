@@ -11,8 +11,8 @@ from pathlib import Path
 
 import xxhash
 
+from ...define import frozen
 from ...errors import Error
-from ...frozen import frozen
 
 _SOCKET_PATH_BYTES = 107
 

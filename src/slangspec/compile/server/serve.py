@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...cache_store import ModuleCacheGuard
-from ...frozen import frozen
+from ...define import frozen
 from ...settings import setting
 from ...signatures.module_text import ModuleText
 from .frames import REQUEST_LIMIT, FrameError, peer_uid, receive, send

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from slangspec.frozen import frozen
+from slangspec.define import frozen
 
 
 def _pair(**options):
