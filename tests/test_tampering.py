@@ -434,13 +434,14 @@ def test_an_eviction_elsewhere_tells_a_failed_build_to_try_again(tmp_path, tdev)
 
 
 def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monkeypatch):
-    from slangspec.compile.cuda import source as cuda_source
+    import slangspec.compile as compile_path
 
     cache = tmp_path / "cache"
     m = load(cache)
-    # The front-end: Slang's C API on CUDA, slangpy's session on Vulkan.
+    # The front-end: Slang's C API on CUDA (as the compile path's face names it to the build
+    # backend), slangpy's session on Vulkan.
     owner, name = (
-        (cuda_source, "front_end") if kind == "cuda" else (m.backend.compiler, "load_module")
+        (compile_path, "front_end") if kind == "cuda" else (m.backend.compiler, "load_module")
     )
     load_module = getattr(owner, name)
     calls = []
