@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from baseline_tree import from_tree
+
 HERE = Path(__file__).parent
 SRC = HERE.parent / "src"
 N = 4096
@@ -86,15 +88,16 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
     warmup = torch.ones(2, device=tdev, requires_grad=True)
     (warmup * 2).backward(torch.ones_like(warmup))
     import slangspec
-    from slangspec.runtime import devices
-    from slangspec.settings import compile_counts
+
+    compile_counts = from_tree("compile_counts", "slangspec.settings", "slangspec.counts")
 
     # On Vulkan, as benchmarks/startup.py, slangpy's device is opened before the timing starts;
     # on CUDA whatever slangspec opens (its Slang session, a baseline's slangpy device) is timed.
     if kind == "vulkan":
         opened = slangspec.Cache(cache)
         # A baseline tree's cache may hand out its shader cache itself.
-        devices.open_device(kind, getattr(opened, "files", opened).shader_cache())
+        open_device = from_tree("open_device", "slangspec.runtime.devices", "slangspec.devices")
+        open_device(kind, getattr(opened, "files", opened).shader_cache())
     sync()
     t0 = time.perf_counter()
     m = slangspec.load(path, device=kind, cache_dir=cache)

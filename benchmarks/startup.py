@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from baseline_tree import from_tree
+
 HERE = Path(__file__).parent
 MODULES = {"poly": HERE / "startup.slang", "mix2": HERE / "bench.slang"}
 N = 4096
@@ -63,10 +65,10 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
     (warmup * 2).backward(torch.ones_like(warmup))
     if mode == "slangspec":
         import slangspec
-        from slangspec.runtime import devices
 
         if kind == "vulkan":
-            devices.open_device(kind, slangspec.Cache(cache).files.shader_cache())
+            open_device = from_tree("open_device", "slangspec.runtime.devices", "slangspec.devices")
+            open_device(kind, slangspec.Cache(cache).files.shader_cache())
         args = _tensors(function, tdev, slangspec.grid)
         sync()
         t0 = time.perf_counter()

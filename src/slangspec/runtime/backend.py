@@ -114,7 +114,11 @@ class Backend(Protocol):
     """Whether a call's backward kernel is built with its forward, in one compile."""
 
     def identity(self) -> dict[str, str]:
-        """The device as a cache key covers it (``devices.device_identity``)."""
+        """The device as a cache key covers it: its kind and what its kernels are built for."""
+        ...
+
+    def torch_device(self) -> torch.device:
+        """The torch device whose tensors the module takes and returns."""
         ...
 
     def binding(self, torch_device: torch.device) -> Binding:

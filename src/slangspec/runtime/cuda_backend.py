@@ -21,7 +21,7 @@ from ..specializer import FunctionInfo
 from .backend import Apart, Kernel, SlangBackend, Sources
 from .cuda_api import CudaDriverError, make_current, primary_context
 from .cuda_driver import CachedBinary, DriverKernel, Unloaded
-from .devices import cuda_ordinal, device_identity
+from .devices import cuda_arch, cuda_ordinal, cuda_torch_device
 
 if TYPE_CHECKING:
     import torch
@@ -52,10 +52,16 @@ class CudaBackend(SlangBackend):
         self._identity: dict[str, str] | None = None
 
     def identity(self) -> dict[str, str]:
+        """The architecture kernels are built for (``cuda_arch``), which is all a cubin depends
+        on of the GPU: kernels built for ``sm_90`` on a machine without a GPU key as an H200
+        process's do."""
         if self._identity is None:
-            arch = setting("SLANGSPEC_CUDA_ARCH")
-            self._identity = device_identity("cuda", None, self.cuda_ordinal, arch)
+            arch = cuda_arch(self.cuda_ordinal, setting("SLANGSPEC_CUDA_ARCH"))
+            self._identity = {"kind": "cuda", "arch": arch}
         return self._identity
+
+    def torch_device(self) -> torch.device:
+        return cuda_torch_device()
 
     @property
     def arch(self) -> str:

@@ -1,6 +1,7 @@
 """Which device kind a call runs on: the ``device=`` argument, ``SLANGSPEC_DEVICE``, else CUDA
-when torch sees a GPU, else Vulkan; what identifies that device in a cache key; and slangpy's
-device of a kind, opened when something must be compiled (on Vulkan also to dispatch).
+when torch sees a GPU, else Vulkan; the CUDA device torch works on and its architecture; and
+slangpy's Vulkan device, opened when something must be compiled or dispatched. What identifies
+a device in a cache key is its build backend's (``cuda_backend``, ``vulkan_backend``).
 
 Settings reach it as values its callers read (``settings.setting``): it reads none itself,
 and knows nothing of the cache.
@@ -105,13 +106,11 @@ def opened() -> bool:
     return bool(_devices) or _torch_cuda_initialized()
 
 
-def torch_device(kind: str) -> torch.device:
-    """The torch device whose tensors a slangspec device of ``kind`` takes and returns: on CUDA,
-    torch's current device when slangspec first used CUDA."""
+def cuda_torch_device() -> torch.device:
+    """The torch device whose tensors a CUDA module takes and returns: torch's current device
+    when slangspec first used CUDA."""
     import torch
 
-    if kind != "cuda":
-        return torch.device("cpu")
     global _cuda_torch_device
     with _lock:
         if _cuda_torch_device is None:
@@ -125,7 +124,7 @@ def torch_device(kind: str) -> torch.device:
 def cuda_ordinal() -> int:
     """The CUDA device slangspec uses: torch's (``torch_device``) in a process that has imported
     torch, else device 0, which is torch's current device in a new process."""
-    return torch_device("cuda").index if sys.modules.get("torch") is not None else 0
+    return cuda_torch_device().index if sys.modules.get("torch") is not None else 0
 
 
 def cuda_arch(ordinal: int, given: str | None) -> str:
@@ -135,19 +134,6 @@ def cuda_arch(ordinal: int, given: str | None) -> str:
         return given
     major, minor = compute_capability(ordinal)
     return f"sm_{major}{minor}"
-
-
-def device_identity(
-    kind: str, device: spy.Device | None, ordinal: int, arch: str | None
-) -> dict[str, str]:
-    """The device type and the target it compiles for, as a cache key covers them: on CUDA the
-    architecture (``cuda_arch`` of ``ordinal`` and ``arch``, ``SLANGSPEC_CUDA_ARCH`` as read),
-    which is all a cubin depends on of the GPU, so kernels built for ``sm_90`` on a machine
-    without a GPU key as an H200 process's do; on Vulkan the adapter of ``device``."""
-    if kind == "cuda":
-        return {"kind": kind, "arch": cuda_arch(ordinal, arch)}
-    assert device is not None, "a Vulkan identity names the opened device's adapter"
-    return {"kind": kind, "adapter": device.info.adapter_name}
 
 
 GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")

@@ -33,7 +33,7 @@ from ..specializer.kinds import VALUE_KINDS
 from ..specializer.messages import ShapeClassError
 from ..specializer.reflect import declared_generics
 from .backend import Kernel
-from .devices import DeviceUnavailableError, torch_device
+from .devices import DeviceUnavailableError
 from .launch import Binding
 from .mapped import MappedFunction, ParamLayout, param_layout
 from .module_base import (
@@ -70,7 +70,7 @@ class Module(BuildModule):
                 "architecture and runs none (specialize warm --arch sets it); unset it to "
                 "call kernels"
             )
-        self.torch_device = torch_device(self.device_kind)
+        self.torch_device = self.backend.torch_device()
         self.binding: Binding = self.backend.binding(self.torch_device)
         self._traced_functions: dict[str, Function] = {}
 

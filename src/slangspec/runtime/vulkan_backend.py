@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..settings import setting
 from .backend import Apart, Kernel, SlangBackend, Sources
-from .devices import device_identity, open_device
+from .devices import open_device
 
 if TYPE_CHECKING:
     import slangpy as spy
@@ -62,10 +61,15 @@ class VulkanBackend(SlangBackend):
         return self._compiler
 
     def identity(self) -> dict[str, str]:
+        """The adapter of the device."""
         if self._identity is None:
-            arch = setting("SLANGSPEC_CUDA_ARCH")
-            self._identity = device_identity("vulkan", self.device, 0, arch)
+            self._identity = {"kind": "vulkan", "adapter": self.device.info.adapter_name}
         return self._identity
+
+    def torch_device(self) -> torch.device:
+        import torch
+
+        return torch.device("cpu")
 
     def binding(self, torch_device: torch.device) -> VulkanBinding:
         from .vulkan_binding import VulkanBinding
