@@ -32,6 +32,8 @@ float twice(float x) { return 2 * x; }
 float twice(int x) { return 3 * x; }
 
 float3 scale3(float3 v, float k) { return v * k; }
+float3 offset3(float3 v, float3 d) { return v + d; }
+int packed_ints(int2 a, uint3 b, bool2 c) { return a.x * 10 + a.y + int(b.z) + (c.y ? 100 : 0); }
 
 interface IShape { float area(); };
 struct Square : IShape { float side; float area() { return side * side; } };
@@ -107,6 +109,14 @@ def test_integer_widths_as_slangpy(spy_module, ours, function):
 def test_overload_chosen_as_slangpy_chooses(spy_module, ours, value):
     want = spy_module.twice(value, _result="numpy")
     _same(ours.twice(_tensor(value)), want)
+
+
+def test_slangpys_vectors_as_slangpy(spy_module, ours):
+    v = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+    d = spy.float3(0.5, -1.0, 2.0)
+    _same(ours.offset3(_tensor(v), d), spy_module.offset3(v, d, _result="numpy"))
+    args = (spy.int2(3, 4), spy.uint3(0, 0, 7), spy.bool2(False, True))
+    assert int(ours.packed_ints(*args)) == spy_module.packed_ints(*args) == 141
 
 
 def test_vectors_from_trailing_dimensions_and_numpy_results(spy_module, ours):

@@ -109,3 +109,26 @@ def test_a_type_or_kind_letter_has_one_row(celsius):
         values.register(Other())
     with pytest.raises(ValueError, match="already has a row"):
         values.register(CelsiusRow())
+
+
+VECTORS = "[Differentiable] float3 shift(float3 d, float3 v) { return v * v + d; }\n"
+
+
+def test_slangpys_vectors_pass_as_the_tuple_of_their_components(cache_dir, tdev):
+    import slangpy as spy
+
+    m = slangspec.load_source("values_vectors", VECTORS, cache_dir=cache_dir)
+    v = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=tdev, requires_grad=True)
+    d = spy.float3(0.5, -1.0, 2.0)
+    assert slangspec.signature(d) == slangspec.signature((0.5, -1.0, 2.0)) == "(f3)"
+    assert m.shift.signature(d, v) == m.shift.signature((0.5, -1.0, 2.0), v)
+    y = m.shift(d, v)
+    y.sum().backward()
+    torch.testing.assert_close(y, v.detach() ** 2 + torch.tensor([0.5, -1.0, 2.0], device=tdev))
+    torch.testing.assert_close(v.grad, 2 * v.detach())
+    assert slangspec.signature(spy.int2(1, 2)) == "(i2)"
+    assert slangspec.signature(spy.bool3(True, False, True)) == "(b3)"
+    compiled = torch.compile(lambda d, v: m.shift(d, v), fullgraph=True)
+    with pytest.raises(Exception, match=r"tuple of its components") as caught:
+        compiled(d, v.detach())
+    assert "slangpy.float3" in str(caught.value) or "slangpy.float3" in repr(caught.getrepr())

@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..define import frozen
-from . import value_generator, value_grid, value_numbers, value_struct, value_tensor  # noqa: F401
+from . import (  # noqa: F401
+    value_generator,
+    value_grid,
+    value_numbers,
+    value_slangpy_vector,
+    value_struct,
+    value_tensor,
+)
 from .value_row import ROW_OF as ROW_OF
 from .value_row import Packing as Packing
 from .value_row import Unpacking as Unpacking
