@@ -12,6 +12,8 @@ import torch._dynamo.testing
 
 import slangspec
 from slangspec.settings import compile_counts
+from slangspec.signatures import values
+from slangspec.signatures.value_row import ValueRow
 
 SHADERS = Path(__file__).parent / "shaders"
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -68,6 +70,22 @@ def model(ops, tdev):
         return z.sum() + w.sum() + torch.tanh(y).mean()
 
     return run
+
+
+class _Unknown:
+    """A type no call passes."""
+
+
+class _UnknownRow(ValueRow):
+    python_types = (_Unknown,)
+
+
+def test_a_first_call_torch_compiles_finds_its_values_rows_without_a_graph_break(ops, tdev):
+    """As in a process whose first call is compiled: no value's row was looked up before."""
+    values.unregister(values.register(_UnknownRow()))
+    inputs = [leaf(6, 4, tdev=tdev), leaf(6, 4, tdev=tdev), leaf(6, 4, tdev=tdev, grad=False)]
+    explained = torch._dynamo.explain(model(ops, tdev))(*inputs)
+    assert explained.graph_break_count == 0, explained.break_reasons
 
 
 def test_a_model_mixing_torch_and_slangspec_compiles_without_a_graph_break(ops, tdev):

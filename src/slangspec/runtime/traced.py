@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 import torch._dynamo
 
-from ..signatures import call_signature, signature
+from ..signatures import call_signature
 from ..signatures.text import compose_call_signature
-from ..signatures.value_tensor import flagged_tensor_signature
-from ..signatures.values import Packing, Unpacking
+from ..signatures.values import Packing, Unpacking, flagged, flagged_forms
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
 from .call_rows import shaping
@@ -173,39 +172,13 @@ def unpack(
 
 def _signature(fn: Traceable, args: list[Any], grads: Sequence[bool]) -> str:
     """The call signature the traced call had: its tensors' grad flags as they were then."""
-    flags = iter(grads)
-    if any(isinstance(a, dict) for a in args):
-        with torch.enable_grad():
-            return call_signature(fn.id, _flagged(args, grads))
     try:
-        return compose_call_signature(
-            fn.id,
-            [
-                flagged_tensor_signature(a, next(flags))
-                if isinstance(a, torch.Tensor)
-                else signature(a)
-                for a in args
-            ],
-        )
+        return compose_call_signature(fn.id, flagged_forms(args, grads))
     except Exception:
         # Off the replayed path: the error an eager call with those flags raises, which names
         # the argument.
         with torch.enable_grad():
-            return call_signature(fn.id, _flagged(args, grads))
-
-
-def _flagged(args: list[Any], grads: Sequence[bool]) -> list[Any]:
-    """``args`` with each tensor's grad flag as the traced call had it."""
-    g = iter(grads)
-
-    def flag(a: Any) -> Any:
-        if isinstance(a, dict):
-            return {k: flag(v) for k, v in a.items()}
-        if isinstance(a, torch.Tensor):
-            return a.detach().requires_grad_(True) if next(g) else a.detach()
-        return a
-
-    return [flag(a) for a in args]
+            return call_signature(fn.id, flagged(args, grads))
 
 
 def _specialization(name: str, args: list[Any], grads: Sequence[bool]) -> Specialization:

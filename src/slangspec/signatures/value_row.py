@@ -9,7 +9,7 @@ and touches torch only where a value of it is at hand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 
@@ -70,6 +70,15 @@ class ValueRow:
     def generates(self, value: Any) -> bool:
         """Whether the value holds a generator, which leaves the call shape to ``_result=``."""
         return False
+
+    def flagged(self, value: Any, grads: Iterator[bool]) -> Any:
+        """The value as a traced call had it: each of its tensors detached and requiring grad
+        as the next of ``grads`` says (their flags in the order ``pack`` appends them)."""
+        return value
+
+    def flagged_form(self, value: Any, grads: Iterator[bool]) -> str:
+        """The signature form the value had in a traced call (``flagged``)."""
+        return self.form(self.flagged(value, grads), True)
 
     def form_grad(self, form: Any) -> bool:
         """Whether ``form``, one of ``forms``, has a tensor that requires grad."""
@@ -145,7 +154,7 @@ def register(row: ValueRow) -> ValueRow:
             _by_class[t] = row
     _by_letter.update(dict.fromkeys(row.letters, row))
     _rows.append(row)
-    ROW_OF.clear()
+    _forget_rows_found()
     return row
 
 
@@ -156,7 +165,14 @@ def unregister(row: ValueRow) -> None:
     for table in tables:
         for key in [k for k, r in table.items() if r is row]:
             del table[key]
+    _forget_rows_found()
+
+
+def _forget_rows_found() -> None:
+    """Empty ``ROW_OF`` but for the classes rows name: a call torch compiles finds those there
+    without walking a class's bases, which torch cannot trace."""
     ROW_OF.clear()
+    ROW_OF.update(_by_class)
 
 
 def row_of(value: Any) -> ValueRow:
@@ -182,6 +198,19 @@ def to_torch(values: Sequence[Any], device: Any) -> tuple[Any, ...]:
     """``values`` as a call binds them: every numpy array, inside dicts too, a torch tensor on
     ``device``."""
     return tuple(row_of(v).to_torch(v, device) for v in values)
+
+
+def flagged(values: Iterable[Any], grads: Iterable[bool]) -> list[Any]:
+    """``values`` as a traced call had them, their tensors' grad flags ``grads`` in the order
+    packing appends them (``ValueRow.flagged``)."""
+    flags = iter(grads)
+    return [row_of(v).flagged(v, flags) for v in values]
+
+
+def flagged_forms(values: Iterable[Any], grads: Iterable[bool]) -> list[str]:
+    """The signature forms ``values`` had in a traced call (``ValueRow.flagged_form``)."""
+    flags = iter(grads)
+    return [row_of(v).flagged_form(v, flags) for v in values]
 
 
 def generates(value: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from .text import (
@@ -171,6 +172,9 @@ class DictRow(ValueRow):
             return text
         except ValueError:
             return _spec_dict_signature(_spec_fields(text, spec))
+
+    def flagged(self, value: Any, grads: Iterator[bool]) -> Any:
+        return {key: row_of(v).flagged(v, grads) for key, v in value.items()}
 
     def tensors(self, value: Any) -> list[Any]:
         return tensors_of(value.values())

@@ -7,6 +7,7 @@ needs torch imports it where an array is at hand.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from .scalars import MANIFEST_DTYPES, NUMBER_OF_DTYPE, SLANG
@@ -78,6 +79,12 @@ class TensorRow(ValueRow):
 
     def unpack(self, kind: str, source: Unpacking) -> Any:
         return next(source.tensors)
+
+    def flagged(self, value: Any, grads: Iterator[bool]) -> Any:
+        return value.detach().requires_grad_(True) if next(grads) else value.detach()
+
+    def flagged_form(self, value: Any, grads: Iterator[bool]) -> str:
+        return flagged_tensor_signature(value, next(grads))
 
     def read_spec(self, spec: Any) -> str | None:
         text = spec_text(spec)

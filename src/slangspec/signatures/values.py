@@ -31,6 +31,8 @@ from .value_row import ROW_OF as ROW_OF
 from .value_row import Packing as Packing
 from .value_row import Unpacking as Unpacking
 from .value_row import ValueRow as ValueRow
+from .value_row import flagged as flagged
+from .value_row import flagged_forms as flagged_forms
 from .value_row import form_grad as form_grad
 from .value_row import generates as generates
 from .value_row import register as register
