@@ -18,6 +18,9 @@ from ..define import frozen
 
 _UINT32 = 2**32
 FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_ROUNDS_TO_INF = FLOAT32_MAX + 2.0**103
+"""The least magnitude a float32 rounds to infinity (half its last step past the largest);
+compared, not packed, so that torch.compile traces a ``rand_float`` made in compiled code."""
 DEFAULT_SEED = 2640457667
 """slangpy's default seed for ``wang_hash`` and ``rand_float``."""
 
@@ -95,10 +98,9 @@ def _bound(value: Any, name: str) -> float:
         raise ValueError(f"rand_float: {name} must be a number, got {value!r}")
     try:
         bound = float(value)
-        float_bits(bound)
     except OverflowError:
         bound = math.inf
-    if math.isfinite(bound):
+    if abs(bound) < _FLOAT32_ROUNDS_TO_INF:
         return bound
     raise ValueError(
         f"rand_float: {name} must be a finite number a float32 can hold (from "
