@@ -331,7 +331,7 @@ def test_a_concurrent_clear_never_breaks_a_running_process(tmp_path):
     clearer = threading.Thread(target=clearing)
     clearer.start()
     try:
-        reports = [report(p) for p in [worker(cache, "--signatures", "8") for _ in range(4)]]
+        reports = [report(p) for p in [worker(cache, "--signatures", "5") for _ in range(4)]]
     finally:
         stop.set()
         clearer.join()
