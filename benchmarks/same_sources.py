@@ -79,9 +79,12 @@ def check(path: str) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["dump"]:
-        dump(sys.argv[2:])
-    elif sys.argv[1:2] == ["check"] and len(sys.argv) == 3:
-        sys.exit(check(sys.argv[2]))
+    args = sys.argv[1:]
+    if args[:1] == ["dump"] and len(args) > 1:
+        dump(args[1:])
+    elif args[:1] == ["check"] and len(args) == 2:
+        sys.exit(check(args[1]))
+    elif args in (["-h"], ["--help"]):
+        print(__doc__)
     else:
         sys.exit(__doc__)
