@@ -392,3 +392,25 @@ def test_a_struct_that_is_not_differentiable_says_its_fields_get_no_gradient(cac
     y.sum().backward()
     assert a.grad is None
     torch.testing.assert_close(x.grad, torch.ones(3, device=tdev))
+
+
+def test_a_tensor_type_without_gradients_says_its_argument_gets_none(cache_dir, tdev):
+    m = slangspec.load_source(
+        "primaltensor",
+        "import slangpy;\n"
+        "[Differentiable] float scale(ITensor<float, 1> w, float x, int i) "
+        "{ return w[i] * x; }\n",
+        cache_dir=cache_dir,
+    )
+    w = torch.full((3,), 2.0, device=tdev, requires_grad=True)
+    x = torch.arange(3.0, device=tdev, requires_grad=True)
+    with pytest.warns(
+        UserWarning,
+        match=r"^primaltensor::scale: ITensor<float, 1> is a tensor type without gradients, so "
+        r"argument 1 \('w'\) requiring grad gets no gradient from it: declare the parameter "
+        r"IDiffTensor \(or DiffTensor, RWDiffTensor\), or pass a detached tensor$",
+    ):
+        y = m.scale(w, x, slangspec.grid((3,)))
+    y.sum().backward()
+    assert w.grad is None
+    torch.testing.assert_close(x.grad, torch.full((3,), 2.0, device=tdev))

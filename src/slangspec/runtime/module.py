@@ -267,7 +267,8 @@ class Function(BuildFunction):
     def _warn_no_grad(self, plan: SpecializationPlan, signature: str) -> None:
         """Warn, once per function, where a tensor that requires grad gets no gradient from
         this call: any, where the function is not differentiable; a field of a struct that is
-        not ``IDifferentiable``, where it is."""
+        not ``IDifferentiable``, or a parameter of a tensor type without gradients (``ITensor``,
+        ``Tensor``), where it is."""
         forms = parse_call_signature(signature).args
         names = [p.name for p in plan.params]
         if not plan.differentiable:
@@ -290,6 +291,23 @@ class Function(BuildFunction):
                 f"{self.id}: struct {structs} is not IDifferentiable (or its parameter is no_diff)"
             )
             fix = f"make {structs} conform to IDifferentiable, or pass detached tensors"
+            if not trained:
+                trained = [
+                    a.index
+                    for a in plan.args
+                    if not a.path
+                    and a.row.tensor
+                    and a.row.reads
+                    and not a.row.writes
+                    and not a.row.differentiable
+                    and form_grad(forms[a.index])
+                ]
+                types = " and ".join(dict.fromkeys(plan.params[i].slang_type for i in trained))
+                why = f"{self.id}: {types} is a tensor type without gradients"
+                fix = (
+                    "declare the parameter IDiffTensor (or DiffTensor, RWDiffTensor), or pass a "
+                    "detached tensor"
+                )
         if not trained:
             return
         self._warned_no_grad = True
