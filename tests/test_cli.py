@@ -18,7 +18,7 @@ import slangspec
 from slangspec.aot.bundle import BUNDLE_VERSION
 from slangspec.cli import main
 from slangspec.compile import toolchain_identity as toolchain
-from workers import run
+from workers import copied, run
 
 HERE = Path(__file__).parent
 SHADER = HERE / "shaders" / "cached.slang"
@@ -696,10 +696,17 @@ READERS = [
 ]
 
 
-@pytest.mark.parametrize("args", READERS, ids=" ".join)
-def test_commands_that_read_the_cache_import_neither_torch_nor_slangpy(tmp_path, args):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def one_entry(tmp_path_factory) -> Path:
+    """A cache root a process left holding one call's kernels."""
+    cache = tmp_path_factory.mktemp("one_entry") / "cache"
     assert run(cache, "--signatures", "1")["ok"]
+    return cache
+
+
+@pytest.mark.parametrize("args", READERS, ids=" ".join)
+def test_commands_that_read_the_cache_import_neither_torch_nor_slangpy(tmp_path, one_entry, args):
+    cache = copied(one_entry, tmp_path / "cache")
     bundle = tmp_path / "bundle.json"
     args = [str(bundle) if a == "BUNDLE" else a for a in args]
     code = (
