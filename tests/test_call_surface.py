@@ -294,6 +294,20 @@ def test_keyword_arguments_bind_like_python(sf, tdev):
         sf.polynomial(1.0, b=2.0, x=x)
 
 
+def test_signature_and_plan_take_what_the_call_takes(sf, tdev):
+    x = torch.randn(6, device=tdev)
+    positional = sf.polynomial.signature(1.0, 2.0, 3.0, x)
+    assert sf.polynomial.signature(c=3.0, b=2.0, a=1.0, x=x) == positional
+    assert sf.polynomial.plan(1.0, 2.0, x=x, c=3.0) == sf.polynomial.plan(1.0, 2.0, 3.0, x)
+    with pytest.raises(TypeError, match="surface::polynomial: missing argument 'c'"):
+        sf.polynomial.signature(1.0, b=2.0, x=x)
+    # With a generator, _result= gives the call its shape, and so its signature.
+    into = torch.empty(3, device=tdev)
+    shaped = sf.polynomial.signature(1.0, 2.0, 3.0, slangspec.rand_float(), _result=into)
+    assert shaped != sf.polynomial.signature(1.0, 2.0, 3.0, slangspec.rand_float())
+    assert "_result[D1]" in shaped
+
+
 def test_explicit_generics_have_one_spelling(sf, tdev):
     a, b = torch.randn(5, 4, device=tdev), torch.randn(5, 4, device=tdev)
     spaced, tight = getattr(sf, "add_generic< 4 >"), sf["add_generic<4>"]

@@ -220,8 +220,20 @@ class Function(BuildFunction):
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         return inspect.Signature([*(inspect.Parameter(n, kind) for n in names), result])
 
-    def signature(self, *args: Any) -> str:
-        """The call signature of calling this function with ``args``."""
+    def signature(self, *args: Any, **keywords: Any) -> str:
+        """The call signature of calling this function with ``args`` and ``keywords``, bound as
+        the call binds them (parameters by name, and ``_result=``)."""
+        if self._declared is not None and (values := self.generic_values()) is not None:
+            named = bind_names(self.id, self.parameter_names(), args, keywords) if keywords else args
+            target = self.module[values.named(named).partition("::")[2]]
+            return target.signature(*args, **keywords)
+        if keywords:
+            result = keywords.pop("_result", None)
+            names = self.parameter_names(len(args) + len(keywords))
+            if keywords:
+                args = bind_names(self.id, names, args, keywords)
+            shapes = functools.partial(self.agreed, "their results' shapes", _result_dims)
+            args = _shaped(args, result, shapes)
         try:
             return call_signature(self.id, args)
         except ArgumentError as exc:
@@ -236,9 +248,9 @@ class Function(BuildFunction):
             return exc
         return exc.naming(names[exc.index]) if exc.index < len(names) else exc
 
-    def plan(self, *args: Any) -> SpecializationPlan:
-        """The specialization plan for ``args``, without compiling anything."""
-        return self.plan_for_signature(self.signature(*args))
+    def plan(self, *args: Any, **keywords: Any) -> SpecializationPlan:
+        """The specialization plan for ``args`` and ``keywords``, without compiling anything."""
+        return self.plan_for_signature(self.signature(*args, **keywords))
 
     @property
     def torch_device(self) -> torch.device:
