@@ -12,4 +12,6 @@ cores=$(nproc)
 by_memory=$(awk '/^MemTotal:/ { print int($2 / (5 * 1024 * 1024)) }' /proc/meminfo)
 workers=$((cores < by_memory ? cores : by_memory))
 workers=$((workers > 0 ? workers : 1))
+# The cache tests' worker processes fork from one that has imported torch (tests/zygote.py).
+export FORKED_TEST_WORKERS=1
 .venv/bin/python -m pytest -n "$workers" --dist loadfile --durations=15 "$@"

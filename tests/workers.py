@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import fcntl
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from zygote import Zygote
 
 import slangspec
 
@@ -26,15 +32,47 @@ def last_line(out: str) -> str:
     return (out.strip().splitlines() or [""])[-1]
 
 
+@functools.cache
+def zygote() -> Zygote:
+    """This process's zygote (``zygote.Zygote``), stopped at its exit."""
+    made = Zygote(Path(tempfile.mkdtemp(prefix="slangspec-zygote-")))
+    atexit.register(made.stop)
+    return made
+
+
 def worker(cache_dir, *args: str, env: dict[str, str] | None = None):
-    """Start one worker process; returns the Popen."""
+    """Start one worker process; returns its Popen, or with ``FORKED_TEST_WORKERS=1`` its
+    ``zygote.Forked`` (the same process, forked where torch is already imported)."""
+    argv = [str(WORKER), str(cache_dir), *args]
+    environment = {**os.environ, **(env or {})}
+    if os.environ.get("FORKED_TEST_WORKERS") == "1":
+        return zygote().fork(argv, environment)
     return subprocess.Popen(
-        [sys.executable, str(WORKER), str(cache_dir), *args],
+        [sys.executable, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=environment,
     )
+
+
+def specialize(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m slangspec ARGS``, finished. A build ``--arch`` (which reflects slangpy's
+    library, near a gigabyte, beside a worker that builds) waits for any other of this machine's
+    tests to finish its own: two at once made the suite's peak of memory."""
+    command = [sys.executable, "-m", "slangspec", *map(str, args)]
+    with one_at_a_time("arch-build") if "--arch" in command else contextlib.nullcontext():
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+        )
+
+
+@contextlib.contextmanager
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Held by one process of the machine at a time (pytest's workers among them)."""
+    with open(Path(tempfile.gettempdir()) / f"slangspec-tests-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def report(proc: subprocess.Popen, timeout: float = 300) -> dict:
