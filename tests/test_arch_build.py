@@ -6,7 +6,6 @@ nothing and matches torch."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from test_cuda_step import elf_arch, needs_nvrtc
 
 import slangspec
+from workers import specialize
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 RUN_SHIPPED = """
@@ -35,13 +35,6 @@ want.sum().backward()
 ok = torch.allclose(y, want, atol=1e-5) and torch.allclose(coeffs.grad, c.grad, atol=1e-4)
 print(json.dumps({"ok": bool(ok), "counts": dict(compile_counts)}))
 """
-
-
-def specialize(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "slangspec", *map(str, args)]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
-    )
 
 
 def statuses_built_for_sm_90(manifest: Path, cache: Path) -> list[str]:

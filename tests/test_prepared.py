@@ -4,9 +4,6 @@ toolchain and read by CUDA builds of any cache, checked against their digests an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from slangspec.compile.cuda.prepared import (
 from slangspec.compile.cuda.source import LIBRARY_FILE, cuda_source, split_prelude
 from slangspec.settings import compile_counts
 from slangspec.signatures.module_text import ModuleText
+from workers import specialize
 
 TOOLCHAIN = {"slang": "prepared-test"}
 MODULE = """import slangpy;
@@ -136,13 +134,6 @@ def test_a_damaged_or_foreign_prepared_file_is_not_read(root, tmp_path, spoil):
 def test_nothing_prepared_for_another_toolchain(root):
     assert prepared(root, {"slang": "another"}) is None
     assert prepared(root / "absent", TOOLCHAIN) is None
-
-
-def specialize(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "slangspec", *map(str, args)]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
-    )
 
 
 def test_the_command_prepares_where_it_is_told_and_says_so(tmp_path):

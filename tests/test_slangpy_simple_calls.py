@@ -14,14 +14,12 @@ Not ported:
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 from test_cuda_step import needs_nvrtc
 
 import slangspec
+from workers import specialize
 
 INT_TYPES = ["uint8_t", "uint16_t", "uint", "uint64_t", "int8_t", "int16_t", "int", "int64_t"]
 # The unsigned types wider than a byte are stored in the signed dtype of their width, as torch
@@ -229,9 +227,7 @@ def test_integer_kernels_of_every_width_build_for_cuda(tmp_path):
         for t in INT_TYPES
     )
     (tmp_path / "warm.toml").write_text(manifest)
-    command = [sys.executable, "-m", "slangspec", "warm", str(tmp_path / "warm.toml"),
-               "--device", "cuda", "--arch", "sm_90",
-               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = specialize("warm", tmp_path / "warm.toml", "--device", "cuda", "--arch", "sm_90",
+                      "--cache-dir", tmp_path / "cache")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert f"{len(INT_TYPES)} built" in done.stdout
