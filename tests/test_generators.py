@@ -127,6 +127,17 @@ def test_a_grid_shapes_a_call_with_a_generator(m, tdev):
     np.testing.assert_allclose(got.cpu().numpy(), expected, rtol=0, atol=1e-6)
 
 
+def test_a_grid_extent_of_minus_one_is_the_calls(m, tdev):
+    rows, cols = np.indices((2, 3))
+    into = torch.empty(2, 3, dtype=torch.int32, device=tdev)
+    got = m.at(slangspec.grid((-1, -1), offset=(5, 0)), _result=into)
+    assert got is into
+    np.testing.assert_array_equal(got.cpu().numpy(), cols * 100 + rows + 5)
+    assert m.at.signature(slangspec.grid((-1, 3)), _result=into).endswith("grid[D2] _result[D2]")
+    # Where no other argument gives the extent, the dimension has one point.
+    np.testing.assert_array_equal(m.at(slangspec.grid((-1, 3))).cpu().numpy(), [[0, 100, 200]])
+
+
 def test_grid_offset_and_stride(m, tdev):
     got = m.at(slangspec.grid((2, 3), offset=(10, -20), stride=(2, 3)))
     rows, cols = np.indices((2, 3))
@@ -284,11 +295,12 @@ def test_a_grid_shape_is_ints_and_nothing_else():
         (None, "None"),
         ("ab", "'ab'"),
         ((), "()"),
-        ((2, -1), "(2, -1)"),
+        ((2, -2), "(2, -2)"),
     ):
         with fails(
             ValueError,
-            f"grid shape must be a non-negative int or a sequence of one or more, got {shown}",
+            "grid shape must be a non-negative int or a sequence of one or more (-1 for an "
+            f"extent the other arguments give), got {shown}",
         ):
             slangspec.grid(shape)
     assert slangspec.grid(torch.Size([2, 3])).shape == slangspec.grid([2, 3]).shape == (2, 3)

@@ -280,6 +280,12 @@ def grid_test(
     theirs.get(spy_grid(shape, offset=offsets, stride=strides), _result=results)
     spy_got = results.to_numpy().view(np.int32).reshape(*shape, dims)
     np.testing.assert_array_equal(got.cpu().numpy().reshape(*shape, dims), spy_got)
+    # slangpy's grid(dims): every extent the call's, here _result's.
+    into = torch.empty(*shape, dims, dtype=torch.int32, device=tdev)
+    ours.get(slangspec.grid((-1,) * dims, offset=offsets, stride=strides), _result=into)
+    theirs.get(spy_grid(dims, offset=offsets, stride=strides), _result=results)
+    spy_got = results.to_numpy().view(np.int32).reshape(*shape, dims)
+    np.testing.assert_array_equal(into.cpu().numpy(), spy_got)
 
 
 @pytest.mark.parametrize("dims", [1, 2, 3, 4])

@@ -224,8 +224,9 @@ class Function(BuildFunction):
         """The call signature of calling this function with ``args`` and ``keywords``, bound as
         the call binds them (parameters by name, and ``_result=``)."""
         if self._declared is not None and (values := self.generic_values()) is not None:
-            named = bind_names(self.id, self.parameter_names(), args, keywords) if keywords else args
-            target = self.module[values.named(named).partition("::")[2]]
+            named = {k: v for k, v in keywords.items() if k != "_result"}
+            bound = bind_names(self.id, self.parameter_names(), args, named) if named else args
+            target = self.module[values.named(bound).partition("::")[2]]
             return target.signature(*args, **keywords)
         if keywords:
             result = keywords.pop("_result", None)

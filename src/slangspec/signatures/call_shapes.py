@@ -15,11 +15,17 @@ from ..define import frozen
 class grid:
     """A per-call index source: the call runs once per point of ``shape``, and the point's
     value in dimension ``d`` is ``offset[d] + index[d] * stride[d]`` (offset 0, stride 1 unless
-    given, one entry per dimension)."""
+    given, one entry per dimension). An extent of -1 takes the call's extent in that dimension
+    from the other arguments (``_result=`` among them), as slangpy's ``grid`` does; where none
+    gives one, the dimension has one point."""
 
     shape: tuple[int, ...]
+    """The extents, 1 where -1 was given (an extent that broadcasts as the call's)."""
     offset: tuple[int, ...]
     stride: tuple[int, ...]
+    open: bool
+    """Whether an extent was -1: the call's shape comes from other arguments, ``_result=``
+    included, as with a generator."""
 
     def __init__(
         self,
@@ -30,12 +36,14 @@ class grid:
         # A size torch traces symbolically (SymInt) stands for an int.
         dims = (shape,) if isinstance(shape, int | torch.SymInt) else _entries(shape)
         if not dims or not all(
-            isinstance(d, int | torch.SymInt) and not isinstance(d, bool) and d >= 0 for d in dims
+            isinstance(d, int | torch.SymInt) and not isinstance(d, bool) and d >= -1 for d in dims
         ):
             raise ValueError(
-                f"grid shape must be a non-negative int or a sequence of one or more, got {shape!r}"
+                "grid shape must be a non-negative int or a sequence of one or more (-1 for an "
+                f"extent the other arguments give), got {shape!r}"
             )
-        object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "open", any(isinstance(d, int) and d == -1 for d in dims))
+        object.__setattr__(self, "shape", tuple(1 if self.open and d == -1 else d for d in dims))
         object.__setattr__(self, "offset", _grid_entries("offset", offset, len(dims), 0))
         object.__setattr__(self, "stride", _grid_entries("stride", stride, len(dims), 1))
 

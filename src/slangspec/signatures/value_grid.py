@@ -41,6 +41,9 @@ class GridRow(ValueRow):
             packing.ints.extend((*value.offset, *value.stride))
         packing.kinds.append(f"{'s' if value.strided else 'g'}{len(value.shape)}{where}")
 
+    def generates(self, value: Any) -> bool:
+        return value.open
+
     def unpack(self, kind: str, source: Unpacking) -> Any:
         from .call_shapes import grid
 
