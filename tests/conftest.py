@@ -7,7 +7,6 @@ import sys
 import tempfile
 
 import pytest
-import torch
 
 # The suite makes what CUDA builds need itself, whatever an install prepared (test_prepared.py
 # tests reading prepared files).
@@ -37,6 +36,8 @@ def cache_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:
+    import torch  # here, not at the top: pytest-xdist's controller loads this file too
+
     torch.manual_seed(0)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import functools
@@ -34,10 +33,9 @@ def last_line(out: str) -> str:
 
 @functools.cache
 def zygote() -> Zygote:
-    """This process's zygote (``zygote.Zygote``), stopped at its exit."""
-    made = Zygote(Path(tempfile.mkdtemp(prefix="slangspec-zygote-")))
-    atexit.register(made.stop)
-    return made
+    """The zygote of this test run, which pytest's workers share (``zygote.Zygote``)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    return Zygote(Path(tempfile.gettempdir()) / f"slangspec-zygote-{run}")
 
 
 def worker(cache_dir, *args: str, env: dict[str, str] | None = None):

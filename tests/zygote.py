@@ -7,19 +7,21 @@ Unix socket ``SOCKET``: the child takes the request's standard streams (passed a
 environment, working directory and ``argv``, runs ``argv[0]`` as ``__main__`` and exits as
 that script would. Nothing else is imported first, slangspec and slangpy included, and the
 server opens no device and starts no thread, so a child is the process the script would be,
-less torch's import (about 1.9 s of a worker's 3 s on the CPU machine). The server exits when
-its client (the process that started it) is gone.
+less torch's import (about 1.4 s of a worker's 2.8 s on the CPU machine). One server serves a
+test run's pytest workers: it costs each of them no memory of its own.
 
-``Forked`` is the client's handle on a child, the part of ``subprocess.Popen`` the tests use.
+``Forked`` is a client's handle on a child, the part of ``subprocess.Popen`` the tests use;
+``Zygote`` starts the server where none answers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +29,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 _REQUEST_BYTES = 1 << 20
 
@@ -40,12 +43,16 @@ class Forked:
         self.returncode: int | None = None
         self._readers: list[threading.Thread] = []
         self._texts: dict[str, str] = {}
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        null = os.open(os.devnull, os.O_RDONLY)
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._conn.connect(str(path))
+        except OSError:
+            self._conn.close()
+            raise
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
             request = {"argv": argv, "env": env, "cwd": os.getcwd()}
             socket.send_fds(self._conn, [json.dumps(request).encode()], [null, out_w, err_w])
         finally:
@@ -102,39 +109,43 @@ class Forked:
 
 
 class Zygote:
-    """A zygote server of this process with its socket in ``directory``, started on first use
-    (and again if it died); ``stop`` ends it and removes ``directory``."""
+    """The zygote server at ``directory``, shared by the processes that name the same one
+    (pytest's workers of one run): the first to need it starts it, and whoever finds it gone
+    starts it again. It stops once the process that started it is gone and its children have
+    all exited."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
         self.path = directory / "zygote.sock"
-        self._server: subprocess.Popen | None = None
-        self._lock = threading.Lock()
+        self._lock = directory / "start.lock"
+        self._servers: list[subprocess.Popen] = []  # each stops when its Popen's stdin closes
+        directory.mkdir(parents=True, exist_ok=True)
 
     def fork(self, argv: list[str], env: dict[str, str]) -> Forked:
-        with self._lock:
-            if self._server is None or self._server.poll() is not None:
+        try:
+            return Forked(self.path, argv, env)
+        except (FileNotFoundError, ConnectionRefusedError):
+            pass
+        with open(self._lock, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return Forked(self.path, argv, env)
+            except (FileNotFoundError, ConnectionRefusedError):
                 self._start()
         return Forked(self.path, argv, env)
 
     def _start(self) -> None:
         self.path.unlink(missing_ok=True)
-        self._server = subprocess.Popen(
+        server = subprocess.Popen(
             [sys.executable, __file__, str(self.path)],
-            stdin=subprocess.PIPE,  # closed when this process is gone: the server then exits
+            stdin=subprocess.PIPE,  # closed when this process is gone: the server then stops
             stdout=subprocess.DEVNULL,
         )
+        self._servers.append(server)
         deadline = time.monotonic() + 120
         while not self.path.exists():
-            if self._server.poll() is not None or time.monotonic() > deadline:
+            if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the zygote at {self.path} did not start")
             time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self._server is not None and self._server.poll() is None:
-            self._server.kill()
-            self._server.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _serve(path: str) -> dict:
@@ -163,10 +174,20 @@ def _serve(path: str) -> dict:
                 conn.close()
 
     signal.signal(signal.SIGCHLD, reap)
+    watched: list[Any] = [listener, sys.stdin]
     while True:
-        ready = select.select([listener, sys.stdin], [], [])[0]
-        if sys.stdin in ready:
+        # Once its starter is gone it takes no new child, and goes when the last has exited.
+        if not watched and not waiting:
             os._exit(0)
+        ready = select.select(watched, [], [], 0.1 if not watched else None)[0]
+        if sys.stdin in ready:
+            watched = []
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            continue
+        if listener not in ready:
+            continue
         conn, _ = listener.accept()
         message, fds, _, _ = socket.recv_fds(conn, _REQUEST_BYTES, 3)
         request = json.loads(message)
