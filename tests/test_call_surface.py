@@ -367,7 +367,9 @@ def test_map_mistakes_name_the_parameter(sf, tdev):
     with pytest.raises(TypeError, match=r"parameter 'b': expected a tuple of distinct"):
         sf.mul_add.map((0,), (1, 1))
     with pytest.raises(TypeError, match=r"parameter 'c': only a tensor fed elementwise"):
-        sf.mul_add.map(c=())(a, a, 1.0)
+        sf.mul_add.map(c=(0,))(a, a, 1.0)
+    # A value mapped to no dimension is one every call takes whole, as in slangpy.
+    torch.testing.assert_close(sf.mul_add.map(c=())(a, a, 1.0), sf.mul_add(a, a, 1.0))
 
 
 # --- every grad mask of a function mixing the new forms ------------------------------------

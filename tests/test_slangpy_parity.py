@@ -127,6 +127,32 @@ def test_vectors_from_trailing_dimensions_and_numpy_results(spy_module, ours):
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_a_numpy_array_as_result_is_written_as_slangpy_writes_it(spy_module, ours):
+    v = np.random.default_rng(2).random((4, 3), dtype=np.float32)
+    want, got = np.zeros_like(v), np.zeros_like(v)
+    spy_module.scale3(v, 2.0, _result=want)
+    assert ours.scale3(v, 2.0, _result=got) is got
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    wrong = np.zeros((1000, 3), dtype=np.float64)
+    with pytest.raises(
+        ValueError,
+        match=r"^parity_forms::scale3: _result: expected a numpy array of float32 and shape "
+        r"\(4, 3\), got a ndarray of float64 and shape \(1000, 3\)$",
+    ):
+        ours.scale3(v, 2.0, _result=wrong)
+
+
+def test_map_takes_numpy_arrays_and_python_scalars_as_slangpy(spy_module, ours):
+    v = np.random.default_rng(3).random((2, 3), dtype=np.float32)
+    d = np.random.default_rng(4).random((5, 3), dtype=np.float32)
+    want = spy_module.offset3.map((0,), (1,))(v, d, _result="numpy")
+    got = ours.offset3.map((0,), (1,))(v, d)
+    assert tuple(got.shape) == (2, 5, 3)
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-6)
+    want = spy_module.scale3.map((0,), ())(v, 2.0, _result="numpy")
+    np.testing.assert_allclose(ours.scale3.map((0,), ())(v, 2.0).cpu().numpy(), want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("shape, fields", [("Square", {"side": 1}), ("Circle", {"r": 1})])
 def test_interface_given_a_concrete_type_as_slangpy(spy_module, ours, shape, fields):
     rng = np.random.default_rng(2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..signatures.values import bind_names
@@ -62,6 +63,11 @@ class MappedFunction:
     def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         result = keywords.pop("_result", None)
         bound = list(bind_names(self.id, self.names, args, keywords) if keywords else args)
+        if any(isinstance(v, np.ndarray) for v in bound):
+            tensors = [v for v in bound if isinstance(v, torch.Tensor)]
+            device = tensors[0].device if tensors else getattr(self.target, "torch_device", None)
+            bound = [torch.as_tensor(v, device=device) if isinstance(v, np.ndarray) else v
+                     for v in bound]  # fmt: skip
         rank = self._rank
         for k, elem in self._unmapped:
             if k < len(bound) and isinstance(bound[k], torch.Tensor):
@@ -104,10 +110,12 @@ def _placed(
     m: tuple[int, ...],
     order: list[int],
     rank: int,
-) -> torch.Tensor:
+) -> Any:
     """``value`` viewed with its call dimensions at ``m``'s places among ``rank`` (size 1
     elsewhere), its element dimensions after them; ``order`` sorts ``m``."""
     name, elem, elementwise, slang_type = param
+    if not m and not isinstance(value, torch.Tensor):
+        return value  # no dimensions to place: a value every call takes whole
     if not isinstance(value, torch.Tensor) or not elementwise:
         raise TypeError(
             f"{fid}: map: parameter '{name}': only a tensor fed elementwise can be mapped, "

@@ -431,15 +431,24 @@ def _shaped(args: tuple[Any, ...], result: Any, elem_dims: Callable[[], int]) ->
     """``args``, and after them the call shape of ``result`` (its dimensions before its
     ``elem_dims()`` element ones), where an argument is a generator: generators have no shape,
     so ``_result=`` gives the call its shape, as in slangpy."""
-    if not isinstance(result, torch.Tensor) or not any(generates(a) for a in args):
+    if not isinstance(result, torch.Tensor | np.ndarray) or not any(generates(a) for a in args):
         return args
     dims = elem_dims()
-    if result.dim() < dims:
+    if result.ndim < dims:
         return args
-    return (*args, result_shape(result.shape[: result.dim() - dims]))
+    return (*args, result_shape(result.shape[: result.ndim - dims]))
 
 
-_RESULT_KINDS = "a tensor to write the result into, torch.Tensor, dict, numpy.ndarray or 'numpy'"
+_RESULT_KINDS = (
+    "a tensor or numpy array to write the result into, torch.Tensor, dict, numpy.ndarray or 'numpy'"
+)
+
+
+def _described(value: Any) -> str:
+    """``value`` for a message: an array by its kind, dtype and shape, not its elements."""
+    if isinstance(value, np.ndarray | torch.Tensor):
+        return f"a {type(value).__name__} of {value.dtype} and shape {tuple(value.shape)}"
+    return repr(value) if len(repr(value)) <= 80 else type(value).__name__
 
 
 def _returned(
@@ -450,9 +459,11 @@ def _returned(
     numpy arrays, a dict of them for a struct)."""
     if isinstance(result, torch.Tensor):
         return _write_result(fid, out, result, names, args)
+    if isinstance(result, np.ndarray):
+        return _write_numpy(fid, out, result)
     numpy = result is np.ndarray or (isinstance(result, str) and result == "numpy")
     if not (numpy or result is torch.Tensor or result is dict):
-        raise TypeError(f"{fid}: _result: expected {_RESULT_KINDS}, got {result!r}")
+        raise TypeError(f"{fid}: _result: expected {_RESULT_KINDS}, got {_described(result)}")
     if out is None:
         raise TypeError(f"{fid}: _result: the function returns nothing")
     if result is dict and not isinstance(out, dict):
@@ -460,6 +471,26 @@ def _returned(
     if numpy and torch.compiler.is_compiling():
         raise TypeError(f"{fid}: _result: numpy results are for calls torch does not compile")
     return _as_numpy(out) if numpy else out
+
+
+def _write_numpy(fid: str, out: Any, result: np.ndarray) -> np.ndarray:
+    """``out`` copied into the numpy array ``result``, which is returned (as slangpy's
+    ``_result=`` an array does)."""
+    if torch.compiler.is_compiling():
+        raise TypeError(f"{fid}: _result: numpy results are for calls torch does not compile")
+    if not isinstance(out, torch.Tensor):
+        what = "nothing" if out is None else "a struct (a dict)"
+        raise TypeError(f"{fid}: _result: the function returns {what}, not an array")
+    values = out.detach().cpu().numpy()
+    if result.shape != values.shape or result.dtype != values.dtype:
+        raise ValueError(
+            f"{fid}: _result: expected a numpy array of {values.dtype} and shape "
+            f"{values.shape}, got {_described(result)}"
+        )
+    if not result.flags.writeable:
+        raise ValueError(f"{fid}: _result: the numpy array is read-only")
+    result[...] = values
+    return result
 
 
 def _as_numpy(out: torch.Tensor | dict[str, Any]) -> np.ndarray | dict[str, Any]:
