@@ -339,14 +339,21 @@ def test_warm_builds_where_torch_cannot_be_imported(tmp_path, kind, jobs):
     assert warm["counts"].get("specialize", 0) == warm["counts"].get("codegen", 0) == 0
 
 
-def test_warm_workers_write_to_the_commands_standard_error():
+@pytest.mark.parametrize("how", ["forked", "spawned"])
+def test_warm_workers_write_to_the_commands_standard_error(how):
     """What a worker prints reaches the command's standard error, never its standard output
-    (which carries ``--json``)."""
+    (which carries ``--json``), forked or spawned (a process running a thread of its own cannot
+    fork: a pytest-xdist worker, whose standard output is its channel, is one)."""
     code = (
-        "import os\n"
+        "import os, threading, time\n"
         "from slangspec.aot import pool as warm_pool\n"
+        + (
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            * (how == "spawned")
+        )
+        + f"assert warm_pool.fork_safe() is {how == 'forked'}\n"
         "pool = warm_pool.start(2, 'vulkan')\n"
-        "pool.submit(print, 'printed by a worker').result()\n"
+        "pool.submit(print, 'printed by a worker', flush=True).result()\n"
         "pool.submit(os.write, 2, b'written by a worker\\n').result()\n"
         "pool.shutdown(wait=False)\n"
         "print('the parent')\n"

@@ -225,11 +225,15 @@ def wants_cuda(device: str | None) -> bool:
 
 
 def _prepare(cuda: bool, output: int | None) -> None:
-    """Runs first in each worker: its output to ``output`` (the relay's pipe), torch kept out,
-    the context on a thread, the builder's imports meanwhile."""
+    """Runs first in each worker: its output to ``output`` (the relay's pipe), or, spawned, to
+    the standard error it inherited (its standard output is the command's, which carries
+    ``--json``, or in a process driven through its pipes, their protocol); torch kept out, the
+    context on a thread, the builder's imports meanwhile."""
     if output is not None:
         os.dup2(output, 1)
         os.dup2(output, 2)
+    else:
+        os.dup2(2, 1)
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
     unknown_variables_said()  # the command has said them
     # Workers build side by side; one server would take their builds one at a time.
