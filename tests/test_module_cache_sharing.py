@@ -23,7 +23,7 @@ from slangspec.cache_store.module_cache import ModuleCacheGuard, slang_path
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
 from slangspec.cache_store.remote import RemoteTier
 from slangspec.cache_store.remote_config import RemoteSettings
-from workers import last_line
+from workers import last_line, python
 
 TOOLCHAIN = {"slang": "test", "slangpy": "test"}
 LIBRARY = Path("c" * 40) / "0" / "slangpy.slang-module"
@@ -287,10 +287,7 @@ def test_a_fresh_node_does_not_compile_slangpys_library(
     root = tmp_path / "node"
 
     def node(function: str) -> None:
-        command = [sys.executable, "-c", MIX, str(module), str(root), kind, function]
-        done = subprocess.run(
-            [*command, redis_server.url], capture_output=True, text=True, timeout=300
-        )
+        done = python(MIX, module, root, kind, function, redis_server.url)
         assert last_line(done.stdout) == "ok", done.stderr[-2000:]
 
     client = redis_server.client()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import slangspec
 from slangspec.cache_store import CacheWarning, module_seals
 from slangspec.cache_store.module_seals import SEAL, ModuleSeals
-from workers import last_line
+from workers import last_line, python
 
 
 def written(root: Path, data: bytes = b"IR" * 5000, session: str = "a" * 40) -> Path:
@@ -181,8 +180,7 @@ def test_damaged_ir_of_slangpys_library_is_compiled_again_not_read(tmp_path, kin
     cache = tmp_path / "cache"
 
     def run(b_grad: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-c", MIX2, str(module), str(cache), kind, b_grad]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+        return python(MIX2, module, cache, kind, b_grad)
 
     first = run("b_grad")
     assert last_line(first.stdout) == "ok", first.stderr

@@ -7,8 +7,6 @@ that fails its checks is refused and the node builds its own; a server that prov
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from conftest import DEVICE_KIND
@@ -19,7 +17,7 @@ from slangspec.cache_store.keys import SHADERS, SNAPSHOT, shader_cache_fact
 from slangspec.cache_store.remote import RemoteTier
 from slangspec.cache_store.remote_config import RemoteSettings
 from slangspec.cache_store.shader_snapshots import ShaderSnapshots
-from workers import HERE, last_line
+from workers import HERE, last_line, python
 
 SECRET = "a shared secret of this cluster"
 
@@ -48,8 +46,7 @@ def node(root, server) -> dict:
     """A fresh process of a node whose cache root is ``root``: its first poly forward and
     backward, checked against torch, and what slangpy's shader cache counted."""
     module, library = HERE / "shaders" / "cached.slang", HERE / "slang_lib"
-    command = [sys.executable, "-c", NODE, str(module), str(library), str(root), server.url]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = python(NODE, module, library, root, server.url)
     assert done.returncode == 0, done.stderr[-3000:]
     return {**json.loads(last_line(done.stdout)), "stderr": done.stderr}
 

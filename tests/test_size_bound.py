@@ -8,8 +8,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from click.testing import CliRunner
 
 import slangspec
 from slangspec.cli import main
-from workers import last_line
+from workers import last_line, python
 
 MIB = 1 << 20
 SOURCE = "import slangpy;\n" + "".join(
@@ -38,8 +36,7 @@ def calls(root: Path, *functions: str, bound: str | None = None) -> str:
     as its first module cache (so such processes read slangpy's library compiled by another
     one); its standard error."""
     env = {**os.environ, **({"SLANGSPEC_CACHE_SIZE": bound} if bound else {})}
-    command = [sys.executable, "-c", CALLS, str(root), SOURCE, *functions]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    done = python(CALLS, root, SOURCE, *functions, env=env)
     assert last_line(done.stdout) == "ok", done.stderr[-3000:]
     return done.stderr
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from workers import WORKER, report, zygote
+from workers import WORKER, python, report, zygote
 
 
 def forked(*args: str, env: dict[str, str] | None = None):
@@ -47,3 +47,16 @@ def test_a_forked_worker_times_out_and_is_killed(tmp_path):
     slow.kill()
     slow.communicate(timeout=120)
     assert slow.returncode == -signal.SIGKILL
+
+
+def test_code_forked_runs_as_python_c_runs_it(monkeypatch):
+    code = "import os, sys\nprint(sys.argv, __name__, sys.path[0] == '', os.environ['MARK'])\n"
+    env = {**os.environ, "MARK": "given"}
+    monkeypatch.setenv("FORKED_TEST_WORKERS", "0")
+    spawned = python(code, "a", 2, env=env)
+    monkeypatch.setenv("FORKED_TEST_WORKERS", "1")
+    forked = python(code, "a", 2, env=env)
+    assert spawned.returncode == forked.returncode == 0
+    assert forked.stdout == spawned.stdout == "['-c', 'a', '2'] __main__ True given\n"
+    failed = python("raise SystemExit(3)")
+    assert failed.returncode == 3

@@ -54,6 +54,32 @@ def worker(cache_dir, *args: str, env: dict[str, str] | None = None):
     )
 
 
+def python(
+    code: str, *args: object, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """``python -c CODE ARGS`` in the environment ``env`` (this one's by default), finished,
+    its output as text; forked from the zygote with ``FORKED_TEST_WORKERS=1``, for code that
+    imports torch anyway."""
+    argv = ["-c", code, *map(str, args)]
+    environment = dict(os.environ) if env is None else env
+    if os.environ.get("FORKED_TEST_WORKERS") != "1":
+        return subprocess.run(
+            [sys.executable, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=environment,
+        )
+    child = zygote().fork(argv, environment)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise
+    return subprocess.CompletedProcess([sys.executable, *argv], child.returncode, out, err)
+
+
 def specialize(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``python -m slangspec ARGS``, finished. A build ``--arch`` (which reflects slangpy's
     library, near a gigabyte, beside a worker that builds) waits for any other of this machine's

@@ -1,14 +1,14 @@
-"""Fresh processes for the cache tests without paying for ``import torch`` in each.
+"""Fresh processes for the tests without paying for ``import torch`` in each.
 
     python tests/zygote.py SOCKET
 
 The server (this file run as a script) imports torch, then forks one child per request on the
 Unix socket ``SOCKET``: the child takes the request's standard streams (passed as descriptors),
-environment, working directory and ``argv``, runs ``argv[0]`` as ``__main__`` and exits as
-that script would. Nothing else is imported first, slangspec and slangpy included, and the
-server opens no device and starts no thread, so a child is the process the script would be,
-less torch's import (about 1.4 s of a worker's 2.8 s on the CPU machine). One server serves a
-test run's pytest workers: it costs each of them no memory of its own.
+environment, working directory and ``argv``, runs ``argv[0]`` as ``__main__`` (for ``-c``, the
+code after it) and exits as that script would. Nothing else is imported first, slangspec and
+slangpy included, and the server opens no device and starts no thread, so a child is the process
+the script would be, less torch's import (about 1.4 s of a cache-test worker's 2.8 s on the CPU
+machine). One server serves a test run's pytest workers.
 
 ``Forked`` is a client's handle on a child, the part of ``subprocess.Popen`` the tests use;
 ``Zygote`` starts the server where none answers.
@@ -220,7 +220,12 @@ def _become(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    sys.argv = list(request["argv"])
+    argv = list(request["argv"])
+    if argv[0] == "-c":  # as ``python -c CODE ARGS`` runs CODE
+        sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+        return
+    sys.argv = argv
     sys.path[0] = str(Path(sys.argv[0]).resolve().parent)
     runpy.run_path(sys.argv[0], run_name="__main__")
 
