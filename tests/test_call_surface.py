@@ -3,8 +3,6 @@ arrays, structs (dicts), out/inout parameters, ``_result=``, every tensor type, 
 arguments and explicit generics."""
 
 import itertools
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import torch
 import slangspec
 from parity import F32 as TOL
 from parity import assert_grads, compare, leaf, twin
+from workers import python
 
 SHADERS = Path(__file__).parent / "shaders"
 
@@ -514,12 +513,7 @@ def test_a_warm_process_runs_the_new_forms_from_the_cache(tmp_path):
     path = str(SHADERS / "surface.slang")
 
     def run(*mode):
-        out = subprocess.run(
-            [sys.executable, "-c", WARM, cache, path, *mode],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = python(WARM, cache, path, *mode)
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout.splitlines()[-1]  # slangpy may print warnings of its own first
 

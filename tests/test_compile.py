@@ -1,8 +1,6 @@
 """slangspec calls inside torch.compile: no graph break, and eager mode's results and gradients."""
 
 import itertools
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import slangspec
 from slangspec.settings import compile_counts
 from slangspec.signatures import values
 from slangspec.signatures.value_row import ValueRow
+from workers import python
 
 SHADERS = Path(__file__).parent / "shaders"
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -299,7 +298,7 @@ def test_eager_calls_never_import_torch_dynamo(tmp_path):
         "m.f3(a, a, a).sum().backward()\n"
         "print(sorted(k for k in sys.modules if k.startswith('torch._dynamo')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import slangspec
+from workers import python
 
 SCRIPT = """
 import sys, torch, slangspec
@@ -22,13 +23,7 @@ m.sq(x).sum().backward()
 
 
 def run(cache, **env):
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(cache)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = python(SCRIPT, cache, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr
     return out.stderr
 

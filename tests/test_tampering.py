@@ -10,7 +10,6 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -26,7 +25,7 @@ from slangspec.aot.bundle import export_bundle, import_bundle
 from slangspec.cache_store import disk, key_of, location
 from slangspec.runtime.module import Module
 from slangspec.runtime.module_base import load_module_source
-from workers import copied, load, report, run, worker
+from workers import copied, load, python, report, run, worker
 
 NEW_ROW = (
     "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size,"
@@ -368,12 +367,7 @@ print("ok")
 
 
 def affine_process(cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", AFFINE_CALL, str(cache), AFFINE],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return python(AFFINE_CALL, cache, AFFINE, timeout=240)
 
 
 @pytest.fixture(scope="module")
