@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..signatures.values import bind_names
+from ..signatures.values import bind_names, to_torch
 from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
 
@@ -63,11 +63,8 @@ class MappedFunction:
     def __call__(self, /, *args: Any, **keywords: Any) -> Any:
         result = keywords.pop("_result", None)
         bound = list(bind_names(self.id, self.names, args, keywords) if keywords else args)
-        if any(isinstance(v, np.ndarray) for v in bound):
-            tensors = [v for v in bound if isinstance(v, torch.Tensor)]
-            device = tensors[0].device if tensors else getattr(self.target, "torch_device", None)
-            bound = [torch.as_tensor(v, device=device) if isinstance(v, np.ndarray) else v
-                     for v in bound]  # fmt: skip
+        if any(isinstance(v, np.ndarray) for v in bound):  # placed as tensors (``_placed``)
+            bound = list(to_torch(bound, getattr(self.target, "torch_device", None)))
         rank = self._rank
         for k, elem in self._unmapped:
             if k < len(bound) and isinstance(bound[k], torch.Tensor):

@@ -223,18 +223,14 @@ class Function(BuildFunction):
     def signature(self, *args: Any, **keywords: Any) -> str:
         """The call signature of calling this function with ``args`` and ``keywords``, bound as
         the call binds them (parameters by name, and ``_result=``)."""
-        if self._declared is not None and (values := self.generic_values()) is not None:
-            named = {k: v for k, v in keywords.items() if k != "_result"}
-            bound = bind_names(self.id, self.parameter_names(), args, named) if named else args
-            target = self.module[values.named(bound).partition("::")[2]]
-            return target.signature(*args, **keywords)
+        if self._declared is not None and (named := self._by_values(args, keywords)) is not None:
+            target, args, result = named
+            if result is None:
+                return target.signature(*args)
+            return target.signature(*args, _result=result)
         if keywords:
-            result = keywords.pop("_result", None)
-            names = self.parameter_names(len(args) + len(keywords))
-            if keywords:
-                args = bind_names(self.id, names, args, keywords)
-            shapes = functools.partial(self.agreed, "their results' shapes", _result_dims)
-            args = _shaped(args, result, shapes)
+            args, result, _ = self._by_name(args, keywords)
+            args = _shaped(args, result, self._result_elem_dims)
         try:
             return call_signature(self.id, args)
         except ArgumentError as exc:
@@ -352,9 +348,7 @@ class Function(BuildFunction):
                 value = value[key]
             raise exc.with_shape(tuple(value.shape)) from None
         if has_numpy(signature):
-            device = next((a.device for a in tensors_of(args)), None)
-            device = device or self.module.torch_device
-            args = to_torch(args, device)
+            args = to_torch(args, self.module.torch_device)
         if spec.leaves is not None:
             args = spec.leaves(args)
         return spec(args)
@@ -370,25 +364,47 @@ class Function(BuildFunction):
                 self._declared = None
         return self._values
 
-    def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
-        """The call, made to this generic function named with the generic arguments that its
-        arguments give (``get<3>`` for a ``vector<float, N>`` of a tensor ending in 3)."""
+    def _by_values(
+        self, args: tuple[Any, ...], keywords: dict[str, Any]
+    ) -> tuple[Function, tuple[Any, ...], Any] | None:
+        """The function this generic one's arguments name with its generic arguments (``get<3>``
+        for a ``vector<float, N>`` of a tensor ending in 3), the arguments bound by position,
+        and ``_result=``; None where they name none."""
         values = self.generic_values()
         if values is None:
-            return self(*args, **keywords)
-        result = keywords.pop("_result", None)
-        if keywords:
-            args = bind_names(self.id, self.parameter_names(), args, keywords)
+            return None
+        named = {k: v for k, v in keywords.items() if k != "_result"}
+        if named:
+            args = bind_names(self.id, self.parameter_names(), args, named)
         target = self.module[values.named(args).partition("::")[2]]
+        return target, args, keywords.get("_result")
+
+    def _call_by_values(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+        """The call, made to the function this generic one's arguments name (``_by_values``)."""
+        named = self._by_values(args, keywords)
+        if named is None:
+            return self(*args, **keywords)
+        target, args, result = named
         return target(*args) if result is None else target(*args, _result=result)
 
-    def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+    def _by_name(
+        self, args: tuple[Any, ...], keywords: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], Any, list[str]]:
+        """The arguments bound by position, those given by parameter name among them, then
+        ``_result=`` (taken out of ``keywords``) and the parameters' names."""
         result = keywords.pop("_result", None)
         names = self.parameter_names(len(args) + len(keywords))
         if keywords:
             args = bind_names(self.id, names, args, keywords)
-        shapes = functools.partial(self.agreed, "their results' shapes", _result_dims)
-        out = self(*_shaped(args, result, shapes))
+        return args, result, names
+
+    def _result_elem_dims(self) -> int:
+        """How many trailing dimensions of a ``_result=`` its element takes (``_shaped``)."""
+        return self.agreed("their results' shapes", _result_dims)
+
+    def _call_with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+        args, result, names = self._by_name(args, keywords)
+        out = self(*_shaped(args, result, self._result_elem_dims))
         return out if result is None else _returned(self.id, out, result, names, args)
 
     def return_type(self, kind: Any) -> Callable[..., Any]:

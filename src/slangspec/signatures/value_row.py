@@ -196,7 +196,8 @@ def tensors_of(values: Iterable[Any]) -> list[Any]:
 
 def to_torch(values: Sequence[Any], device: Any) -> tuple[Any, ...]:
     """``values`` as a call binds them: every numpy array, inside dicts too, a torch tensor on
-    ``device``."""
+    the device of the first torch tensor among them, else on ``device``."""
+    device = next((t.device for t in tensors_of(values)), None) or device
     return tuple(row_of(v).to_torch(v, device) for v in values)
 
 
