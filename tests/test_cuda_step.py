@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,12 @@ from slangspec.compile.cuda.source import (
     LIBRARY_FILE,
     KernelSource,
     cuda_source,
+    forget,
+    front_end,
     slangpy_library,
     split_prelude,
 )
-from slangspec.compile.slang.api import SlangCompileError
+from slangspec.compile.slang.api import SlangCompileError, SlangSession
 from slangspec.settings import compile_counts
 from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
@@ -537,3 +540,26 @@ def test_a_process_that_finds_a_backward_kernel_in_its_row_finds_its_cubin_with_
     waiter compiles the kernel again from that source."""
     seen = waited(tmp_path / "cache", "amend")
     assert seen["waiter"] == "cached" and not any(seen["compiled"].values()), seen
+
+
+def test_a_front_end_let_go_while_slangs_thread_is_busy_is_released_without_waiting(tmp_path):
+    """The garbage collector runs a front end's finalizer on whatever thread allocates, inside
+    whatever lock that thread holds (one was the Slang thread's own queue lock, and the
+    process hung): the release is queued for Slang's thread, never waited for."""
+    owner = SlangSession()
+    module = ModuleText("let_go", tmp_path / "let_go.slang", "float f(float x) { return x; }")
+    front = front_end(module, session=owner)
+    session = front._keep.session
+    forget(module, "")
+    busy, go = threading.Event(), threading.Event()
+    threading.Thread(target=owner.run, args=(lambda: busy.set() or go.wait(60),)).start()
+    busy.wait()
+    unblock = threading.Timer(20, go.set)
+    unblock.start()
+    del front
+    waited = go.is_set()
+    go.set()
+    unblock.cancel()
+    assert not waited, "letting go of a front end waited for Slang's busy thread"
+    owner.run(lambda: None)
+    assert session._handle == 0, "the session was never released"

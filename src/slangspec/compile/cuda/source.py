@@ -135,7 +135,7 @@ class _Loaded:
         spare: Session | None = None,
     ) -> None:
         self.session = spare or Session(owner, search, defines)
-        weakref.finalize(self, owner.run, self.session.release).atexit = False
+        weakref.finalize(self, owner.run_later, self.session.release).atexit = False
         self.module = self.session.load(module.name, module.path, module.text)
 
 

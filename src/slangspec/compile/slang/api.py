@@ -12,11 +12,13 @@ import contextlib
 import ctypes
 import functools
 import importlib.util
+import logging
 import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +37,8 @@ _LANGUAGE_SLANG = 1  # SLANG_SOURCE_LANGUAGE_SLANG
 _UNIFORM = 8  # SLANG_PARAMETER_CATEGORY_UNIFORM
 _SLANG_MODULE = 1  # SLANG_CONTAINER_FORMAT_SLANG_MODULE
 T = TypeVar("T")
+_Call = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any] | None"]
+_log = logging.getLogger(__name__)
 
 
 class TypeKind(IntEnum):
@@ -360,8 +364,11 @@ class SlangSession:
 
     def __init__(self) -> None:
         self._lib = library()
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="slangspec-slang")
-        self._thread: int | None = None
+        # A SimpleQueue, not an executor: ``run_later`` is called by finalizers, which the
+        # garbage collector runs on whatever thread allocates, inside an executor's lock too.
+        self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="slangspec-slang", daemon=True)
+        self._thread.start()
         handle = self.run(self._lib.spCreateSession, None)
         if not handle:
             raise SlangLibraryError("spCreateSession failed")
@@ -370,13 +377,30 @@ class SlangSession:
     def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` on the session's thread, waiting for it (at once when called
         there)."""
-        if threading.get_ident() == self._thread:
+        if threading.get_ident() == self._thread.ident:
             return function(*args)
-        return self._worker.submit(self._on_thread, function, args).result()
+        done: Future[T] = Future()
+        self._calls.put((function, args, done))
+        return done.result()
 
-    def _on_thread(self, function: Callable[..., T], args: tuple[Any, ...]) -> T:
-        self._thread = threading.get_ident()
-        return function(*args)
+    def run_later(self, function: Callable[..., object], *args: Any) -> None:
+        """``function(*args)`` on the session's thread, without waiting: safe in a finalizer
+        (it takes no lock) and on the session's thread in the middle of another call."""
+        self._calls.put((function, args, None))
+
+    def _serve(self) -> None:
+        while True:
+            function, args, done = self._calls.get()
+            if done is None:
+                try:
+                    function(*args)
+                except Exception:
+                    _log.exception("Slang session: %s failed", function)
+            elif done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(function(*args))
+                except BaseException as error:
+                    done.set_exception(error)
 
     @property
     def handle(self) -> int:
