@@ -33,6 +33,9 @@ float twice(int x) { return 3 * x; }
 
 float3 scale3(float3 v, float k) { return v * k; }
 float3 offset3(float3 v, float3 d) { return v + d; }
+int3 offset_ints(int3 v, int3 d) { return v + d; }
+float pick(float x) { return 1; }
+float pick(float3 x) { return 3; }
 int packed_ints(int2 a, uint3 b, bool2 c) { return a.x * 10 + a.y + int(b.z) + (c.y ? 100 : 0); }
 
 interface IShape { float area(); };
@@ -117,6 +120,23 @@ def test_slangpys_vectors_as_slangpy(spy_module, ours):
     _same(ours.offset3(_tensor(v), d), spy_module.offset3(v, d, _result="numpy"))
     args = (spy.int2(3, 4), spy.uint3(0, 0, 7), spy.bool2(False, True))
     assert int(ours.packed_ints(*args)) == spy_module.packed_ints(*args) == 141
+
+
+@pytest.mark.parametrize("k", [2.5, 2])
+def test_a_number_for_a_vector_is_in_every_component_as_slangpy(spy_module, ours, k):
+    v = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+    _same(ours.offset3(_tensor(v), k), spy_module.offset3(v, k, _result="numpy"))
+    want = spy_module.offset_ints(spy.int3(1, 2, 3), 4)
+    assert ours.offset_ints(spy.int3(1, 2, 3), 4).tolist() == [want.x, want.y, want.z]
+
+
+def test_a_number_for_overloads_of_a_scalar_and_a_vector_is_ambiguous_as_in_slangpy(
+    spy_module, ours
+):
+    with pytest.raises(Exception, match="pick"):
+        spy_module.pick(2.0)
+    with pytest.raises(TypeError, match=r"is ambiguous: 2 of its 2 overloads take it"):
+        ours.pick(2.0)
 
 
 def test_vectors_from_trailing_dimensions_and_numpy_results(spy_module, ours):

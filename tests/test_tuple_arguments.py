@@ -47,6 +47,25 @@ def test_a_tuple_or_list_for_a_vector_is_uniform_and_gets_no_gradient(m, tdev, a
     torch.testing.assert_close(b.grad, ref_a.expand(5, 3), **TOL)
 
 
+@pytest.mark.parametrize("k", [2.5, 2])
+def test_a_number_for_a_vector_is_in_every_component_eagerly_and_compiled(m, tdev, k):
+    import torch._dynamo
+
+    def f(b):
+        return m.dot3(k, b)
+
+    b = torch.randn(5, 3, device=tdev, requires_grad=True)
+    y = f(b)
+    torch.testing.assert_close(y, b.detach().sum(-1) * k, **TOL)
+    y.sum().backward()
+    torch.testing.assert_close(b.grad, torch.full_like(b, float(k)), **TOL)
+    assert m.dot3.plan(k, b).args == m.dot3.plan((k, k, k), b).args  # bound alike
+    b.grad = None
+    torch._dynamo.reset()
+    torch.compile(f, fullgraph=True)(b).sum().backward()
+    torch.testing.assert_close(b.grad, torch.full_like(b, float(k)), **TOL)
+
+
 def test_values_are_bound_per_call_not_compiled_in(m, tdev):
     b = torch.randn(4, 3, device=tdev)
     assert m.dot3.signature((1.0, 2.0, 3.0), b) == m.dot3.signature((7.5, 0, -1.0), b)
@@ -215,6 +234,18 @@ specializations = [["float[3]", "f32[N, 3]"]]
             TypeError,
             r"^tuples::mix_ints: argument 1 \('v'\): expected 3 int values for vector<int,3>, "
             r"got a tuple of 3 Python numbers, floats among them$",
+        ),
+        (
+            lambda m, t: m.dot3(True, t),
+            TypeError,
+            r"^tuples::dot3: argument 1 \('a'\): expected a float32 tensor whose trailing "
+            r"dimensions are \(3,\) or a tuple of 3 numbers for vector<float,3>, got Python bool$",
+        ),
+        (
+            lambda m, t: m.mix_ints(2.5, t[:, 0].int()),
+            TypeError,
+            r"^tuples::mix_ints: argument 1 \('v'\): expected an int32 tensor whose trailing "
+            r"dimensions are \(3,\) or a tuple of 3 numbers for vector<int,3>, got Python float$",
         ),
         (
             lambda m, t: m.dot3((True, False, True), t),

@@ -90,7 +90,7 @@ class ElementShape:
 
 def uniforms(plan: SpecializationPlan) -> tuple[Uniform, ...]:
     return tuple(
-        Uniform(i, names.leaf(i), _uniform_value(a))
+        Uniform(i, names.leaf(i), uniform_value(a))
         for i, a in enumerate(plan.args)
         if a.row.leaf == "uniform"
     )
@@ -166,10 +166,18 @@ def _parts(binding: str) -> tuple[str, ...]:
     return KIND[binding].parts if binding else ()
 
 
-def _uniform_value(a: ArgPlan) -> Callable[[Any], Any]:
+def uniform_value(a: ArgPlan) -> Callable[[Any], Any]:
     """What a kernel binds for the uniform leaf ``a``: a Python scalar converted to its type, or
-    a tuple of numbers, each converted, as the list its array of scalars takes."""
+    a tuple of numbers, each converted, as the list its array of scalars takes (a vector's
+    given one number takes it in every component)."""
     convert = SLANG[a.scalar].py_type
     if not a.elem:
         return convert
-    return lambda numbers: [convert(x) for x in numbers]
+    count = a.elem[0]
+
+    def components(numbers: Any) -> list[Any]:
+        if isinstance(numbers, int | float):
+            return [convert(numbers)] * count
+        return [convert(x) for x in numbers]
+
+    return components

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 
 from ..codegen import parameter_names as names
-from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
 from ..specializer.plan import SpecializationPlan
+from .call_rows import uniform_value
 from .cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
 from .shapes import MAX_EXTENT, contiguous_strides
@@ -83,7 +83,7 @@ class _Values:
         if kind == "uniform" and not rest:
             return f"u{i}(t{i})"
         if kind == "uniform" and _one_index(rest):
-            return f"u{i}(t{i}[{rest[0]}])"
+            return f"{self.read(f'c{i}', f'u{i}(t{i})')}[{rest[0]}]"
         if kind == "elementwise" and not rest:
             return self.read(f"p{i}", f"t{i}.data_ptr()")
         if kind != "tensor" or not rest:
@@ -167,7 +167,7 @@ def _namespace(kernel: DriverKernel, torch_device: torch.device, make_current: C
 def _uniforms(plan: SpecializationPlan, namespace: dict[str, Any]) -> None:
     for i, a in enumerate(plan.args):
         if a.row.leaf == "uniform":
-            namespace[f"u{i}"] = SLANG[a.scalar].py_type
+            namespace[f"u{i}"] = uniform_value(a)
 
 
 def _size_check(plan: SpecializationPlan, refused: str) -> list[str]:

@@ -204,9 +204,11 @@ class _Resolver:
     ) -> ArgPlan:
         inout = base["direction"] == "inout"
         if isinstance(form, ScalarForm) and not inout:
-            if t.kind != "scalar" or t.scalar not in PY_SCALARS_FOR[form.kind]:
+            fits = t.kind == "scalar" or (t.kind == "vector" and len(t.shape) == 1)
+            if not fits or t.scalar not in PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, _expected_value(t), PY_NAMES[form.kind])
-            return _arg_plan(t, base, KIND["uniform"], differentiable=diff)
+            # A vector takes a number in every component, as a tuple of them binds it.
+            return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
         if isinstance(form, NumbersForm) and not inout:
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
