@@ -35,6 +35,7 @@ float3 scale3(float3 v, float k) { return v * k; }
 float3 offset3(float3 v, float3 d) { return v + d; }
 int3 offset_ints(int3 v, int3 d) { return v + d; }
 float pick(float x) { return 1; }
+float halve(float x) { return x / 2; }
 float pick(float3 x) { return 3; }
 int packed_ints(int2 a, uint3 b, bool2 c) { return a.x * 10 + a.y + int(b.z) + (c.y ? 100 : 0); }
 
@@ -137,6 +138,12 @@ def test_a_number_for_overloads_of_a_scalar_and_a_vector_is_ambiguous_as_in_slan
         spy_module.pick(2.0)
     with pytest.raises(TypeError, match=r"is ambiguous: 2 of its 2 overloads take it"):
         ours.pick(2.0)
+
+
+def test_a_list_or_vector_for_a_scalar_is_spread_over_the_call_as_slangpy(spy_module, ours):
+    for values in ([1.0, 3.0, -5.0], spy.float3(1.0, 3.0, -5.0)):
+        want = spy_module.halve(values, _result="numpy")
+        _same(ours.halve(values), want)
 
 
 def test_vectors_from_trailing_dimensions_and_numpy_results(spy_module, ours):

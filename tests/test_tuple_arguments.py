@@ -27,6 +27,8 @@ struct Ray { float3 origin; float3 dir; }
 float3 at(Ray r, float t) { return r.origin + r.dir * t; }
 float3 shifted(ITensor<float, 1> w, float3 s, int i) { return float3(w[i], w[i], w[i]) + s; }
 float scaled(float s, float x) { return s * x; }
+[Differentiable]
+float3 along(float3 o, float3 d, float t) { return o + d * t; }
 float trace3(float3x3 m) { return m[0][0] + m[1][1] + m[2][2]; }
 """
 TOL = {"rtol": 1e-5, "atol": 1e-5}  # float32 sums of a few products, computed in another order
@@ -64,6 +66,26 @@ def test_a_number_for_a_vector_is_in_every_component_eagerly_and_compiled(m, tde
     torch._dynamo.reset()
     torch.compile(f, fullgraph=True)(b).sum().backward()
     torch.testing.assert_close(b.grad, torch.full_like(b, float(k)), **TOL)
+
+
+def test_numbers_for_a_scalar_spread_over_a_call_dimension_eagerly_and_compiled(m, tdev):
+    import torch._dynamo
+
+    x = torch.randn(4, 3, device=tdev)
+    s = [1.0, -2.0, 0.5]
+    want = torch.tensor(s, device=tdev) * x
+    torch.testing.assert_close(m.scaled(s, x), want, **TOL)
+    torch.testing.assert_close(m.scaled(tuple(s), x), want, **TOL)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(lambda x: m.scaled(s, x), fullgraph=True)(x), want)
+    origin = torch.randn(3, device=tdev, requires_grad=True)
+    direction = torch.randn(3, device=tdev, requires_grad=True)
+    points = m.along(origin, direction, (0.0, 1.0, 2.0))
+    t = torch.tensor([0.0, 1.0, 2.0], device=tdev)
+    torch.testing.assert_close(points, origin + direction * t[:, None], **TOL)
+    points.sum().backward()
+    torch.testing.assert_close(origin.grad, torch.full_like(origin, 3.0))
+    torch.testing.assert_close(direction.grad, torch.full_like(direction, 3.0))
 
 
 def test_values_are_bound_per_call_not_compiled_in(m, tdev):
@@ -224,10 +246,10 @@ specializations = [["float[3]", "f32[N, 3]"]]
             r"^tuples::masked: argument 1 \('m'\): cannot pass a tuple mixing bools and numbers",
         ),
         (
-            lambda m, t: m.scaled((1.0, 2.0), t[:, 0]),
+            lambda m, t: m.scaled((True, False), t[:, 0]),
             TypeError,
-            r"^tuples::scaled: argument 1 \('s'\): expected a float32 tensor or a Python scalar "
-            r"for float, got a tuple of 2 Python numbers, floats among them$",
+            r"^tuples::scaled: argument 1 \('s'\): expected numbers float takes, one per call "
+            r"point, got a tuple of 2 Python bools$",
         ),
         (
             lambda m, t: m.mix_ints((1.0, 2, 3), t[:, 0].int()),

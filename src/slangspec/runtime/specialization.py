@@ -12,7 +12,7 @@ import torch
 
 from ..codegen import parameter_names as names
 from ..signatures.scalars import SLANG
-from ..signatures.text import argument_label
+from ..signatures.text import NumbersForm, argument_label, parse_call_signature
 from ..specializer.plan import RESULT, SpecializationPlan
 from . import call_rows as rows
 from .call_rows import Elementwise, shaping
@@ -89,7 +89,10 @@ class Specialization:
         self._not_differentiable = tuple(
             k for k, o in enumerate(plan.outputs) if not o.differentiable
         )
-        self.leaves = leaf_reader(plan)
+        self.leaves = leaf_reader(plan, binding.torch_device)
+        self.places = leaf_reader(plan)
+        """``places(args)``: what ``leaves`` reads, without making tensors: for values
+        standing in for the arguments (their grad flags, their positions)."""
         """``leaves(args)``: the value of each leaf, read out of the dicts of struct
         arguments; None when every argument is its own leaf."""
         self.finish = _finisher(plan)
@@ -425,10 +428,21 @@ def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
     return struct
 
 
-def leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]] | None:
+def leaf_reader(
+    plan: SpecializationPlan, device: torch.device | None = None
+) -> Callable[[Sequence[Any]], list[Any]] | None:
     """``read(args)``: the value of each of ``plan``'s leaves, read out of the dicts of its
-    struct arguments; None when every argument is its own leaf."""
-    if not any(p.struct for p in plan.params):
+    struct arguments; with ``device``, the numbers given for a scalar parameter as a tensor
+    (on the first tensor's device, else ``device``). None when every argument is its own
+    leaf as given."""
+    forms = parse_call_signature(plan.signature).args
+    spread = [
+        (i, getattr(torch, a.dtype))
+        for i, a in enumerate(plan.args)
+        if a.kind == "elementwise" and not a.path and isinstance(forms[a.index], NumbersForm)
+    ]
+    spread = spread if device is not None else []
+    if not spread and not any(p.struct for p in plan.params):
         return None
     where = [(a.index, a.path) for a in plan.args]
 
@@ -439,6 +453,10 @@ def leaf_reader(plan: SpecializationPlan) -> Callable[[Sequence[Any]], list[Any]
             for name in path:
                 value = value[name]
             values.append(value)
+        if spread:
+            on = next((v.device for v in values if isinstance(v, torch.Tensor)), device)
+            for i, dtype in spread:
+                values[i] = torch.tensor(values[i], dtype=dtype, device=on)
         return values
 
     return leaves

@@ -202,7 +202,7 @@ def _outputs_like(name: str, args: list[Any], grads: Sequence[bool]) -> list[tor
     fn = _functions[name]
     plan = fn.plan_for_signature(_signature(fn, args, grads))
     _traceable(fn, plan)
-    reader = leaf_reader(plan)
+    reader = leaf_reader(plan, fn.torch_device)
     leaves = reader(args) if reader is not None else args
     leading, whole = shaping(plan)
     shapes = [leaves[i].shape[:dims] for i, dims in leading]
@@ -237,6 +237,11 @@ def _with_copies(name: str, args: list[Any]) -> tuple[list[Any], list[torch.Tens
     return args, copies
 
 
+def _places(spec: Specialization, values: list[Any]) -> list[Any]:
+    """Values standing in for the arguments (grad flags, positions), read as the leaves are."""
+    return spec.places(values) if spec.places is not None else values
+
+
 def _leaves(spec: Specialization, args: list[Any]) -> list[Any]:
     """The value of each leaf of ``spec``'s plan, read out of dicts."""
     return spec.leaves(args) if spec.leaves is not None else args
@@ -258,7 +263,7 @@ def _forward_writing(name, tensors, grads, kinds, floats, ints) -> list[torch.Te
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
     args, written = _with_copies(name, args)
-    spec.forward(args)
+    spec.forward(_leaves(spec, args))
     return written
 
 
@@ -268,7 +273,7 @@ def _forward_writing_returning(
     args = unpack(tensors, kinds, floats, ints)
     spec = _specialization(name, args, grads)
     args, written = _with_copies(name, args)
-    return written, spec.forward(args)[0]
+    return written, spec.forward(_leaves(spec, args))[0]
 
 
 def _fake_result(name, tensors, grads, kinds, floats, ints) -> torch.Tensor:
@@ -335,8 +340,8 @@ def _outputs_backward(name, tensors, grads, kinds, floats, ints, grad_outs) -> l
     # A backward kernel re-runs the function's writes: into copies, never into saved inputs.
     args, _ = _with_copies(name, args)
     leaves = _leaves(spec, args)
-    flags = _leaves(spec, unpack(grads, kinds, floats, ints))
-    positions = _leaves(spec, unpack(range(len(tensors)), kinds, floats, ints))
+    flags = _places(spec, unpack(grads, kinds, floats, ints))
+    positions = _places(spec, unpack(range(len(tensors)), kinds, floats, ints))
     fed = [i for i, a in enumerate(spec.plan.args) if a.row.reads]
     mask = ["0"] * len(leaves)
     for i in fed:

@@ -210,6 +210,8 @@ class _Resolver:
             # A vector takes a number in every component, as a tuple of them binds it.
             return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
         if isinstance(form, NumbersForm) and not inout:
+            if t.kind == "scalar" and not base["path"]:
+                return self.spread(index, name, t, form, diff, base)
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
             if t.scalar not in ("int", "uint") or _index_width(t) != form.rank:
@@ -280,6 +282,32 @@ class _Resolver:
                 TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
             )
         return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
+
+    def spread(
+        self,
+        index: int,
+        name: str,
+        t: TypeInfo,
+        form: NumbersForm,
+        diff: bool,
+        base: dict[str, Any],
+    ) -> ArgPlan:
+        """A tuple of Python numbers for a scalar parameter, spread over a call dimension as
+        slangpy spreads a list: a one-dimensional tensor of them (made at the call), one element
+        per call point, without gradient."""
+        if t.scalar not in PY_SCALARS_FOR[form.kind]:
+            expected = f"numbers {t.name} takes, one per call point"
+            raise self.fail(TypeError, index, name, expected, describe(form))
+        return _arg_plan(
+            t,
+            base,
+            KIND["element"],
+            dtype=SLANG[t.scalar].dtype,
+            rank=1,
+            call_dims=1,
+            broadcast=form.length == 1,
+            differentiable=diff,
+        )
 
     def target(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
