@@ -59,6 +59,7 @@ float read_Tensor(Tensor<float, 1> t, int i) { return t[i] * 2.0; }
 void add_IRWTensor(IRWTensor<float, 1> o, int i, float v) { o[i] = o[i] + v; }
 void add_RWTensor(RWTensor<float, 1> o, int i, float v) { o[i] = o[i] + v; }
 void assign_IWTensor(IWTensor<float, 1> o, int i, float v) { o[i] = v * 3.0; }
+void accumulate_AtomicTensor(AtomicTensor<float, 1> o, int i, float v) { o.add(i % 2, v); }
 void assign_WTensor(WTensor<float, 1> o, int i, float v) { o[i] = v * 3.0; }
 [Differentiable] float square_IDiffTensor(IDiffTensor<float, 1> t, int i) { return t[i] * t[i]; }
 [Differentiable] float square_DiffTensor(DiffTensor<float, 1> t, int i) { return t[i] * t[i]; }
@@ -167,6 +168,20 @@ def tensor_case(name: str) -> Case:
             return o
 
         return Case(f"assign_{name}", assign, inputs(randn(6)), lambda x: x * 3, False)
+    if name == "AtomicTensor":
+
+        def accumulate(f, x):
+            o = torch.zeros(2, device=x.device)
+            f(o, whole(x), x)
+            return o
+
+        return Case(
+            "accumulate_AtomicTensor",
+            accumulate,
+            inputs(randn(6)),
+            lambda x: torch.stack([x[0::2].sum(), x[1::2].sum()]),
+            False,
+        )
     if name in ("IDiffTensor", "DiffTensor"):
         return Case(
             f"square_{name}", lambda f, x: f(x, whole(x)), inputs(randn(6)), lambda x: x * x

@@ -211,3 +211,28 @@ def test_mutating_method_writes_back_as_slangpy(spy_module, ours):
     ours["Particle.step"](this, 0.5)
     for name in particles:
         _same(this[name], theirs[name].to_numpy())
+
+
+ATOMIC = """
+import slangpy;
+void splat(int i, float v, AtomicTensor<float, 1> acc) { acc.add(i % 3, v); }
+"""
+
+
+def test_an_atomic_tensor_accumulates_as_slangpys(tmp_path):
+    kind = spy.DeviceType.cuda if DEVICE_KIND == "cuda" else spy.DeviceType.vulkan
+    index = np.arange(10, dtype=np.int32)
+    values = np.linspace(-1.0, 2.0, 10, dtype=np.float32)
+    device = spy.create_device(type=kind)
+    try:
+        theirs = spy.Module.load_from_source(device, "parity_atomic", ATOMIC)
+        acc = spy.Tensor.zeros(device, shape=(3,), dtype="float")
+        index_t, values_t = (spy.Tensor.from_numpy(device, a) for a in (index, values))
+        theirs.splat(index_t, values_t, acc)
+        want = acc.to_numpy()
+    finally:
+        device.close()
+    ours = slangspec.load_source("parity_atomic", ATOMIC, cache_dir=tmp_path)
+    got = torch.zeros(3, device=TORCH_DEVICE)
+    ours.splat(_tensor(index), _tensor(values), got)
+    _same(got, want)

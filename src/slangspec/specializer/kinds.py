@@ -34,6 +34,7 @@ LeafBinding = Literal[
     "Tensor",
     "RWTensor",
     "WTensor",
+    "AtomicTensor",
     "PrimalTensor",
     "DiffTensor",
     "WPrimalTensor",
@@ -145,6 +146,7 @@ KINDS: tuple[Kind, ...] = (
     _tensor("Tensor", ("ITensor", "Tensor")),
     _tensor("RWTensor", ("IRWTensor", "RWTensor"), writes="itself"),
     _tensor("WTensor", ("IWTensor", "WTensor"), writes="itself"),
+    _tensor("AtomicTensor", ("AtomicTensor",), writes="itself"),
     _tensor("PrimalTensor", ("IDiffTensor",), diff=True, grad_binding="DiffTensor"),
     _tensor("DiffTensor", ("DiffTensor",), diff=True, grad_binding="DiffTensor", parts=_PAIR_OUT),
     _tensor(
