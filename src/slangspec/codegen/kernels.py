@@ -68,6 +68,11 @@ def _access(a: ArgPlan, point: tuple[int, ...]) -> str:
     return "".join(parts) + _subscript(point[at:])
 
 
+def _element(a: ArgPlan) -> str:
+    """The element type of whole-tensor leaf ``a``: its scalar, or a vector of them."""
+    return f"vector<{a.scalar}, {a.elem[0]}>" if a.elem else a.scalar
+
+
 def _lanes(a: ArgPlan) -> list[tuple[int, ...]]:
     """Every index into the arrays of structs leaf ``a`` is taken in, row-major."""
     return _points(tuple(e for extents in a.arrays for e in extents))
@@ -150,7 +155,8 @@ class _Writer:
             return self.generated(j, a)
         if a.kind == "tensor":
             binding = self.tensor_binding(j, a)
-            self.params.append(f"uniform {binding}<{a.scalar}, {a.rank}> {name}")
+            struct_rank = a.rank - len(a.elem)
+            self.params.append(f"uniform {binding}<{_element(a)}, {struct_rank}> {name}")
             if not a.call_dims:
                 return name
             return self.slice(j, a, binding)
@@ -236,8 +242,8 @@ class _Writer:
     def slice(self, j: int, a: ArgPlan, binding: str) -> str:
         """Tensor leaf ``j`` past its leading ``call_dims`` dimensions, at this thread's index
         there (index 0 along a dimension of size 1, which broadcasts)."""
-        rank, lead, dims = self.plan.call_rank, a.call_dims, a.rank - a.call_dims
-        self.line(f"{binding}<{a.scalar}, {dims}> v{j};")
+        rank, lead, dims = self.plan.call_rank, a.call_dims, a.rank - a.call_dims - len(a.elem)
+        self.line(f"{binding}<{_element(a)}, {dims}> v{j};")
         for part in [f".{p}" for p in KIND[binding].parts] or [""]:
             whole, mine = f"{names.leaf(j)}{part}", f"v{j}{part}"
             self.line(f"{mine}._data = {whole}._data;")

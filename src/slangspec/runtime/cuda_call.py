@@ -129,10 +129,10 @@ class _Values:
 
 def _simple(plan: SpecializationPlan) -> bool:
     """Whether the plan's calls are what these functions generate: no tensor the call writes
-    (an ``RWTensor``, an ``out`` or ``inout`` parameter's), and at most one output, the
-    result."""
+    (an ``RWTensor``, an ``out`` or ``inout`` parameter's), no whole tensor of vectors, and at
+    most one output, the result."""
     return (plan.returns is not None or not plan.outputs) and not any(
-        a.row.writes or a.direction != "in" for a in plan.args
+        a.row.writes or a.direction != "in" or (a.kind == "tensor" and a.elem) for a in plan.args
     )
 
 

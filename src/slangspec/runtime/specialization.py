@@ -68,6 +68,8 @@ class Specialization:
         """The leaves that bind uniform words: strided grids and generators with values."""
         self._elementwise = rows.elementwise(plan)
         self._whole = rows.whole_tensors(plan)
+        self._vectors = {i: a.elem[0] for i, a in enumerate(args) if a.kind == "tensor" and a.elem}
+        """The whole tensors of vectors, by leaf: how many components each vector has."""
         self._diff_written = rows.written_tensors(plan)
         self._written = tuple(w.leaf for w in self._whole if w.written)
         self._in_place = tuple((i, a.elem) for i, a in enumerate(args) if a.direction != "in")
@@ -160,6 +162,22 @@ class Specialization:
                     f"{self.label(e.leaf)}: expected a tensor whose trailing dimensions are "
                     f"{e.elem} for {e.slang_type}, got shape {shape}"
                 )
+
+    def check_vectors(self, i: int, t: torch.Tensor, components: int) -> None:
+        """ValueError unless tensor ``t`` of leaf ``i``, a tensor of vectors of ``components``,
+        holds each vector's components side by side, at an address a vector may sit at."""
+        vector_bytes = components * t.element_size() if components in (2, 4) else 1
+        strides = t.stride()
+        if strides[-1] != 1 or any(s % components for s in strides[:-1]):
+            why = f"its vectors' components are not side by side (strides {tuple(strides)})"
+        elif t.device.type == "cuda" and t.data_ptr() % vector_bytes:
+            why = f"its data is not aligned to {vector_bytes} bytes, as a vector must be"
+        else:
+            return
+        raise ValueError(
+            f"{self.label(i)}: expected a tensor of vectors of {components} components for "
+            f"{self.plan.args[i].slang_type}, but {why}: pass t.contiguous()"
+        )
 
     def label(self, i: int) -> str:
         return f"{self.name}: {self._argument(i)}"
@@ -298,24 +316,28 @@ class Specialization:
         zero: list[torch.Tensor] = []
         for w in self._whole:
             value = args[w.leaf]
+            fold = self._vectors.get(w.leaf, 0) if self._vectors else 0
+            if fold:
+                self.check_vectors(w.leaf, value, fold)
             struct = bind.write_struct(value) if w.written else bind.read_struct(value)
             if mask is not None and mask[w.leaf] == "1":
                 grad = bind.zeroed(tuple(value.shape), value.dtype)
                 primal, gradient = w.grad_parts
-                struct = {primal: struct, gradient: bind.write_struct(grad)}
+                gradient_struct = _in_vectors(bind.write_struct(grad), fold)
+                struct = {primal: _in_vectors(struct, fold), gradient: gradient_struct}
                 tensor_grads[w.leaf] = grad
                 zero.append(grad)
             elif w.parts:
                 # A DiffTensor parameter always has a gradient: a frozen one accumulates into
                 # one scratch element, at strides 0, never into storage of its size.
-                scratch = bind.zeroed((1,), value.dtype)
+                scratch = bind.zeroed((max(fold, 1),), value.dtype)
                 zero.append(scratch)
                 sink = dict(bind.write_struct(scratch))
                 sink["_shape"] = list(value.shape)
                 sink["_strides"] = [0] * value.dim()
                 primal, gradient = w.parts
-                struct = {primal: struct, gradient: sink}
-            kw[w.name] = struct
+                struct = {primal: _in_vectors(struct, fold), gradient: _in_vectors(sink, fold)}
+            kw[w.name] = _in_vectors(struct, fold)
         return kw, tensor_grads, zero
 
     def forward(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
@@ -351,12 +373,14 @@ class Specialization:
                 kw[o.name] = bind.write(out)
             for w in self._diff_written:
                 out = outputs[w.output]
+                fold = self._vectors.get(w.leaf, 0) if self._vectors else 0
                 struct = bind.write_struct(out)
                 if w.parts:
                     # Its cotangent, never read by a forward kernel: one element at strides 0.
                     primal, cotangent = w.parts
-                    struct = {primal: struct, cotangent: _scratch(bind, out)}
-                kw[w.name] = struct
+                    scratch = _scratch(bind, out, fold)
+                    struct = {primal: _in_vectors(struct, fold), cotangent: scratch}
+                kw[w.name] = _in_vectors(struct, fold)
             bind.dispatch(self._forward, n, kw, zero)
         except Exception:
             self.blame(args)
@@ -397,7 +421,9 @@ class Specialization:
             # Read as the gradient of what the kernel wrote. The backward kernel stores the
             # primal values again: into one scratch element, at strides 0.
             primal, gradient = w.backward_parts
-            kw[w.name] = {primal: _scratch(bind, cotangent), gradient: bind.read_struct(cotangent)}
+            fold = self._vectors.get(w.leaf, 0) if self._vectors else 0
+            read = _in_vectors(bind.read_struct(cotangent), fold)
+            kw[w.name] = {primal: _scratch(bind, cotangent, fold), gradient: read}
         grads: list[torch.Tensor | None] = [None] * len(args)
         slots = self._grad_slots.get(mask)
         if slots is None:
@@ -419,13 +445,24 @@ class Specialization:
         return grads
 
 
-def _scratch(bind: Binding, like: torch.Tensor) -> dict[str, Any]:
+def _scratch(bind: Binding, like: torch.Tensor, fold: int = 0) -> dict[str, Any]:
     """A tensor struct of ``like``'s shape over one element of scratch (strides 0), for a
-    part of a tensor struct the kernel never reads."""
-    struct = dict(bind.read_struct(bind.empty((1,), like.dtype)))
+    part of a tensor struct the kernel never reads (one vector of ``fold`` components, for a
+    tensor of them)."""
+    struct = dict(bind.read_struct(bind.empty((max(fold, 1),), like.dtype)))
     struct["_shape"] = list(like.shape)
     struct["_strides"] = [0] * like.dim()
-    return struct
+    return _in_vectors(struct, fold)
+
+
+def _in_vectors(struct: dict[str, Any], fold: int) -> dict[str, Any]:
+    """The tensor struct ``struct`` of a tensor of scalars, made that of the same tensor of
+    vectors of ``fold`` components (its last dimension): shape and strides count vectors.
+    ``struct`` itself where ``fold`` is 0 (a tensor of scalars), or where it holds parts."""
+    if not fold or "_strides" not in struct:
+        return struct
+    strides = [s // fold for s in struct["_strides"][:-1]]
+    return {**struct, "_shape": list(struct["_shape"][:-1]), "_strides": strides}
 
 
 def leaf_reader(

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 _SLANG_NAMES = dict(SLANG_NAME_OF_REFLECTED)
 
-_GENERIC_RE = re.compile(r"(\w+)<\s*(\w+)\s*,\s*(\d+)\s*>")
+_GENERIC_RE = re.compile(r"(\w+)<\s*(\w+|vector<\s*\w+\s*,\s*\d+\s*>)\s*,\s*(\d+)\s*>")
+_VECTOR_RE = re.compile(r"vector<\s*(\w+)\s*,\s*([1-4])\s*>")
 
 
 def type_info(
@@ -66,9 +67,12 @@ def type_info(
         return TypeInfo("other", full)
     m = _GENERIC_RE.fullmatch(full)
     if m and m.group(1) in TENSOR_TYPES and kind in ("interface", "struct"):
-        element = m.group(2)
+        element, shape = m.group(2), ()
+        vector = _VECTOR_RE.fullmatch(element)
+        if vector:  # a tensor of vectors: their components are the tensor's last dimension
+            element, shape = vector.group(1), (int(vector.group(2)),)
         if element in SLANG:
-            return TypeInfo("tensor", full, element, (), m.group(1), int(m.group(3)))
+            return TypeInfo("tensor", full, element, shape, m.group(1), int(m.group(3)))
         return TypeInfo("other", full)
     if kind == "struct" and structs and depth < 8:
         fields = tuple(FieldInfo(f.name, type_info(f.type, layout, depth + 1)) for f in t.fields)

@@ -341,13 +341,16 @@ class _Resolver:
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
         want = SLANG[t.scalar].dtype
+        rank = t.dims + len(t.shape)
+        components = f" whose last dimension is {t.shape[0]} (the vector's)" if t.shape else ""
         expected = (
-            f"{a_dtype(want)} tensor of rank {t.dims} for {t.name} (or of more: the leading ones "
-            "are call dimensions)"
+            f"{a_dtype(want)} tensor of rank {rank}{components} for {t.name} (or of more: the "
+            "leading ones are call dimensions)"
         )
         if not isinstance(form, TensorForm):
             raise self.fail(TypeError, index, name, expected, describe(form))
-        if form.dtype != want or form.rank < t.dims:
+        fits = form.extents.endswith(extent_classes(t.shape))
+        if form.dtype != want or form.rank < rank or not fits:
             raise self.fail(TypeError, index, name, expected, describe(form))
         row = TENSOR_KIND[t.interface]
         if row.differentiable and t.scalar != "float":
@@ -359,8 +362,9 @@ class _Resolver:
             base,
             row,
             dtype=form.dtype,
+            elem=t.shape,
             rank=form.rank,
-            call_dims=form.rank - t.dims,
+            call_dims=form.rank - rank,
             differentiable=diff,
             grad=diff and form.grad and not written,
         )
