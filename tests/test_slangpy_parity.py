@@ -236,3 +236,29 @@ def test_an_atomic_tensor_accumulates_as_slangpys(tmp_path):
     got = torch.zeros(3, device=TORCH_DEVICE)
     ours.splat(_tensor(index), _tensor(values), got)
     _same(got, want)
+
+
+CALL_IDS = """
+import slangpy;
+int2 where_am_i(float x)
+{
+    CallShapeInfo c = CallShapeInfo::get_call_id();
+    return int2(c.shape[0], c.shape[1]);
+}
+float weighted(float x) { return x * float(CallShapeInfo::get_call_id().shape[0] + 1); }
+"""
+
+
+def test_a_called_function_reads_the_call_index_as_from_slangpy(tmp_path):
+    kind = spy.DeviceType.cuda if DEVICE_KIND == "cuda" else spy.DeviceType.vulkan
+    x = np.random.default_rng(2).random((2, 3), dtype=np.float32)
+    device = spy.create_device(type=kind)
+    try:
+        theirs = spy.Module.load_from_source(device, "parity_call_ids", CALL_IDS)
+        want_where = theirs.where_am_i(x, _result="numpy")
+        want_weighted = theirs.weighted(x, _result="numpy")
+    finally:
+        device.close()
+    ours = slangspec.load_source("parity_call_ids", CALL_IDS, cache_dir=tmp_path)
+    _same(ours.where_am_i(_tensor(x)), want_where)
+    _same(ours.weighted(_tensor(x)), want_weighted)

@@ -105,6 +105,22 @@ class _Writer:
             self.line(f"_idx[{d}] = int(_rest % uint({shape}[{d}]));")
             if d:
                 self.line(f"_rest = _rest / uint({shape}[{d}]);")
+        if self.plan.call_ids:
+            self.call_ids(rank)
+
+    def call_ids(self, rank: int) -> None:
+        """Set slangpy's call index, which ``CallShapeInfo::get_call_id()`` reads: from the
+        thread's number over the call shape's row-major strides, as slangpy's own kernels do
+        with no call groups."""
+        shape = names.CALL_SHAPE
+        self.line(f"int _call_strides[{rank}];")
+        self.line(f"_call_strides[{rank - 1}] = 1;")
+        for d in reversed(range(rank - 1)):
+            self.line(f"_call_strides[{d}] = _call_strides[{d + 1}] * {shape}[{d + 1}];")
+        self.line(
+            f"init_thread_local_call_shape_info<{rank}>(0, int3(0, 0, 0), int3(int(_tid.x), 0, 0), "
+            f"_call_strides, {shape}, {shape});"
+        )
 
     def read(
         self,
@@ -307,8 +323,16 @@ class _Writer:
     def source(self, body_start: list[str]) -> str:
         p = self.plan
         imports = [f"import {p.module};"]
-        if any(a.kind == "tensor" for a in p.args):
+        if p.call_ids or any(a.kind == "tensor" for a in p.args):
             imports.append("import slangpy;")
+        if p.call_ids:
+            # slangpy's link-time constants of the call shape, as its kernels define them.
+            imports += [
+                f"export static const int call_data_len = {p.call_rank};",
+                "export static const int call_group_size = 1;",
+                "export static const int[call_data_len] call_group_strides = {};",
+                "export static const int[call_data_len] call_group_shape_vector = {};",
+            ]
         params = ",\n    ".join(self.params)
         concrete = _concrete(p)
         return "\n".join(

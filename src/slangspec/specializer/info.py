@@ -143,6 +143,9 @@ class FunctionInfo:
     returns: TypeInfo
     generics: tuple[GenericParam, ...] = ()
     elsewhere: bool = False
+    call_ids: bool = False
+    """Its module asks slangpy for the call's index (``CallShapeInfo::get_call_id()``), which
+    each kernel that calls it then sets."""
 
     @property
     def declaration(self) -> str:
@@ -173,6 +176,7 @@ class FunctionInfo:
             ],
             "returns": self.returns.to_json(),
             "generics": [[g.name, g.constraint, list(g.scalars)] for g in self.generics],
+            "call_ids": self.call_ids,
         }
 
     @classmethod
@@ -195,9 +199,10 @@ class FunctionInfo:
             TypeInfo.from_json(data["returns"]),
             generics,
             data["elsewhere"],
+            data["call_ids"],
         )
-        plain = [str, str, bool, bool] + [str, bool, str] * len(params)
-        values = [info.module, info.name, info.differentiable, info.elsewhere]
+        plain = [str, str, bool, bool, bool] + [str, bool, str] * len(params)
+        values = [info.module, info.name, info.differentiable, info.elsewhere, info.call_ids]
         for p in params:
             values += [p.name, p.no_diff, p.direction]
         for g in generics:

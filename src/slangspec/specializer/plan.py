@@ -101,6 +101,7 @@ class SpecializationPlan:
     result_struct: bool  # the result is a struct: it comes back as a dict
     outputs: tuple[OutputPlan, ...]
     backward_masks: tuple[str, ...]
+    call_ids: bool = False  # kernels set slangpy's call index (FunctionInfo.call_ids)
 
     @property
     def returns(self) -> OutputPlan | None:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     import slangpy as spy
 
 _SLANG_NAMES = dict(SLANG_NAME_OF_REFLECTED)
+CALL_SHAPE_INFO = "CallShapeInfo"
+"""slangpy's type that gives a called function the call's index: a module whose text names it
+has its kernels set that index (``FunctionInfo.call_ids``)."""
 
 _GENERIC_RE = re.compile(r"(\w+)<\s*(\w+|vector<\s*\w+\s*,\s*\d+\s*>)\s*,\s*(\d+)\s*>")
 _VECTOR_RE = re.compile(r"vector<\s*(\w+)\s*,\s*([1-4])\s*>")
@@ -152,10 +155,11 @@ def function_overloads(
         return ()
     ref = parse_function_ref(name)
     owner = None if ref.owner is None else module.layout.find_type_by_name(ref.owner.text)
+    call_ids = CALL_SHAPE_INFO in text
     if not f.is_overloaded:
         declared = declared_generics(text, name)
         info = _describe(module.layout, f, module_name, name, declared, owner=owner)
-        return (_with_conformances(module, info),)
+        return (replace(_with_conformances(module, info), call_ids=call_ids),)
     own = {
         tuple(p.type.full_name for p in d.as_function().parameters)
         for d in module.module_decl.children
@@ -172,7 +176,8 @@ def function_overloads(
         # A method is the struct's own: none of Slang's built-ins are named after it.
         mine = owner is not None or types in own or (generic and bool(declared))
         info = _describe(module.layout, o, module_name, name, declared if mine else {}, mine, owner)
-        overloads.append(replace(_with_conformances(module, info), elsewhere=not mine))
+        info = replace(_with_conformances(module, info), elsewhere=not mine, call_ids=call_ids)
+        overloads.append(info)
     return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
 
 

@@ -575,6 +575,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         r.kind == "struct",
         outputs,
         tuple(masks),
+        info.call_ids,
     )
 
 
