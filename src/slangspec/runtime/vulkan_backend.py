@@ -100,7 +100,7 @@ class VulkanBackend(SlangBackend):
 
     def forget_session(self) -> None:
         m = self.module
-        self.compiler.forget_session(m.include_paths, m.defines, m.content)
+        self.compiler.forget_session(m.text, m.include_paths, m.defines, m.content)
 
     def compiled(self, sources: dict[str, str], apart: Apart | None = None) -> dict[str, Kernel]:
         """Compile the kernels ``sources`` holds (by name) on the device, or ``apart`` from the

@@ -11,9 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
+
+from ..errors import Error
+
+if TYPE_CHECKING:
+    from .module_text import ModuleText
 
 _IMPORT_RE = re.compile(
     r'^\s*(?:__exported\s+)?(?:__)?(?:import|implementing)\s+([\w.]+|"[^"]+")\s*;'
@@ -67,6 +72,50 @@ def module_closure(
             if found is not None:
                 pending.append(found)
     return dict(sorted(closure.items()))
+
+
+def imported_back(module: ModuleText, search: Sequence[Path]) -> bool:
+    """Whether ``module``, the text of its own file, is imported again by a module it imports,
+    transitively: Slang takes such a cycle only from a module it reads from its file, never
+    from one given as text (which is then "a recursive module import")."""
+    entry = module.path
+    try:
+        if not entry.is_file() or entry.read_text(encoding="utf-8") != module.text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        return False
+    pending = [entry]
+    seen: set[Path] = set()
+    while pending:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = module.text if path == entry else path.read_text("utf-8", errors="replace")
+        for m in _IMPORT_RE.finditer(text):
+            found = _resolve(m.group(1) or f'"{m.group(2)}"', path.parent, search)
+            if found is not None and found.resolve() == entry.resolve():
+                return True
+            if found is not None:
+                pending.append(found)
+    return False
+
+
+class ModuleChangedError(Error, RuntimeError):
+    """A module's file changed between reading it for its key and Slang reading it."""
+
+
+def unchanged(module: ModuleText) -> None:
+    """After Slang read ``module`` from its file: ``ModuleChangedError`` unless the file still
+    holds the text the call was keyed with."""
+    try:
+        same = module.path.read_text(encoding="utf-8") == module.text
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise ModuleChangedError(
+            f"module '{module.name}': {module.path} changed while it was compiled; load it again"
+        )
 
 
 def _name_of(path: Path, entry: Path, search: Sequence[Path]) -> str:

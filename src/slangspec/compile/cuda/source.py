@@ -28,6 +28,7 @@ from ...codegen import ENTRY_POINT
 from ...codegen.uniforms import Layout, Unpackable
 from ...define import frozen
 from ...signatures.module_text import ModuleText
+from ...signatures.preimage import imported_back, unchanged
 from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 from ..slang.com_session import Session
 from ..slang.reflection import FrontEnd
@@ -133,10 +134,15 @@ class _Loaded:
         search: list[Path],
         defines: Mapping[str, str],
         spare: Session | None = None,
+        from_file: bool = False,
     ) -> None:
         self.session = spare or Session(owner, search, defines)
         weakref.finalize(self, owner.run_later, self.session.release).atexit = False
-        self.module = self.session.load(module.name, module.path, module.text)
+        if from_file:
+            self.module = self.session.load_file(module.name, module.path)
+            unchanged(module)
+        else:
+            self.module = self.session.load(module.name, module.path, module.text)
 
 
 def _loaded(
@@ -150,12 +156,15 @@ def _loaded(
     """The session holding ``module`` searched and defined as given (on the session's
     thread): made and the module loaded on first use, then kept for the same text and
     ``content`` (what identifies the files it imports: a session keeps what it loaded)."""
+    from_file = imported_back(module, include_paths)
+    if from_file:  # read by Slang from its file, by name: its directory is searched first
+        include_paths = [module.path.parent, *include_paths]
     search, defined, where = _place(include_paths, defines, session, library)
     key = (*where, module, content)
     loaded = _sessions.get(key)
     if loaded is None:
         spare = _spares.pop(where, None)
-        loaded = _sessions[key] = _Loaded(session, module, search, defined, spare)
+        loaded = _sessions[key] = _Loaded(session, module, search, defined, spare, from_file)
         while len(_sessions) > _SESSIONS_KEPT:
             _sessions.popitem(last=False)
     _sessions.move_to_end(key)

@@ -29,6 +29,7 @@ _LOOP_INVERSION = 105  # CompilerOptionName::LoopInversion
 # Places in the tables (ISlangUnknown: 0 queryInterface, 1 addRef, 2 release).
 _RELEASE = 2
 _GLOBAL_CREATE_SESSION = 3
+_SESSION_LOAD_MODULE = 3 + 1
 _SESSION_CREATE_COMPOSITE = 3 + 3
 _SESSION_LOAD_FROM_SOURCE_STRING = 3 + 17
 _COMPONENT_GET_LAYOUT = 3 + 1
@@ -180,6 +181,21 @@ class Session:
             raise SlangCompileError(text)
         if _text(_method(module, _MODULE_GET_NAME, _STR)()) != name:
             raise RuntimeError("Slang's IModule is not laid out as this slangspec expects")
+        self.modules[name] = module
+        return module
+
+    def load_file(self, name: str, path: Path) -> int:
+        """The module ``name``, read by Slang from its file ``path``: how Slang takes a module
+        that a module it imports imports again (``preimage.imported_back``)."""
+        known = self.modules.get(name)
+        if known is not None:
+            return known
+        diagnostics = P()
+        load = _method(self._handle, _SESSION_LOAD_MODULE, P, _STR, ctypes.POINTER(P))
+        module = load(str(path).encode(), ctypes.byref(diagnostics))
+        text = _diagnostics(diagnostics)
+        if not module:
+            raise SlangCompileError(text)
         self.modules[name] = module
         return module
 

@@ -25,7 +25,7 @@ from ...codegen import ENTRY_POINT
 from ...codegen.uniforms import UniformBlock
 from ...settings import compile_counts
 from ...signatures.module_text import ModuleText
-from ...signatures.preimage import imported_names
+from ...signatures.preimage import imported_back, imported_names, unchanged
 from .api import SlangCompileError
 from .block_layout import uniform_block
 
@@ -113,12 +113,17 @@ class Compiler:
             return session
 
     def forget_session(
-        self, include_paths: Sequence[Path], defines: dict[str, str], content: str
+        self,
+        module: ModuleText,
+        include_paths: Sequence[Path],
+        defines: dict[str, str],
+        content: str,
     ) -> None:
-        """Drop a session, so the next build loads every module afresh: a session keeps what it
-        loaded, also a module whose files were removed while it read them."""
+        """Drop ``module``'s session, so the next build loads every module afresh: a session
+        keeps what it loaded, also a module whose files were removed while it read them."""
+        paths, _ = _searched(module, include_paths)
         with self._lock:
-            self._sessions.pop(self._key(include_paths, defines, content), None)
+            self._sessions.pop(self._key(paths, defines, content), None)
 
     def load_module(
         self,
@@ -129,9 +134,12 @@ class Compiler:
     ) -> spy.SlangModule:
         """The user's module through the Slang front-end, once per session."""
         self.device.set_cuda_context_current()
-        return self._loaded(self._session(include_paths, defines, content), module)
+        paths, from_file = _searched(module, include_paths)
+        return self._loaded(self._session(paths, defines, content), module, from_file)
 
-    def _loaded(self, session: _Session, module: ModuleText) -> spy.SlangModule:
+    def _loaded(
+        self, session: _Session, module: ModuleText, from_file: bool = False
+    ) -> spy.SlangModule:
         loaded = session.modules.get(module.name)
         if loaded is not None:
             return loaded
@@ -144,7 +152,11 @@ class Compiler:
         # directive, every line a diagnostic names would be one too far.
         text = "#line 1\n" + module.text
         try:
-            loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
+            if from_file:
+                loaded = session.slang.load_module(module.name)
+                unchanged(module)
+            else:
+                loaded = session.slang.load_module_from_source(module.name, text, str(module.path))
         except spy.SlangCompileError as exc:
             # Its text is slangpy's error's, whole: chained, a traceback would show it twice.
             raise SlangCompileError(str(exc)) from None
@@ -178,8 +190,9 @@ class Compiler:
     ) -> CompiledKernel:
         """Compile the generated kernel ``name`` (of ``source``, which imports ``module``)."""
         self.device.set_cuda_context_current()
-        session = self._session(include_paths, defines, content)
-        self._loaded(session, module)
+        paths, from_file = _searched(module, include_paths)
+        session = self._session(paths, defines, content)
+        self._loaded(session, module, from_file)
         compile_counts["kernel"] += 1
         slang = session.slang
         self.kernel_dir.mkdir(parents=True, exist_ok=True)
@@ -192,3 +205,11 @@ class Compiler:
         self._sealed()
         program = slang.link_program([generated], entry)
         return CompiledKernel(self.device.create_compute_kernel(program))
+
+
+def _searched(module: ModuleText, include_paths: Sequence[Path]) -> tuple[list[Path], bool]:
+    """The search paths of a session for ``module``, and whether Slang reads it from its file
+    (``imported_back``): by name, its directory searched first."""
+    if imported_back(module, include_paths):
+        return [module.path.parent, *include_paths], True
+    return list(include_paths), False
