@@ -134,6 +134,11 @@ CASES = [
     ("generic", value((1.0, 2.0)), NONE),
     # ("func_int", _Tensor("float", ...)) fails, ("func_iDiffTensor", _Tensor("int"...)) fails
     ("diff", f16(3, 3), NONE),
+    # ("func_float3", 1.0, "float", 0), slangpy's scalar-to-vector cast, beside func_float
+    ("widths", value(1.0), AMBIGUOUS),
+    # ("func_float", [1.5], "float", 1), a list spread over a scalar, beside the vector's
+    ("widths", value((1.0, 2.0, 3.0)), AMBIGUOUS),
+    ("array", value((1.0, 2.0, 3.0, 4.0)), AMBIGUOUS),
 ]
 
 
@@ -166,13 +171,6 @@ DIFFERENCES = [
     ("scalar", value(1.5), "float scalar(float a)"),
     # ("func_generic", 3.5, "float", 0) and ("func_int", 1.5, "int", 0), as above.
     ("generic", value(3.5), "T generic(T a)"),
-    # ("func_float3", 1.0, "float", 0), slangpy's scalar-to-vector cast: slangspec takes a
-    # tuple of three numbers for a float3.
-    ("widths", value(1.0), "float widths(float a)"),
-    # ("func_float", [1.5], "float", 1), a list vectorized over a scalar: slangspec takes a
-    # tuple for a vector or an array only.
-    ("widths", value((1.0, 2.0, 3.0)), "vector<float,3> widths(vector<float,3> a)"),
-    ("array", value((1.0, 2.0, 3.0, 4.0)), "float[4] array(float[4] a)"),
 ]
 
 
