@@ -315,6 +315,17 @@ SETTINGS: dict[str, Setting] = {
             "`SLANGSPEC_CACHE_LEASE`, which bounds the client's wait)",
         ),
         Setting(
+            "SLANGSPEC_DETERMINISTIC",
+            _flag,
+            False,
+            "1",
+            "1 or 0",
+            "`1`: the gradient of an argument many calls share (broadcast over the call) is "
+            "stored per call and summed by torch in a fixed order, bit for bit the same on "
+            "every run, at the cost of memory for each call; by default each call adds into "
+            "the gradient in place, atomically, in whatever order the GPU runs them",
+        ),
+        Setting(
             "SLANGSPEC_LOG",
             _choice(*LOG_LEVELS, any_case=True),
             None,

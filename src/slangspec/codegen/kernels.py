@@ -42,6 +42,21 @@ _WANG_HASH = f"""uint {_WANG}(uint s)
 }}
 """
 """Thomas Wang's 32-bit hash, which slangpy's ``wang_hash`` and ``rand_float`` use."""
+_ADD = "slangspec_accumulate"
+_ACCUMULATE = """void {add}({t}* g, int at, {t} v)
+{{
+    if (WaveActiveAllEqual(at))
+    {{
+        {t} sum = WaveActiveSum(v);
+        if (WaveIsFirstLane())
+            InterlockedAdd(g[at], sum);
+    }}
+    else
+        InterlockedAdd(g[at], v);
+}}
+"""
+"""An atomic add of a gradient's part (of scalar ``t``): once per warp where every call of
+the warp adds into one element (a parameter every call reads), else once per call."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -311,6 +326,22 @@ class _Writer:
             value = expr + (_subscript(point) if leaf is None else _access(leaf, point))
             self.line(f"{target}[{at}] = {store.format(value)};")
 
+    def accumulate(self, j: int, a: ArgPlan, expr: str) -> None:
+        """Add the value ``expr`` of leaf ``j``'s parameter into its gradient, where the leaf
+        sits in it, at the gradient's strides: per call dimension, then per element dimension
+        (``parameter_names.gradient_strides``)."""
+        rank, name, strides = self.plan.call_rank, names.gradient(j), names.gradient_strides(j)
+        self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
+        self.params.append(f"uniform int {strides}[{rank + len(a.elem)}]")
+        self.helpers[f"accumulate {a.scalar}"] = _ACCUMULATE.format(add=_ADD, t=a.scalar)
+        terms = [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
+        self.line(f"int _g{j} = {' + '.join(terms) if terms else '0'};")
+        for point in _points(a.elem):
+            at = " + ".join(
+                [f"_g{j}", *(f"{k} * {strides}[{rank + d}]" for d, k in enumerate(point))]
+            )
+            self.line(f"{_ADD}({name}, {at}, {expr}{_access(a, point)});")
+
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
         often hands an expanded one (stride 0, from a sum) or a transposed or sliced one."""
@@ -472,7 +503,10 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
             if w.in_mask(j) and a.row.grad_binding == "pointer":
-                w.store(names.gradient(j), a.scalar, a.elem, f"p{k}.d", a)
+                if plan.accumulates(a):
+                    w.accumulate(j, a, f"p{k}.d")
+                else:
+                    w.store(names.gradient(j), a.scalar, a.elem, f"p{k}.d", a)
     return w.source(_GUARD)
 
 

@@ -19,8 +19,16 @@ def leaf_strides(j: int) -> str:
 
 
 def gradient(j: int) -> str:
-    """Where a backward kernel stores elementwise leaf ``j``'s gradient, per call point."""
+    """Where a backward kernel stores elementwise leaf ``j``'s gradient, per call point, or adds
+    it (``SpecializationPlan.accumulates``)."""
     return f"g{j}"
+
+
+def gradient_strides(j: int) -> str:
+    """The strides at which a backward kernel adds elementwise leaf ``j``'s gradient in place:
+    per call dimension (0 along those the leaf is broadcast over), then per element
+    dimension."""
+    return f"g{j}_st"
 
 
 def output(k: int) -> str:

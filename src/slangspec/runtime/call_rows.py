@@ -36,6 +36,8 @@ class Elementwise:
     name: str
     strides: str  # the kernel parameter of its strides
     gradient: str  # the kernel parameter a backward kernel writes its gradient into
+    accumulated: bool  # ``SpecializationPlan.accumulates``: added there, at strides of its own
+    gradient_strides: str
 
 
 @frozen
@@ -106,6 +108,8 @@ def elementwise(plan: SpecializationPlan) -> tuple[Elementwise, ...]:
             names.leaf(i),
             names.leaf_strides(i),
             names.gradient(i),
+            plan.accumulates(a),
+            names.gradient_strides(i),
         )
         for i, a in enumerate(plan.args)
         if a.row.leaf == "elementwise"

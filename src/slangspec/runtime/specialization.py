@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..codegen import parameter_names as names
+from ..settings import setting
 from ..signatures.scalars import SLANG
 from ..signatures.text import NumbersForm, argument_label, parse_call_signature
 from ..specializer.plan import RESULT, SpecializationPlan
@@ -18,7 +19,7 @@ from . import call_rows as rows
 from .call_rows import Elementwise, shaping
 from .launch import Binding
 from .partial_writes import merged, unwritten_like
-from .shapes import MAX_EXTENT, broadcast
+from .shapes import MAX_EXTENT, broadcast, contiguous_strides
 from .writable import sharing, unwritable
 
 if TYPE_CHECKING:
@@ -430,8 +431,14 @@ class Specialization:
             slots = self._grad_slots[mask] = tuple(
                 e for e in self._elementwise if mask[e.leaf] == "1"
             )
+        ordered = setting("SLANGSPEC_DETERMINISTIC")
         for e in slots:
-            full = bind.empty(call_shape + e.elem, args[e.leaf].dtype)
+            if e.accumulated:
+                full, strides = _accumulated(bind, args[e.leaf], e, call_shape, ordered)
+                kw[e.gradient_strides] = strides
+                zero.append(full)
+            else:
+                full = bind.empty(call_shape + e.elem, args[e.leaf].dtype)
             kw[e.gradient] = bind.write(full)
             grads[e.leaf] = full
         bind.dispatch(kernel, n, kw, zero)
@@ -443,6 +450,29 @@ class Specialization:
         for i, g in tensor_grads.items():
             grads[i] = g
         return grads
+
+
+def _accumulated(
+    bind: Binding,
+    arg: torch.Tensor,
+    e: Elementwise,
+    call_shape: tuple[int, ...],
+    ordered: bool,
+) -> tuple[torch.Tensor, list[int]]:
+    """Zeroed storage a backward kernel adds elementwise leaf ``e``'s gradient into, and its
+    strides per call dimension then per element dimension: of the argument's own shape, 0
+    along the call dimensions it is broadcast over, so that calls sharing an element sum into
+    it; ``ordered``, one element per call, which torch then sums in a fixed order."""
+    if ordered:
+        full = bind.zeroed(call_shape + e.elem, arg.dtype)
+        return full, list(contiguous_strides(tuple(full.shape)))
+    shape = tuple(arg.shape)
+    full = bind.zeroed(shape, arg.dtype)
+    own = contiguous_strides(shape)
+    lead = len(call_shape) - e.call_dims
+    strides = [0] * lead
+    strides += [0 if shape[d] == 1 else own[d] for d in range(e.call_dims)]
+    return full, strides + list(own[e.call_dims :])
 
 
 def _scratch(bind: Binding, like: torch.Tensor, fold: int = 0) -> dict[str, Any]:

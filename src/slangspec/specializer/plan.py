@@ -110,6 +110,14 @@ class SpecializationPlan:
             return self.outputs[0]
         return None
 
+    def accumulates(self, a: ArgPlan) -> bool:
+        """Whether a backward kernel adds elementwise leaf ``a``'s gradient into storage of
+        the argument's own shape, where calls sharing an element sum their parts: a float or
+        double leaf broadcast over the call (an extent of 1, or fewer dimensions than the
+        call). A half one's parts are stored per call, then summed."""
+        shared = a.broadcast or a.call_dims < self.call_rank
+        return shared and a.kind == "elementwise" and a.scalar in ("float", "double")
+
     def is_whole(self, out: OutputPlan) -> bool:
         """Whether ``out`` is a whole tensor the kernel writes through its tensor parameter,
         not an output stored per call point."""
