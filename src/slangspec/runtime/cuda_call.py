@@ -17,6 +17,7 @@ layout read from the cache chooses among those, never adds to them.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,12 +25,13 @@ from typing import Any
 import torch
 
 from ..codegen import parameter_names as names
+from ..settings import setting
 from ..specializer.kinds import KIND
 from ..specializer.plan import SpecializationPlan
 from .call_rows import uniform_value
 from .cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
-from .shapes import MAX_EXTENT, contiguous_strides
+from .shapes import MAX_EXTENT, added_strides, contiguous_strides
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None"]
 """``call(args)``: the outputs (the result, if any) and the call shape, or None where the
@@ -74,6 +76,9 @@ class _Values:
                 return self._elementwise_stride(i, a.call_dims, rest)
             if head == names.gradient(i) and not rest and self._grad(i) and pointer:
                 return f"g{i}.data_ptr()"
+            added = head == names.gradient_strides(i) and self._grad(i) and pointer
+            if added and _one_index(rest):
+                return f"gst{i}[{rest[0]}]"
         return None
 
     def _grad(self, i: int) -> bool:
@@ -296,6 +301,12 @@ def backward_call(
     namespace = _namespace(kernel, torch_device, make_current)
     namespace["generic"] = generic
     namespace["memset"] = driver().cuMemsetD8Async
+    added = [i for i, a in enumerate(args) if mask[i] == "1" and plan.accumulates(a)]
+    if added:
+        # The per-call store that SLANGSPEC_DETERMINISTIC asks for is the generic path's.
+        namespace["added_strides"] = added_strides
+        namespace["ordered"] = functools.partial(setting, "SLANGSPEC_DETERMINISTIC")
+        body[:0] = ["if ordered():", f"    return {refused}"]
     _uniforms(plan, namespace)
     body += [f"{name} = {values.reads[name]}" for name in early]
     if strided:
@@ -306,7 +317,14 @@ def backward_call(
         if mask[i] != "1":
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
-        if a.row.grad_binding == "pointer":
+        if a.row.grad_binding == "pointer" and plan.accumulates(a):
+            # Added into by the kernel in place, at strides 0 where it is broadcast.
+            body.append(f"gs{i} = t{i}.shape")
+            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
+            body.append(f"gst{i} = added_strides(gs{i}, {a.call_dims}, {plan.call_rank})")
+            size = f"g{i}.numel() * {dtype.itemsize}"
+            zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))
+        elif a.row.grad_binding == "pointer":
             tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")

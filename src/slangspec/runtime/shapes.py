@@ -23,6 +23,16 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return strides
 
 
+def added_strides(shape: tuple[int, ...], call_dims: int, rank: int) -> list[int]:
+    """The strides at which calls add into a gradient of ``shape``, an argument whose first
+    ``call_dims`` dimensions are the last of the call's ``rank``: per call dimension (0 along
+    those it is broadcast over: missing, or of extent 1), then per element dimension."""
+    own = contiguous_strides(tuple(shape))
+    strides = [0] * (rank - call_dims)
+    strides += [0 if shape[d] == 1 else own[d] for d in range(call_dims)]
+    return strides + list(own[call_dims:])
+
+
 def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     """torch's broadcasting rule; ValueError when two extents clash."""
     if not shapes:

@@ -19,7 +19,7 @@ from . import call_rows as rows
 from .call_rows import Elementwise, shaping
 from .launch import Binding
 from .partial_writes import merged, unwritten_like
-from .shapes import MAX_EXTENT, broadcast, contiguous_strides
+from .shapes import MAX_EXTENT, added_strides, broadcast, contiguous_strides
 from .writable import sharing, unwritable
 
 if TYPE_CHECKING:
@@ -467,12 +467,7 @@ def _accumulated(
         full = bind.zeroed(call_shape + e.elem, arg.dtype)
         return full, list(contiguous_strides(tuple(full.shape)))
     shape = tuple(arg.shape)
-    full = bind.zeroed(shape, arg.dtype)
-    own = contiguous_strides(shape)
-    lead = len(call_shape) - e.call_dims
-    strides = [0] * lead
-    strides += [0 if shape[d] == 1 else own[d] for d in range(e.call_dims)]
-    return full, strides + list(own[e.call_dims :])
+    return bind.zeroed(shape, arg.dtype), added_strides(shape, e.call_dims, len(call_shape))
 
 
 def _scratch(bind: Binding, like: torch.Tensor, fold: int = 0) -> dict[str, Any]:
