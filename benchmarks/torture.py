@@ -277,9 +277,10 @@ def _junk(rng: random.Random, tdev: str):
 
 
 def _reference(value, tdev: str) -> torch.Tensor:
-    """An accepted argument as torch computes with it: Python numbers as float32 uniforms."""
-    if isinstance(value, (int, float)):
-        return torch.tensor(float(value), dtype=torch.float32, device=tdev)
+    """An accepted argument as torch computes with it: Python numbers as float32 uniforms, a
+    list of them spread over a call dimension."""
+    if isinstance(value, (int, float, list)):
+        return torch.tensor(value, dtype=torch.float32, device=tdev)
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value).to(tdev)
     return value.detach()
