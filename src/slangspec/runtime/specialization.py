@@ -497,13 +497,14 @@ def leaf_reader(
     struct arguments; with ``device``, the numbers given for a scalar parameter as a tensor
     (on the first tensor's device, else ``device``). None when every argument is its own
     leaf as given."""
-    forms = parse_call_signature(plan.signature).args
-    spread = [
-        (i, getattr(torch, a.dtype))
-        for i, a in enumerate(plan.args)
-        if a.kind == "elementwise" and not a.path and isinstance(forms[a.index], NumbersForm)
-    ]
-    spread = spread if device is not None else []
+    spread = []
+    if device is not None:
+        forms = parse_call_signature(plan.signature).args
+        spread = [
+            (i, getattr(torch, a.dtype))
+            for i, a in enumerate(plan.args)
+            if a.kind == "elementwise" and not a.path and isinstance(forms[a.index], NumbersForm)
+        ]
     if not spread and not any(p.struct for p in plan.params):
         return None
     where = [(a.index, a.path) for a in plan.args]

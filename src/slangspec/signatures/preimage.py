@@ -9,7 +9,7 @@ built from anything else.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,19 +58,8 @@ def module_closure(
     toolchain versions.
     """
     closure: dict[str, str] = {}
-    pending = [entry]
-    seen: set[Path] = set()
-    while pending:
-        path = pending.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        data = content if path == entry and content is not None else path.read_bytes()
+    for path, data, _ in _import_graph(entry, search, content):
         closure[_name_of(path, entry, search)] = xxhash.xxh3_128_hexdigest(data)
-        for m in _IMPORT_RE.finditer(data.decode("utf-8", errors="replace")):
-            found = _resolve(m.group(1) or f'"{m.group(2)}"', path.parent, search)
-            if found is not None:
-                pending.append(found)
     return dict(sorted(closure.items()))
 
 
@@ -84,6 +73,16 @@ def imported_back(module: ModuleText, search: Sequence[Path]) -> bool:
             return False
     except (OSError, UnicodeDecodeError):
         return False
+    target = entry.resolve()
+    graph = _import_graph(entry, search, module.text.encode())
+    return any(found.resolve() == target for _, _, imports in graph for found in imports)
+
+
+def _import_graph(
+    entry: Path, search: Sequence[Path], content: bytes | None
+) -> Iterator[tuple[Path, bytes, list[Path]]]:
+    """``entry`` and every Slang file it imports, transitively, each once: its path, its bytes
+    (``entry``'s own ``content`` where given) and the files its imports resolve to."""
     pending = [entry]
     seen: set[Path] = set()
     while pending:
@@ -91,14 +90,14 @@ def imported_back(module: ModuleText, search: Sequence[Path]) -> bool:
         if path in seen:
             continue
         seen.add(path)
-        text = module.text if path == entry else path.read_text("utf-8", errors="replace")
-        for m in _IMPORT_RE.finditer(text):
+        data = content if path == entry and content is not None else path.read_bytes()
+        imports = []
+        for m in _IMPORT_RE.finditer(data.decode("utf-8", errors="replace")):
             found = _resolve(m.group(1) or f'"{m.group(2)}"', path.parent, search)
-            if found is not None and found.resolve() == entry.resolve():
-                return True
             if found is not None:
-                pending.append(found)
-    return False
+                imports.append(found)
+        yield path, data, imports
+        pending.extend(imports)
 
 
 class ModuleChangedError(Error, RuntimeError):

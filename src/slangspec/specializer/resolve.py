@@ -204,8 +204,7 @@ class _Resolver:
     ) -> ArgPlan:
         inout = base["direction"] == "inout"
         if isinstance(form, ScalarForm) and not inout:
-            fits = t.kind == "scalar" or (t.kind == "vector" and len(t.shape) == 1)
-            if not fits or t.scalar not in PY_SCALARS_FOR[form.kind]:
+            if t.kind not in ("scalar", "vector") or t.scalar not in PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, _expected_value(t), PY_NAMES[form.kind])
             # A vector takes a number in every component, as a tuple of them binds it.
             return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
