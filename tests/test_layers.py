@@ -488,6 +488,27 @@ def test_the_root_holds_only_the_face_and_the_foundation():
     assert len(ROOT) <= 6
 
 
+MAX_LINES = 600
+"""The longest a module may grow before it is split along a seam of its own."""
+
+
+def too_long(root: Path) -> list[str]:
+    """The modules under ``root`` longer than ``MAX_LINES``, with their lengths."""
+    lengths = {p: len(p.read_text().splitlines()) for p in sorted(root.rglob("*.py"))}
+    return [f"{p.relative_to(root)}: {n} lines" for p, n in lengths.items() if n > MAX_LINES]
+
+
+def test_no_module_is_longer_than_the_bound():
+    assert too_long(SRC) == []
+
+
+def test_a_module_longer_than_the_bound_is_found(tmp_path):
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "room").mkdir()
+    (tmp_path / "room" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert too_long(tmp_path) == [f"room/long.py: {MAX_LINES + 1} lines"]
+
+
 def test_every_room_has_its_place_in_the_order():
     rooms = {name.split(".")[1] for name in PACKAGES if name != "slangspec"}
     assert rooms == {*ROOMS, STORE_ROOM}

@@ -38,9 +38,10 @@ from ..signatures.values import Packing, Unpacking, flagged, flagged_forms
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
 from .call_rows import shaping
+from .call_values import leaf_reader
 from .partial_writes import merged
 from .shapes import broadcast
-from .specialization import Specialization, leaf_reader
+from .specialization import Specialization
 
 if TYPE_CHECKING:
     from ..specializer import FunctionInfo, SpecializationPlan

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import product
-from typing import Any, cast
+from typing import Any
 
 from ..formats import PLAN_FORMAT, SIGNATURE_FORMAT
 from ..signatures.generators import GENERATOR
@@ -27,7 +27,17 @@ from ..signatures.text import (
 )
 from .inference import PY_SCALARS_FOR, inferred
 from .info import Direction, FunctionInfo, ParamInfo, TypeInfo
-from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, ArgKind, Kind, LeafBinding, declared_kind
+from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, declared_kind
+from .leaf_plans import (
+    arg_plan,
+    element_plan,
+    expected_value,
+    index_width,
+    lanes_of,
+    output,
+    takes_numbers,
+    vector_width,
+)
 from .messages import PY_NAMES, ShapeClassError, a_dtype, a_or_an, describe, refusal, shape_text
 from .plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
 
@@ -182,7 +192,7 @@ class _Resolver:
                     f"{t.name} (pass a whole tensor as a parameter of its own)",
                 )
             if isinstance(form, TensorForm) and t.kind in VALUE_KINDS:
-                t = _lanes_of(t, lanes)
+                t = lanes_of(t, lanes)
         if t.kind in VALUE_KINDS:
             if param.direction == "out":
                 return self.target(index, name, t, form, base)
@@ -205,28 +215,28 @@ class _Resolver:
         inout = base["direction"] == "inout"
         if isinstance(form, ScalarForm) and not inout:
             if t.kind not in ("scalar", "vector") or t.scalar not in PY_SCALARS_FOR[form.kind]:
-                raise self.fail(TypeError, index, name, _expected_value(t), PY_NAMES[form.kind])
+                raise self.fail(TypeError, index, name, expected_value(t), PY_NAMES[form.kind])
             # A vector takes a number in every component, as a tuple of them binds it.
-            return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
+            return arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
         if isinstance(form, NumbersForm) and not inout:
             if t.kind == "scalar" and not base["path"]:
                 return self.spread(index, name, t, form, diff, base)
             return self.numbers(index, name, t, form, diff, base)
         if isinstance(form, GridForm) and not inout:
-            if t.scalar not in ("int", "uint") or _index_width(t) != form.rank:
+            if t.scalar not in ("int", "uint") or index_width(t) != form.rank:
                 raise self.fail(
                     TypeError,
                     index,
                     name,
-                    _expected_value(t),
+                    expected_value(t),
                     f"a {form.rank}-D grid (an int{form.rank} index or an int[{form.rank}])",
                 )
             row = KIND["strided grid" if form.strided else "grid"]
-            return _arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
+            return arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
         if isinstance(form, GeneratorForm) and not inout:
             return self.generator(index, name, t, form, base)
         form = self.element_tensor(index, name, t, form)
-        return _element_plan(
+        return element_plan(
             t,
             base,
             form,
@@ -242,7 +252,7 @@ class _Resolver:
         """A value the kernel makes per thread, of a type its row fills and of the width
         ``dims`` asks for."""
         row = GENERATOR[form.kind]
-        width = _index_width(t) if row.arrays else _vector_width(t)
+        width = index_width(t) if row.arrays else vector_width(t)
         fits = t.scalar in row.scalars and width > 0
         if not fits or (row.max_width and width > row.max_width):
             expected = f"a parameter {form.kind} fills ({row.fills})"
@@ -256,7 +266,7 @@ class _Resolver:
                 f"{form.kind}(dims={form.dims})",
                 f"{t.name}",
             )
-        return _arg_plan(t, base, KIND[form.kind], elem=t.shape)
+        return arg_plan(t, base, KIND[form.kind], elem=t.shape)
 
     def numbers(
         self,
@@ -270,8 +280,8 @@ class _Resolver:
         """A tuple of Python numbers for a vector or a one-dimensional array of scalars: one
         value for the whole call, its elements converted as a Python scalar of theirs is."""
         got = describe(form)
-        if not _takes_numbers(t):
-            raise self.fail(TypeError, index, name, _expected_value(t), got)
+        if not takes_numbers(t):
+            raise self.fail(TypeError, index, name, expected_value(t), got)
         if form.length != t.shape[0]:
             raise self.fail(
                 TypeError, index, name, f"{t.shape[0]} numbers for {t.name}", str(form.length)
@@ -280,7 +290,7 @@ class _Resolver:
             raise self.fail(
                 TypeError, index, name, f"{t.shape[0]} {t.scalar} values for {t.name}", got
             )
-        return _arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
+        return arg_plan(t, base, KIND["uniform"], elem=t.shape, differentiable=diff)
 
     def spread(
         self,
@@ -297,7 +307,7 @@ class _Resolver:
         if t.scalar not in PY_SCALARS_FOR[form.kind]:
             expected = f"numbers {t.name} takes, one per call point"
             raise self.fail(TypeError, index, name, expected, describe(form))
-        return _arg_plan(
+        return arg_plan(
             t,
             base,
             KIND["element"],
@@ -313,14 +323,14 @@ class _Resolver:
     ) -> ArgPlan:
         """The tensor an ``out`` parameter's value is written into."""
         form = self.element_tensor(index, name, t, form)
-        return _element_plan(t, base, form, KIND["out"])
+        return element_plan(t, base, form, KIND["out"])
 
     def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
         """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
         element shape's classes (an extent past 4 is checked against the tensor itself)."""
         want = SLANG[t.scalar].dtype
         if not isinstance(form, TensorForm):
-            raise self.fail(TypeError, index, name, _expected_value(t), describe(form))
+            raise self.fail(TypeError, index, name, expected_value(t), describe(form))
         if form.dtype != want:
             what = "numpy array" if form.numpy else "tensor"
             got = f"{a_dtype(form.dtype)} {what}{refusal(form.dtype)}"
@@ -356,7 +366,7 @@ class _Resolver:
             raise self.fail(TypeError, index, name, f"{t.interface}<float, D>", t.name)
         diff = row.differentiable and self.info.differentiable
         written = row.writes == "output"
-        return _arg_plan(
+        return arg_plan(
             t,
             base,
             row,
@@ -379,12 +389,12 @@ class _Resolver:
             diff = self.info.differentiable and (r.kind != "struct" or r.differentiable)
             for path, t in self.result_leaves(r, ()):
                 name = ".".join(("result", *path))
-                outputs.append(_output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
+                outputs.append(output(name, RESULT, path, -1, t.name, t.scalar, t.shape, diff))
         for k, p in enumerate(params):
             whole = args[p.first] if p.count else None  # a struct of no fields has no leaf
             if whole is not None and whole.kind == "tensor" and whole.row.writes == "output":
                 outputs.append(
-                    _output(
+                    output(
                         whole.param,
                         k,
                         (),
@@ -400,7 +410,7 @@ class _Resolver:
             diff = self.carries(self.info.params[k])
             for j in range(p.first, p.first + p.count):
                 a = args[j]
-                outputs.append(_output(a.param, k, a.path, j, a.slang_type, a.scalar, a.elem, diff))
+                outputs.append(output(a.param, k, a.path, j, a.slang_type, a.scalar, a.elem, diff))
         return tuple(outputs)
 
     def result_leaves(
@@ -417,85 +427,6 @@ class _Resolver:
             f"{self.fn}: unsupported return type {t.name}; expected void, a scalar, vector, "
             "matrix, array or a struct of those"
         )
-
-
-def _output(
-    name: str,
-    source: int,
-    path: tuple[str, ...],
-    leaf: int,
-    slang_type: str,
-    scalar: str,
-    elem: tuple[int, ...],
-    diff: bool,
-) -> OutputPlan:
-    """An output of a value of ``slang_type``; differentiable where ``diff`` and its scalar is
-    a float."""
-    dtype = SLANG[scalar].dtype
-    return OutputPlan(
-        name, source, path, leaf, slang_type, scalar, dtype, elem, diff and scalar in SLANG_FLOATS
-    )
-
-
-def _element_plan(
-    t: TypeInfo, base: dict[str, Any], form: TensorForm, row: Kind, **fields: Any
-) -> ArgPlan:
-    """The plan of a leaf of type ``t`` and kind ``row`` fed by the tensor ``form``, one element
-    of ``t`` per call point: its trailing dimensions are ``t``'s element shape."""
-    return _arg_plan(
-        t,
-        base,
-        row,
-        dtype=form.dtype,
-        elem=t.shape,
-        rank=form.rank,
-        call_dims=form.rank - len(t.shape),
-        **fields,
-    )
-
-
-def _lanes_of(t: TypeInfo, lanes: tuple[int, ...]) -> TypeInfo:
-    """The type a tensor feeding field ``t`` of an array of structs (of extents ``lanes``)
-    holds one of per call point: an array of ``t`` over ``lanes``, outermost first."""
-    suffix = "".join(f"[{n}]" for n in reversed(lanes))
-    return TypeInfo("array", f"{t.name}{suffix}", t.scalar, (*lanes, *t.shape))
-
-
-def _arg_plan(t: TypeInfo, base: dict[str, Any], row: Kind, **fields: Any) -> ArgPlan:
-    """The plan of a leaf of type ``t`` and kind ``row``; the fields not given are absent (0,
-    False, "")."""
-    kind, binding = cast(ArgKind, row.leaf), cast(LeafBinding, row.binding)
-    return ArgPlan(**base, kind=kind, slang_type=t.name, scalar=t.scalar, binding=binding, **fields)
-
-
-def _vector_width(t: TypeInfo) -> int:
-    """How many components a scalar (1) or vector parameter has; 0 for other types."""
-    return 1 if t.kind == "scalar" else t.shape[0] if t.kind == "vector" else 0
-
-
-def _index_width(t: TypeInfo) -> int:
-    """How many components an index parameter has: a scalar's, a vector's, or a
-    one-dimensional array's; 0 for other types."""
-    if t.kind == "array" and len(t.shape) == 1:
-        return t.shape[0]
-    return _vector_width(t)
-
-
-def _takes_numbers(t: TypeInfo) -> bool:
-    """Whether a tuple of Python numbers can be a value of ``t``: a vector, or an array of
-    scalars."""
-    return t.kind in ("vector", "array") and len(t.shape) == 1
-
-
-def _expected_value(t: TypeInfo) -> str:
-    tensor = f"{a_dtype(SLANG[t.scalar].dtype)} tensor"
-    if t.kind != "scalar":
-        trailing = shape_text(t.shape)
-        numbers = f" or a tuple of {t.shape[0]} numbers" if _takes_numbers(t) else ""
-        return f"{tensor} whose trailing dimensions are {trailing}{numbers} for {t.name}"
-    if t.scalar in ("int", "uint"):
-        return f"{tensor}, a Python int or a 1-D grid for {t.name}"
-    return f"{tensor} or a Python scalar for {t.name}"
 
 
 def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
@@ -596,7 +527,7 @@ def _result_leaf(fn: str, info: FunctionInfo, index: int, rank: int) -> ArgPlan:
     if r.kind not in VALUE_KINDS:
         raise TypeError(f"{fn}: _result: the function returns {r.name}, not a tensor")
     base = {"param": "_result", "index": index}
-    return _arg_plan(r, base, KIND["result shape"], rank=rank, call_dims=rank)
+    return arg_plan(r, base, KIND["result shape"], rank=rank, call_dims=rank)
 
 
 def _check_call_id(fn: str, a: ArgPlan, call_rank: int) -> None:
