@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import slangspec
+from slangspec import specializer
 from slangspec.cache_store import disk, remote
 from slangspec.compile.server import client as server_client
 from slangspec.runtime import backend, miss_path, module
@@ -41,9 +42,8 @@ def forbid_compile() -> None:
         raise AssertionError("a warm process must not resolve, generate or reflect")
 
     miss_path.kernel_source = refuse
-    miss_path.plan_from_signature = refuse
+    specializer.plan_from_signature = refuse
     backend.SlangBackend.front_end = refuse
-    module.plan_from_signature = refuse
     module.Module.function_overloads = refuse
 
 

@@ -467,6 +467,7 @@ def test_the_lazy_faces_are_found():
         "slangspec.cache_store",
         "slangspec.compile",
         "slangspec.signatures",
+        "slangspec.specializer",
     }
 
 

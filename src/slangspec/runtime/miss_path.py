@@ -25,7 +25,7 @@ from ..cache_store import (
 from ..codegen import kernel_source
 from ..define import frozen
 from ..settings import compile_counts
-from ..specializer import FunctionInfo, SpecializationPlan, device_problem, plan_from_signature
+from ..specializer import FunctionInfo, SpecializationPlan, device_problem
 from .backend import Backend, Kernel, needing_slang
 from .cache import Cache
 
@@ -116,6 +116,8 @@ class Builder:
         compile_counts["specialize"] += 1
         overloads = m.function_overloads(function)
         described = time.perf_counter()
+        from ..specializer import plan_from_signature  # a warm process never resolves
+
         plan = plan_from_signature(overloads, signature)
         refused = device_problem(plan, m.device_kind)
         if refused is not None:

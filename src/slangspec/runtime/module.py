@@ -27,11 +27,15 @@ from ..signatures import ArgumentError, call_signature, result_shape
 from ..signatures.text import ArgForm, DictForm, argument_label, has_numpy, parse_call_signature
 from ..signatures.values import bind_names, form_grad, generates, tensors_of, to_torch
 from ..specializer import SpecializationPlan
-from ..specializer.generic_values import GenericValues, declares_values, generic_values
+from ..specializer.generic_values import (
+    GenericValues,
+    declared_generics,
+    declares_values,
+    generic_values,
+)
 from ..specializer.info import FunctionInfo
 from ..specializer.kinds import VALUE_KINDS
 from ..specializer.messages import ShapeClassError
-from ..specializer.reflect import declared_generics
 from .backend import Kernel
 from .devices import DeviceUnavailableError
 from .launch import Binding

@@ -27,7 +27,7 @@ from ..signatures.function_ref import FunctionNameError, canonical_name, parse_f
 from ..signatures.module_text import ModuleText, check_source, checked_defines
 from ..signatures.preimage import module_closure, preimage
 from ..signatures.reach import REACHED, reached_text
-from ..specializer import FunctionInfo, SpecializationPlan, plan_from_signature
+from ..specializer import FunctionInfo, SpecializationPlan
 from .backend import Backend, Reflected, needing_slang, toolchain_of
 from .cache import Cache
 from .devices import device_kind
@@ -370,6 +370,8 @@ class BuildFunction:
     def plan_for_signature(self, signature: str) -> SpecializationPlan:
         """The specialization plan for a call-signature string, with no tensors at hand: of
         the one overload the call resolves against."""
+        from ..specializer import plan_from_signature
+
         return plan_from_signature(self.overloads, signature)
 
     def cache_key(self, signature: str) -> str:

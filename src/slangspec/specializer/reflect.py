@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..signatures.function_ref import FunctionRef, parse_function_ref
 from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
+from .generic_values import declared_generics
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import (
     Direction,
@@ -285,35 +286,6 @@ def _generics(
     if not any(accepted.values()):
         return ()  # reflection cannot tell (another parameter's type does not specialize)
     return tuple(GenericParam(n, declared.get(n, ""), tuple(sorted(accepted[n]))) for n in names)
-
-
-_STATEMENT_WORDS = frozenset({"return", "else", "do", "case"})
-
-
-def declared_generics(text: str, name: str) -> dict[str, str]:
-    """The type parameters of the first generic declaration of function ``name`` in ``text``,
-    each with its constraint as written ("" for none): ``{"T": "IFloat"}`` for
-    ``T mul<T : IFloat>(T a, T b)``."""
-    for m in re.finditer(rf"\b{re.escape(name)}\s*<", text):
-        before = re.search(r"(\w+|>|\])\s*$", text[: m.start()])
-        if before is None or before.group(1) in _STATEMENT_WORDS:
-            continue  # not a declaration: no return type before the name
-        parts, depth, start, k = [], 1, m.end(), m.end()
-        while k < len(text) and depth:
-            depth += {"<": 1, ">": -1}.get(text[k], 0)
-            if (depth == 1 and text[k] == ",") or depth == 0:
-                parts.append(text[start:k])
-                start = k + 1
-            k += 1
-        if depth or not re.match(r"\s*\(", text[k:]):
-            continue
-        found = {}
-        for part in parts:
-            d = re.fullmatch(r"\s*(?:let\s+)?([A-Za-z_]\w*)\s*(?::\s*(.*?))?\s*", part, re.S)
-            if d:
-                found[d.group(1)] = d.group(2) or ""
-        return found
-    return {}
 
 
 def unspecialized(module: spy.SlangModule, text: str, ref: FunctionRef) -> str | None:
