@@ -23,7 +23,6 @@ from pathlib import Path
 import torch
 
 import slangspec
-from slangspec import specializer
 from slangspec.cache_store import disk, remote
 from slangspec.compile.server import client as server_client
 from slangspec.runtime import backend, miss_path, module
@@ -42,7 +41,6 @@ def forbid_compile() -> None:
         raise AssertionError("a warm process must not resolve, generate or reflect")
 
     miss_path.kernel_source = refuse
-    specializer.plan_from_signature = refuse
     backend.SlangBackend.front_end = refuse
     module.Module.function_overloads = refuse
 

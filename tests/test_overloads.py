@@ -10,7 +10,6 @@ import torch
 from click.testing import CliRunner
 
 import slangspec
-from slangspec import specializer
 from slangspec.cli import main
 from slangspec.runtime import backend, miss_path, module
 from slangspec.settings import compile_counts
@@ -172,7 +171,6 @@ def _refuse(*_args, **_kwargs):
 
 
 def _served_from_cache(monkeypatch) -> None:
-    monkeypatch.setattr(specializer, "plan_from_signature", _refuse)
     monkeypatch.setattr(miss_path, "kernel_source", _refuse)
     monkeypatch.setattr(backend.SlangBackend, "front_end", _refuse)
     monkeypatch.setattr(module.Module, "function_overloads", _refuse)
