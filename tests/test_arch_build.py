@@ -6,6 +6,7 @@ nothing and matches torch."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from test_cuda_step import elf_arch, needs_nvrtc
 
 import slangspec
-from workers import specialize
+from workers import one_at_a_time, python, specialize
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 RUN_SHIPPED = """
@@ -56,6 +57,26 @@ def cubins(cache: Path) -> list[bytes]:
         for b in (row or {}).get("binaries", {}).values():
             found[b["file"]] = c.read_blob(b["file"])
     return list(found.values())
+
+
+@needs_nvrtc
+def test_a_process_building_without_workers_builds_every_architecture_it_is_given(tmp_path):
+    """Where torch is imported the command cannot fork workers and builds each ``--arch`` in
+    turn itself: the second must not be served the modules the first loaded."""
+    cache = tmp_path / "cache"
+    code = "import torch, runpy; runpy.run_module('slangspec', run_name='__main__')"
+    with one_at_a_time("arch-build"):
+        done = python(
+            code, "warm", EXAMPLES / "warm.toml", "--device", "cuda", "--arch", "sm_90",
+            "--arch", "sm_80", "--cache-dir", cache, "--json", "--jobs", "1",
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {(r["arch"], r["status"]) for r in json.loads(done.stdout)} == {
+        ("sm_90", "built"),
+        ("sm_80", "built"),
+    }
+    assert sorted({elf_arch(c) for c in cubins(cache)}) == [80, 90]
 
 
 @needs_nvrtc

@@ -258,13 +258,15 @@ _modules: dict[tuple, BuildModule] = {}
 def module_for(
     item: WarmItem, device: str | None, cache: str | Cache | None, read_only: bool = False
 ) -> BuildModule:
-    """The module an item names, as the builder sees it (no torch), one per process and
-    options, run from ``cache`` (a cache, or the directory of one; with ``read_only``, a view
-    of it that writes nothing)."""
+    """The module an item names, as the builder sees it (no torch), one per process, options
+    and architecture built for (``--arch`` names several, one after the other, in one process
+    where it builds without workers), run from ``cache`` (a cache, or the directory of one;
+    with ``read_only``, a view of it that writes nothing)."""
     from ..runtime.module_base import BuildModule, LoadOptions, load_module, load_module_source
 
     where = (str(cache.root), cache.read_only) if isinstance(cache, Cache) else (cache, read_only)
-    key = (item.name, item.path, item.source, item.include_paths, item.defines, device, where)
+    arch = setting("SLANGSPEC_CUDA_ARCH")
+    key = (item.name, item.path, item.source, item.include_paths, item.defines, device, where, arch)
     m = _modules.get(key)
     if m is None:
         if not isinstance(cache, Cache):
