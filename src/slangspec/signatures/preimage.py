@@ -78,6 +78,14 @@ def imported_back(module: ModuleText, search: Sequence[Path]) -> bool:
     return any(found.resolve() == target for _, _, imports in graph for found in imports)
 
 
+def search_paths(module: ModuleText, search: Sequence[Path]) -> tuple[list[Path], bool]:
+    """The search paths of a Slang session for ``module``, and whether Slang must read it from
+    its file (``imported_back``): by name, its own directory searched first."""
+    if imported_back(module, search):
+        return [module.path.parent, *search], True
+    return list(search), False
+
+
 def _import_graph(
     entry: Path, search: Sequence[Path], content: bytes | None
 ) -> Iterator[tuple[Path, bytes, list[Path]]]:

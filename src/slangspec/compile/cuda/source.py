@@ -28,7 +28,7 @@ from ...codegen import ENTRY_POINT
 from ...codegen.uniforms import Layout, Unpackable
 from ...define import frozen
 from ...signatures.module_text import ModuleText
-from ...signatures.preimage import imported_back, unchanged
+from ...signatures.preimage import search_paths, unchanged
 from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
 from ..slang.com_session import Session
 from ..slang.reflection import FrontEnd
@@ -156,9 +156,7 @@ def _loaded(
     """The session holding ``module`` searched and defined as given (on the session's
     thread): made and the module loaded on first use, then kept for the same text and
     ``content`` (what identifies the files it imports: a session keeps what it loaded)."""
-    from_file = imported_back(module, include_paths)
-    if from_file:  # read by Slang from its file, by name: its directory is searched first
-        include_paths = [module.path.parent, *include_paths]
+    include_paths, from_file = search_paths(module, include_paths)
     search, defined, where = _place(include_paths, defines, session, library)
     key = (*where, module, content)
     loaded = _sessions.get(key)

@@ -25,7 +25,7 @@ from ...codegen import ENTRY_POINT
 from ...codegen.uniforms import UniformBlock
 from ...settings import compile_counts
 from ...signatures.module_text import ModuleText
-from ...signatures.preimage import imported_back, imported_names, unchanged
+from ...signatures.preimage import imported_names, search_paths, unchanged
 from .api import SlangCompileError
 from .block_layout import uniform_block
 
@@ -121,7 +121,7 @@ class Compiler:
     ) -> None:
         """Drop ``module``'s session, so the next build loads every module afresh: a session
         keeps what it loaded, also a module whose files were removed while it read them."""
-        paths, _ = _searched(module, include_paths)
+        paths, _ = search_paths(module, include_paths)
         with self._lock:
             self._sessions.pop(self._key(paths, defines, content), None)
 
@@ -134,7 +134,7 @@ class Compiler:
     ) -> spy.SlangModule:
         """The user's module through the Slang front-end, once per session."""
         self.device.set_cuda_context_current()
-        paths, from_file = _searched(module, include_paths)
+        paths, from_file = search_paths(module, include_paths)
         return self._loaded(self._session(paths, defines, content), module, from_file)
 
     def _loaded(
@@ -190,7 +190,7 @@ class Compiler:
     ) -> CompiledKernel:
         """Compile the generated kernel ``name`` (of ``source``, which imports ``module``)."""
         self.device.set_cuda_context_current()
-        paths, from_file = _searched(module, include_paths)
+        paths, from_file = search_paths(module, include_paths)
         session = self._session(paths, defines, content)
         self._loaded(session, module, from_file)
         compile_counts["kernel"] += 1
@@ -205,11 +205,3 @@ class Compiler:
         self._sealed()
         program = slang.link_program([generated], entry)
         return CompiledKernel(self.device.create_compute_kernel(program))
-
-
-def _searched(module: ModuleText, include_paths: Sequence[Path]) -> tuple[list[Path], bool]:
-    """The search paths of a session for ``module``, and whether Slang reads it from its file
-    (``imported_back``): by name, its directory searched first."""
-    if imported_back(module, include_paths):
-        return [module.path.parent, *include_paths], True
-    return list(include_paths), False
