@@ -94,11 +94,11 @@ class Specialization:
             k for k, o in enumerate(plan.outputs) if not o.differentiable
         )
         self.leaves = leaf_reader(plan, binding.torch_device)
+        """``leaves(args)``: the value of each leaf, read out of the dicts of struct
+        arguments; None when every argument is its own leaf."""
         self.places = leaf_reader(plan)
         """``places(args)``: what ``leaves`` reads, without making tensors: for values
         standing in for the arguments (their grad flags, their positions)."""
-        """``leaves(args)``: the value of each leaf, read out of the dicts of struct
-        arguments; None when every argument is its own leaf."""
         self.finish = finisher(plan)
         """``finish(args, outputs)``: what the call returns, after writing ``out`` and
         ``inout`` parameters' values into their tensors."""
@@ -432,9 +432,9 @@ class Specialization:
             slots = self._grad_slots[mask] = tuple(
                 e for e in self._elementwise if mask[e.leaf] == "1"
             )
-        ordered = setting("SLANGSPEC_DETERMINISTIC")
         for e in slots:
             if e.accumulated:
+                ordered = setting("SLANGSPEC_DETERMINISTIC")
                 full, strides = _accumulated(bind, args[e.leaf], e, call_shape, ordered)
                 kw[e.gradient_strides] = strides
                 zero.append(full)
