@@ -4,6 +4,9 @@ same program written in torch (``o[i] = v``) gives, eagerly and under ``torch.co
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 import torch._dynamo
@@ -147,3 +150,46 @@ def test_an_out_parameter_written_into_part_of_a_tensor_passes_on_the_rest(m, td
     (o * torch.arange(1.0, 5.0, device=tdev)).sum().backward()
     torch.testing.assert_close(base.grad, torch.tensor([2.0, 0.0, 0.0, 8.0], device=tdev))
     torch.testing.assert_close(x.grad, torch.tensor([4.0, -12.0], device=tdev))
+
+
+def _into_a_given_tensor(m):
+    """A program writing into a tensor its caller allocated: a mutated input of a compiled
+    graph, which no gradient reaches."""
+
+    def program(x: torch.Tensor, o: torch.Tensor) -> None:
+        m.put(x[0], 0, o)
+        m.square_out(x[1], o[2:3])
+
+    return program
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_tensor_the_caller_allocated_takes_what_the_calls_write_with_their_gradients(
+    m, tdev, compiled
+):
+    torch._dynamo.reset()
+    program = _into_a_given_tensor(m)
+    x = torch.tensor([1.5, -2.0], device=tdev, requires_grad=True)
+    o = torch.full((4,), 9.0, device=tdev)
+    (torch.compile(program, fullgraph=True) if compiled else program)(x, o)
+    torch.testing.assert_close(o, torch.tensor([2.25, 9.0, 4.0, 9.0], device=tdev), **TOL)
+    (o * torch.arange(1.0, 5.0, device=tdev)).sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([3.0, -12.0], device=tdev), **TOL)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_written_tensor_and_its_graph_are_freed_once_the_caller_drops_them(m, tdev, compiled):
+    """Nothing a call records refers back to the tensor it wrote: else the tensor, its graph and
+    every input that graph saved outlive the step that made them."""
+    torch._dynamo.reset()
+    program = _into_a_given_tensor(m)
+    run = torch.compile(program, fullgraph=True) if compiled else program
+    kept = []
+    for _ in range(2):
+        x = torch.tensor([1.5, -2.0], device=tdev, requires_grad=True)
+        o = torch.zeros(4, device=tdev)
+        run(x, o)
+        kept += [weakref.ref(x), weakref.ref(o)]
+    del x, o
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * len(kept)

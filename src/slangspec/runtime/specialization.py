@@ -508,8 +508,10 @@ class _SlangCall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec: Specialization, args: Sequence[Any], *tensors: torch.Tensor):
         ctx.spec = spec
-        # Tensors travel through save_for_backward; keep only the other arguments on ctx.
-        others = list(args)
+        # Tensors read travel through save_for_backward; keep only the other arguments on ctx,
+        # a tensor written through a detached alias: the tensor itself leads back to this node
+        # (its grad_fn), a cycle through autograd that Python's collector cannot free.
+        others = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
         for i in spec._tensors:
             others[i] = None
         ctx.others = others

@@ -436,6 +436,15 @@ class _Recorded(torch.autograd.Function):
         return _gradients(ctx, grads, computed)
 
 
+_LIBRARY.define("snapshot(Tensor t) -> Tensor")
+_LIBRARY.impl("snapshot", torch.clone, "CompositeExplicitAutograd")
+torch.library.register_fake("slangspec::snapshot", torch.empty_like, lib=_LIBRARY)
+_snapshot = torch.ops.slangspec.snapshot.default
+"""A copy of a tensor as it is now, which a compiled graph keeps: of a tensor the call's
+outputs are then copied into, a clone would be recomputed from that tensor in the backward
+graph, and torch would save the tensor itself, which the copy then changes."""
+
+
 class _RecordedOutputs(torch.autograd.Function):
     """A call of the "outputs" operator autograd records: one cotangent per output."""
 
@@ -444,7 +453,7 @@ class _RecordedOutputs(torch.autograd.Function):
         outputs = _below_autograd(op, keyset, name, list(tensors), grads, kinds, floats, ints)
         # The traced code copies outputs into these arguments: keep them as the call read them.
         written = _overwritten(name, kinds)
-        ctx.save_for_backward(*(t.clone() if j in written else t for j, t in enumerate(tensors)))
+        ctx.save_for_backward(*(_snapshot(t) if j in written else t for j, t in enumerate(tensors)))
         ctx.call = (name, grads, kinds, floats, ints)
         return tuple(outputs)
 
