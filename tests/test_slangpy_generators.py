@@ -46,6 +46,13 @@ def spy_device():
 _modules: dict[str, tuple[object, object]] = {}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _modules_dropped_with_the_file():
+    """The file's modules hold their Slang sessions: they go before its devices are released."""
+    yield
+    _modules.clear()
+
+
 def both(cache_dir, spy_device, source: str):
     """The module of ``source`` through slangspec and through slangpy."""
     if source not in _modules:
