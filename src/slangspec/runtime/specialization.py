@@ -80,6 +80,10 @@ class Specialization:
         self._writes = (*((i, True) for i in overwritten), *((i, False) for i in self._written))
         """Every leaf whose tensor the call writes, and whether through autograd (else the
         kernel writes it itself)."""
+        self._written_unread = tuple(i for i, _ in self._writes if i not in self._tensors)
+        """The leaves whose tensors the call writes without reading: the autograd node keeps
+        them on ctx through a detached alias, since each leads back to the node (its grad_fn), a
+        cycle through autograd that Python's collector cannot free."""
         self._inout = tuple(k for k, i in enumerate(self._tensors) if args[i].direction == "inout")
         """Positions among the node's tensors of those the call also writes."""
         self._kept = tuple(i for k, i in enumerate(self._tensors) if k not in self._inout)
@@ -508,12 +512,12 @@ class _SlangCall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec: Specialization, args: Sequence[Any], *tensors: torch.Tensor):
         ctx.spec = spec
-        # Tensors read travel through save_for_backward; keep only the other arguments on ctx,
-        # a tensor written through a detached alias: the tensor itself leads back to this node
-        # (its grad_fn), a cycle through autograd that Python's collector cannot free.
-        others = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        # Tensors read travel through save_for_backward; keep only the other arguments on ctx.
+        others = list(args)
         for i in spec._tensors:
             others[i] = None
+        for i in spec._written_unread:
+            others[i] = args[i].detach()
         ctx.others = others
         if spec._inout:
             # The call's own outputs are copied into these after it returns: keep them as the
