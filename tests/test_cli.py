@@ -801,7 +801,7 @@ specializations = [
     r = cli("warm", path, "--cache-dir", cache, "--json")
     assert r.exit_code == 0, r.output
     [item] = json.loads(r.stdout)
-    sf = slangspec.load(SURFACE, cache_dir=str(tmp_path / "other"))
+    sf = slangspec.load(SURFACE, cache_dir=str(cache))
     ray = {"origin": torch_ones(7, 3, grad=True), "dir": torch_ones(7, 3)}
     assert item["signature"] == sf.reflect_ray.signature(ray, torch_ones(7, 3))
     args = ["explain", SURFACE, "reflect_ray"]

@@ -12,6 +12,7 @@ from test_cuda_step import MIX, SIGNATURES, kernels_of, needs_nvrtc
 from slangspec.cache_store import CacheWarning
 from slangspec.cache_store.module_cache import ModuleCacheGuard
 from slangspec.cache_store.module_seals import ModuleSeals
+from slangspec.compile.cuda import build
 from slangspec.compile.cuda.build import library_dir, stored_prelude
 from slangspec.compile.cuda.prepared import (
     MANIFEST,
@@ -37,6 +38,20 @@ def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("prepared")
     prepare(root, TOOLCHAIN)
     return root
+
+
+@pytest.fixture
+def compiles(monkeypatch) -> list[dict[str, str]]:
+    """The defines of each compile of slangpy's library ``library_dir`` asks for, none made:
+    whether it compiles or copies is what these tests check (``root`` compiles it for real)."""
+    made: list[dict[str, str]] = []
+
+    def slangpy_library(defines: dict[str, str]) -> bytes:
+        made.append(dict(defines))
+        return b"compiled"
+
+    monkeypatch.setattr(build, "slangpy_library", slangpy_library)
+    return made
 
 
 def guard_in(directory: Path) -> ModuleCacheGuard:
@@ -74,10 +89,11 @@ def test_a_cache_copies_the_prepared_library_and_compiles_none(root, tmp_path):
     assert compile_counts["library"] == before
 
 
-def test_with_defines_the_library_is_compiled_not_copied(root, tmp_path):
+def test_with_defines_the_library_is_compiled_not_copied(root, tmp_path, compiles):
     before = compile_counts["library"]
-    library_dir(guard_in(tmp_path), TOOLCHAIN, {"X": "1"}, prepared(root, TOOLCHAIN))
-    assert compile_counts["library"] == before + 1
+    library = library_dir(guard_in(tmp_path), TOOLCHAIN, {"X": "1"}, prepared(root, TOOLCHAIN))
+    assert compile_counts["library"] == before + 1 and compiles == [{"X": "1"}]
+    assert (library / LIBRARY_FILE).read_bytes() == b"compiled"
 
 
 def test_the_prelude_a_cache_kept_comes_first_then_the_prepared_one(root, tmp_path):
@@ -102,7 +118,7 @@ def copy_of(root: Path, tmp_path: Path) -> Path:
     ["flipped byte", "truncated", "file missing", "manifest torn", "manifest of another toolchain",
      "manifest missing", "manifest not a mapping"],
 )  # fmt: skip
-def test_a_damaged_or_foreign_prepared_file_is_not_read(root, tmp_path, spoil):
+def test_a_damaged_or_foreign_prepared_file_is_not_read(root, tmp_path, spoil, compiles):
     copy = copy_of(root, tmp_path)
     directory = directory_of(copy, TOOLCHAIN)
     library, manifest = directory / LIBRARY_FILE, directory / MANIFEST
@@ -127,8 +143,9 @@ def test_a_damaged_or_foreign_prepared_file_is_not_read(root, tmp_path, spoil):
     files = prepared(copy, TOOLCHAIN)
     assert files is None or files.read(LIBRARY_FILE) is None
     before = compile_counts["library"]
-    library_dir(guard_in(tmp_path), TOOLCHAIN, {}, files)
+    library = library_dir(guard_in(tmp_path), TOOLCHAIN, {}, files)
     assert compile_counts["library"] == before + 1  # compiled, as with nothing prepared
+    assert compiles == [{}] and (library / LIBRARY_FILE).read_bytes() == b"compiled"
 
 
 def test_nothing_prepared_for_another_toolchain(root):

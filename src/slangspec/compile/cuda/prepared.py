@@ -93,10 +93,11 @@ def prelude_text() -> str:
 def prepare(root: Path, toolchain: Mapping[str, Any]) -> dict[str, int]:
     """Make ``toolchain``'s prepared files under ``root`` (the manifest written last, so that
     a reader sees all of them or none); their sizes by name. OSError when ``root`` cannot be
-    written."""
-    made = {LIBRARY_FILE: slangpy_library(), PRELUDE_FILE: prelude_text().encode()}
+    written, found before the seconds of compiling."""
     directory = directory_of(root, toolchain)
     directory.mkdir(parents=True, exist_ok=True)
+    tempfile.TemporaryFile(dir=directory).close()
+    made = {LIBRARY_FILE: slangpy_library(), PRELUDE_FILE: prelude_text().encode()}
     (directory / MANIFEST).unlink(missing_ok=True)
     for name, data in made.items():
         write_atomic(directory / name, data, mode=0o644)
