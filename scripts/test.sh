@@ -7,12 +7,10 @@ cd "$root"
 bash scripts/setup.sh
 source scripts/env.sh
 .venv/bin/ruff check .
-# A worker waits on the processes its tests start for about a sixth of its time: one worker
-# more than the cores keeps them busy. A worker peaks at about 4 GB (a test file's devices and
-# Slang sessions, one at a time).
-by_cores=$(($(nproc) + 1))
+cores=$(nproc)
+# A worker peaks at about 4 GB (a test file's devices and Slang sessions, one at a time).
 by_memory=$(awk '/^MemTotal:/ { print int($2 / (5 * 1024 * 1024)) }' /proc/meminfo)
-workers=$((by_cores < by_memory ? by_cores : by_memory))
+workers=$((cores < by_memory ? cores : by_memory))
 workers=$((workers > 0 ? workers : 1))
 # The cache tests' worker processes fork from one that has imported torch (tests/zygote.py).
 export FORKED_TEST_WORKERS=1
