@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,10 +43,15 @@ class MappedFunction:
         if len(dims) > len(names):
             raise TypeError(f"{fid}: map: {len(dims)} mappings for {len(names)} parameters")
         mapping: dict[int, tuple[int, ...]] = {}
+        typed: set[int] = set()
         for k, m in [*enumerate(dims), *((_index_of(fid, names, n), m) for n, m in named.items())]:
-            if k in mapping:
+            if k in mapping or k in typed:
                 raise TypeError(f"{fid}: map: parameter '{names[k]}' is mapped twice")
-            mapping[k] = _dimensions(fid, names[k], m)
+            if isinstance(m, str):
+                _own_type(fid, layout[k], m)
+                typed.add(k)
+            else:
+                mapping[k] = _dimensions(fid, names[k], m)
         self.target = target
         self.id = fid
         self.names = names
@@ -83,12 +89,29 @@ def _index_of(fid: str, names: list[str], name: str) -> int:
     return names.index(name)
 
 
-def _dimensions(fid: str, name: str, m: Any) -> tuple[int, ...]:
-    if isinstance(m, str):
+_VECTOR_NAME = re.compile(r"(bool|int|uint|half|float|double|int64_t|uint64_t)([1-4])")
+
+
+def _type_name(name: str) -> str:
+    """A Slang type's name as reflection writes it (``float3`` as ``vector<float,3>``)."""
+    name = name.replace(" ", "")
+    m = _VECTOR_NAME.fullmatch(name)
+    return f"vector<{m.group(1)},{m.group(2)}>" if m else name
+
+
+def _own_type(fid: str, param: tuple[str, int, bool, str], m: str) -> None:
+    """A type mapping (slangpy's ``map("int64_t")``): taken where it names the parameter's own
+    type, which it leaves as it is; a TypeError otherwise."""
+    name, *_, slang_type = param
+    if _type_name(m) != _type_name(slang_type):
         raise TypeError(
-            f"{fid}: map: parameter '{name}': slangpy's type mapping ({m!r}) is not "
-            "supported; name a generic's arguments explicitly"
+            f"{fid}: map: parameter '{name}': slangpy's type mapping ({m!r}) is taken only where "
+            f"it names the parameter's own type ({slang_type}); to choose a generic's type, "
+            'name its arguments explicitly (m["f<float3>"])'
         )
+
+
+def _dimensions(fid: str, name: str, m: Any) -> tuple[int, ...]:
     if isinstance(m, int):
         m = (m,)
     ok = isinstance(m, tuple | list) and all(type(d) is int and d >= 0 for d in m)

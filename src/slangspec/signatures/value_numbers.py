@@ -82,6 +82,12 @@ def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
                 f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
                 "element of a vector or array (pass a tensor for anything deeper)"
             )
+        if isinstance(x, dict):
+            raise TypeError(
+                f"cannot pass a {what} of dicts; expected, for a struct or an array of structs, "
+                "one dict of its fields, each field a tensor with a leading dimension over the "
+                f"{what}'s elements (torch.stack them)"
+            )
         if not isinstance(row, NumberRow):
             raise TypeError(
                 f"cannot pass a {what} holding a value of type {type(x).__name__}; expected "
