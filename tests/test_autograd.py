@@ -408,7 +408,7 @@ def test_a_tensor_type_without_gradients_says_its_argument_gets_none(cache_dir, 
         UserWarning,
         match=r"^primaltensor::scale: ITensor<float, 1> is a tensor type without gradients, so "
         r"argument 1 \('w'\) requiring grad gets no gradient from it: declare the parameter "
-        r"IDiffTensor \(or DiffTensor, RWDiffTensor\), or pass a detached tensor$",
+        r"IDiffTensor \(or DiffTensor\), or pass a detached tensor$",
     ):
         y = m.scale(w, x, slangspec.grid((3,)))
     y.sum().backward()

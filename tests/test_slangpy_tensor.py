@@ -49,8 +49,8 @@ def test_simple_copy(m, tdev, kind, spelling):
 @pytest.mark.parametrize(
     "function, argument",
     [
-        ("copy_idifftensor_each_index", "3 \\('dst'\\)"),
-        ("copy_primaltensor_each_index", "2 \\('src'\\)"),
+        ("copy_idifftensor_each_index", "3 \\('dst'\\): expected a tensor type slangspec binds"),
+        ("copy_primaltensor_each_index", "2 \\('src'\\): expected a tensor type slangspec binds"),
     ],
 )
 def test_tensor_types_not_bound_are_refused_by_argument(m, tdev, function, argument):
@@ -115,3 +115,33 @@ def test_tensor_sample_vector(m, tdev):
     data = torch.rand(8, 6, 3, device=tdev)
     got = m.sample_tensor_vector(data, 0.3, 0.4).cpu()
     torch.testing.assert_close(got, bilinear(data, 0.3, 0.4), rtol=0, atol=1e-5)
+
+
+UNBOUND = r"""
+import slangpy;
+float primal(PrimalTensor<float, 1> t) { return t[0]; }
+void wprimal(WPrimalTensor<float, 1> t) { t[0] = 1; }
+void rwprimal(RWPrimalTensor<float, 1> t) { t[0] = 1; }
+void irwdiff(IRWDiffTensor<float, 1> t) { t[0] = t[0]; }
+void rwdiff(RWDiffTensor<float, 1> t) { t[0] = t[0]; }
+"""
+
+
+@pytest.mark.parametrize(
+    "function, declare",
+    [
+        ("primal", r"IDiffTensor<T, D> \(or ITensor<T, D>\)"),
+        ("wprimal", r"IWDiffTensor<T, D> \(or IWTensor<T, D>\)"),
+        ("rwprimal", r"IRWTensor<T, D>"),
+        ("irwdiff", r"an IDiffTensor<T, D> to read and an IWDiffTensor<T, D> to write"),
+        ("rwdiff", r"an IDiffTensor<T, D> to read and an IWDiffTensor<T, D> to write"),
+    ],
+)
+def test_each_tensor_type_not_bound_says_what_to_declare(cache_dir, tdev, function, declare):
+    m = slangspec.load_source("unbound", UNBOUND, cache_dir=cache_dir)
+    with pytest.raises(
+        TypeError,
+        match=rf"^unbound::{function}: argument 1 \('t'\): expected a tensor type slangspec "
+        rf"binds, got \w+<float, 1>: declare {declare}",
+    ):
+        m[function](torch.zeros(4, device=tdev))

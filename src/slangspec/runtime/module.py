@@ -317,10 +317,7 @@ class Function(BuildFunction):
                 ]
                 types = " and ".join(dict.fromkeys(plan.params[i].slang_type for i in trained))
                 why = f"{self.id}: {types} is a tensor type without gradients"
-                fix = (
-                    "declare the parameter IDiffTensor (or DiffTensor, RWDiffTensor), or pass a "
-                    "detached tensor"
-                )
+                fix = "declare the parameter IDiffTensor (or DiffTensor), or pass a detached tensor"
         if not trained:
             return
         self._warned_no_grad = True

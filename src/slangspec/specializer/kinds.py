@@ -177,6 +177,14 @@ LEAF_KIND: dict[tuple[str, str], Kind] = {(k.leaf, k.binding): k for k in KINDS 
 TENSOR_KIND: dict[str, Kind] = {n: k for k in KINDS if k.leaf == "tensor" for n in k.names}
 """The slangpy tensor types, interfaces and concrete structs alike, by name."""
 TENSOR_TYPES = tuple(TENSOR_KIND)
+UNBOUND_TENSORS: dict[str, str] = {
+    "PrimalTensor": "IDiffTensor<T, D> (or ITensor<T, D>), which binds a tensor as one",
+    "WPrimalTensor": "IWDiffTensor<T, D> (or IWTensor<T, D>), which binds a tensor as one",
+    "RWPrimalTensor": "IRWTensor<T, D>",
+    "IRWDiffTensor": "an IDiffTensor<T, D> to read and an IWDiffTensor<T, D> to write",
+    "RWDiffTensor": "an IDiffTensor<T, D> to read and an IWDiffTensor<T, D> to write",
+}
+"""slangpy's tensor types no row binds, by name: what to declare instead."""
 VALUE_KINDS = KIND["element"].names
 """Kinds whose values are a scalar type over an element shape: one element per call point."""
 

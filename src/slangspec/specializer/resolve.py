@@ -27,7 +27,7 @@ from ..signatures.text import (
 )
 from .inference import PY_SCALARS_FOR, inferred
 from .info import Direction, FunctionInfo, ParamInfo, TypeInfo
-from .kinds import KIND, TENSOR_KIND, VALUE_KINDS, declared_kind
+from .kinds import KIND, TENSOR_KIND, UNBOUND_TENSORS, VALUE_KINDS, declared_kind
 from .leaf_plans import (
     arg_plan,
     element_plan,
@@ -67,9 +67,23 @@ class _Resolver:
             return self.struct_leaves(index, param, t, form, (), self.carries(param))
         return [self.leaf(index, param, t, form, (), self.carries(param))]
 
+    def bound(self, index: int, name: str, t: TypeInfo) -> None:
+        """TypeError naming the parameter where ``t`` is one of slangpy's tensor types that no
+        row binds (reflected as the struct or interface it is)."""
+        advice = UNBOUND_TENSORS.get(t.name.partition("<")[0])
+        if advice is not None:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                "a tensor type slangspec binds",
+                f"{t.name}: declare {advice}",
+            )
+
     def concrete(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TypeInfo:
         """The struct a value of interface ``t`` given as ``form`` is: the one of its
         conformances the dict names in ``TYPE_KEY``."""
+        self.bound(index, name, t)
         names = [c.name for c in t.conformances]
         listed = ", ".join(names) if names else "the module declares none"
         named = dict(form.fields).get(TYPE_KEY) if isinstance(form, DictForm) else None
@@ -117,6 +131,7 @@ class _Resolver:
         within the parameter; ``arrays`` the extents of the arrays of structs each step of
         ``path`` is taken in."""
         name = ".".join((param.name, *path))
+        self.bound(index, name, t)
         if not isinstance(form, DictForm):
             raise self.fail(
                 TypeError, index, name, f"a dict of the fields of {t.name}", describe(form)
