@@ -7,8 +7,6 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -22,7 +20,7 @@ from slangspec.cache_store.entry import binary_added
 from slangspec.compile import toolchain_identity as toolchain
 from slangspec.settings import compile_counts
 from slangspec.signatures import preimage
-from workers import copied, held_by_woken_waiters, load, report, run, worker
+from workers import copied, held_by_woken_waiters, load, python, report, run, worker
 
 HERE = Path(__file__).parent
 SHADERS = HERE / "shaders"
@@ -613,9 +611,7 @@ def test_a_warm_process_knows_its_functions_without_reflecting(tmp_path):
         "print(hasattr(m, 'nope'), hasattr(m, 'poly'))\n"
     )
     here = str(Path(__file__).parent)
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(cache), here], capture_output=True, text=True, timeout=120
-    )
+    out = python(code, cache, here, timeout=120)
     assert out.stdout.split()[-2:] == ["False", "True"], out.stderr[-2000:]
 
 

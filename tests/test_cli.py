@@ -52,17 +52,6 @@ def cli(*args: str, input: str | None = None):
     return CliRunner().invoke(main, words, input=input, catch_exceptions=False)
 
 
-def worker(cache: Path, *args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, str(HERE / "jit_worker.py"), str(cache), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def test_warm_then_a_new_process_hits_without_compiling(tmp_path):
     cache = tmp_path / "cache"
     m = manifest(tmp_path)
@@ -71,7 +60,7 @@ def test_warm_then_a_new_process_hits_without_compiling(tmp_path):
     assert [x["status"] for x in json.loads(r.stdout)] == ["built", "built"]
     again = cli("warm", m, "--cache-dir", cache, "--json")
     assert [x["status"] for x in json.loads(again.stdout)] == ["cached", "cached"]
-    warm = worker(cache, "--signatures", "2", "--forbid-compile")
+    warm = run(cache, "--signatures", "2", "--forbid-compile")
     assert warm["ok"]
     assert warm["counts"].get("specialize", 0) == warm["counts"].get("codegen", 0) == 0
     assert slangspec.Cache(cache).stats()["hits"] >= 2
@@ -93,7 +82,7 @@ def test_dry_run_passes_when_complete_and_fails_after_an_eviction(tmp_path):
 
 def test_export_import_and_replay_reproduce_the_entries(tmp_path):
     source, target = tmp_path / "a", tmp_path / "b"
-    assert worker(source, "--signatures", "3")["ok"]
+    assert run(source, "--signatures", "3")["ok"]
     bundle = tmp_path / "bundle.json"
     r = cli("cache", "export", bundle, "--cache-dir", source)
     assert r.exit_code == 0 and "3 entries, 3 records" in r.output
@@ -112,12 +101,12 @@ def test_export_import_and_replay_reproduce_the_entries(tmp_path):
         )
 
     assert specs(target) == specs(source)
-    assert worker(target, "--signatures", "3", "--forbid-compile")["ok"]
+    assert run(target, "--signatures", "3", "--forbid-compile")["ok"]
 
 
 def test_warm_recorded_from_another_cache_or_a_bundle(tmp_path):
     source = tmp_path / "a"
-    assert worker(source, "--signatures", "2")["ok"]
+    assert run(source, "--signatures", "2")["ok"]
     r = cli("warm", "--recorded", "--from", source, "--cache-dir", tmp_path / "b")
     assert r.exit_code == 0 and "2 built" in r.output
     bundle = tmp_path / "bundle.json"
@@ -334,7 +323,7 @@ def test_warm_builds_where_torch_cannot_be_imported(tmp_path, kind, jobs):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert [x["status"] for x in json.loads(out.stdout)] == ["built", "built"]
-    warm = worker(cache, "--signatures", "2", "--forbid-compile")
+    warm = run(cache, "--signatures", "2", "--forbid-compile")
     assert warm["ok"]
     assert warm["counts"].get("specialize", 0) == warm["counts"].get("codegen", 0) == 0
 
@@ -513,7 +502,7 @@ def test_usage_errors(tmp_path):
 
 def test_ls_show_stats_evict_verify_clear(tmp_path):
     cache = tmp_path / "c"
-    assert worker(cache, "--signatures", "3")["ok"]
+    assert run(cache, "--signatures", "3")["ok"]
     listed = json.loads(cli("cache", "ls", "--cache-dir", cache, "--json").stdout)
     assert len(listed) == 3
     assert (

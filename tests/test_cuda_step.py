@@ -39,6 +39,7 @@ from slangspec.compile.slang.api import SlangCompileError, SlangSession
 from slangspec.settings import compile_counts
 from slangspec.signatures.module_text import ModuleText
 from slangspec.specializer import FunctionInfo, ParamInfo, TypeInfo, plan_from_signature
+from workers import python
 
 
 def _has_nvrtc() -> bool:
@@ -504,13 +505,7 @@ def waited(cache: Path, hooked: str) -> dict:
     shader, lib = here / "shaders" / "cached.slang", here / "slang_lib"
     env = {**os.environ, "SLANGSPEC_DEVICE": "cuda", "SLANGSPEC_CUDA_ARCH": "sm_90"}
     env["CUDA_VISIBLE_DEVICES"] = ""
-    done = subprocess.run(
-        [sys.executable, "-c", WAITER, str(shader), str(lib), str(cache), hooked],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    done = python(WAITER, shader, lib, cache, hooked, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["builder"] == "built" and seen.get("forward", "built") == "built", seen

@@ -16,6 +16,7 @@ from slangspec.compile.slang.vulkan_compiler import Compiler
 from slangspec.runtime import devices
 from slangspec.settings import setting
 from slangspec.signatures.module_text import ModuleText
+from workers import python
 
 OPS = Path(__file__).parent / "shaders" / "ops.slang"
 
@@ -126,12 +127,7 @@ def test_a_process_closes_its_device_before_the_interpreter_tears_down(kind, tmp
     # A device left to the teardown could be destroyed after what it uses and crash the
     # process after its work was done. On CUDA no slangpy device is opened at all.
     shader = Path(__file__).parent / "shaders" / "ops.slang"
-    done = subprocess.run(
-        [sys.executable, "-c", CLOSED_AT_EXIT, str(shader), kind, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python(CLOSED_AT_EXIT, shader, kind, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     opened = 1 if kind == "vulkan" else 0
     assert f"devices closed before teardown: {opened}" in done.stdout, done.stdout
