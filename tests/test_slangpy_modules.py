@@ -11,25 +11,18 @@ structure-of-arrays case passes Python values for the fields the method only rea
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-import slangpy
 import torch
+from slangpy_wheel import wheel_shader
 
 import slangspec
 
-WHEEL_TESTS = Path(
-    os.environ.get("SLANGPY_TESTS_DIR") or Path(slangpy.__file__).parent / "tests" / "slangpy_tests"
-)
-if not (WHEEL_TESTS / "test_modules.slang").is_file():
-    pytest.skip(f"slangpy's test shaders are not at {WHEEL_TESTS}", allow_module_level=True)
+SHADER = wheel_shader("test_modules.slang")
 
 
 @pytest.fixture(scope="module")
 def m(cache_dir):
-    return slangspec.load(WHEEL_TESTS / "test_modules.slang", cache_dir=cache_dir)
+    return slangspec.load(SHADER, cache_dir=cache_dir)
 
 
 def particles(tdev: str, position=(0.0, 0.0), velocity=(0.0, 0.0)) -> dict:

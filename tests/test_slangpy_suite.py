@@ -26,26 +26,15 @@ Not a call case, so not ported:
   buffers and slangpy's torch/buffer copy helpers.
 """
 
-import os
-from pathlib import Path
-
 import pytest
-import slangpy
 import torch
+from slangpy_wheel import WHEEL_TESTS, wheel_shader
 from torch import nn
 
 import slangspec
 from parity import F32, compare, leaf, twin
 
-WHEEL_TESTS = Path(
-    os.environ.get("SLANGPY_TESTS_DIR") or Path(slangpy.__file__).parent / "tests" / "slangpy_tests"
-)
-"""Where slangpy's test shaders are: its wheel's, or a copy where an install leaves them out."""
-if not (WHEEL_TESTS / "test_torchintegration.slang").is_file():
-    pytest.skip(
-        f"slangpy's test shaders are not at {WHEEL_TESTS} (set SLANGPY_TESTS_DIR)",
-        allow_module_level=True,
-    )
+wheel_shader("test_torchintegration.slang")
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # the originals' tolerance
 
 # The README's reasons, for what slangspec does not call yet.

@@ -15,26 +15,19 @@ both ``DiffTensor``/``PrimalTensor`` sampling cases.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-import slangpy
 import torch
+from slangpy_wheel import wheel_shader
 
 import slangspec
 
-WHEEL_TESTS = Path(
-    os.environ.get("SLANGPY_TESTS_DIR") or Path(slangpy.__file__).parent / "tests" / "slangpy_tests"
-)
-if not (WHEEL_TESTS / "test_tensor.slang").is_file():
-    pytest.skip(f"slangpy's test shaders are not at {WHEEL_TESTS}", allow_module_level=True)
+SHADER = wheel_shader("test_tensor.slang")
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # the original's bound on the largest difference
 
 
 @pytest.fixture(scope="module")
 def m(cache_dir):
-    return slangspec.load(WHEEL_TESTS / "test_tensor.slang", cache_dir=cache_dir)
+    return slangspec.load(SHADER, cache_dir=cache_dir)
 
 
 @pytest.mark.parametrize("kind", ["itensor", "tensor", "difftensor"])

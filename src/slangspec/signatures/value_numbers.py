@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from .text import NumbersForm, ScalarForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, row_of, spec_text, untraceable
+from .value_struct import DictRow
 
 _NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
 """A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
@@ -82,7 +83,7 @@ def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
                 f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
                 "element of a vector or array (pass a tensor for anything deeper)"
             )
-        if isinstance(x, dict):
+        if isinstance(row, DictRow):
             raise TypeError(
                 f"cannot pass a {what} of dicts; expected, for a struct or an array of structs, "
                 "one dict of its fields, each field a tensor with a leading dimension over the "
