@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 import torch._dynamo
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from ..signatures import call_signature
 from ..signatures.text import compose_call_signature
-from ..signatures.values import Packing, Unpacking, flagged, flagged_forms
+from ..signatures.values import Packing, Unpacking, flagged, flagged_forms, row_of_class
 from ..specializer.kinds import Writes, declared_kind
 from ..specializer.plan import RESULT, output_routes
 from .call_rows import shaping
@@ -64,6 +66,12 @@ class Traceable(Protocol):
 
     def agreed(self, what: str, of: Callable[[FunctionInfo], _A]) -> _A: ...
 
+
+# The classes of the tensors torch traces a call with, in the rows' memo before any call is
+# traced: torch guards a graph on the memo as tracing found it, so a class first kept there
+# later would fail the guards and compile the graph again.
+for _tensor_class in (torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor):
+    row_of_class(_tensor_class)
 
 _functions: dict[str, Traceable] = {}
 _numbers = itertools.count()

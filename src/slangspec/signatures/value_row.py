@@ -177,7 +177,11 @@ def _forget_rows_found() -> None:
 
 def row_of(value: Any) -> ValueRow:
     """The row of ``value``: its class's, else the nearest base class's."""
-    cls = type(value)
+    return row_of_class(type(value))
+
+
+def row_of_class(cls: type) -> ValueRow:
+    """The row of values of class ``cls``, found once and kept in ``ROW_OF``."""
     row = ROW_OF.get(cls)
     if row is None:
         for c in cls.__mro__:

@@ -37,6 +37,7 @@ from .value_row import form_grad as form_grad
 from .value_row import generates as generates
 from .value_row import register as register
 from .value_row import row_of as row_of
+from .value_row import row_of_class as row_of_class
 from .value_row import spec_signature as spec_signature
 from .value_row import tensors_of as tensors_of
 from .value_row import to_torch as to_torch
