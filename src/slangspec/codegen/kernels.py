@@ -57,6 +57,60 @@ _ACCUMULATE = """void {add}({t}* g, int at, {t} v)
 """
 """An atomic add of a gradient's part (of scalar ``t``): once per warp where every call of
 the warp adds into one element (a parameter every call reads), else once per call."""
+_WAVE_TENSOR = "slangspec_WaveDiffTensor"
+_WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<float, D>
+{{
+    public DiffTensor<float, D> t;
+
+    float _read_primal_each<each I : __BuiltinIntegerType>(expand each I idx)
+    {{
+        return t._read_primal_each(expand each idx);
+    }}
+    void _write_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
+    {{
+        t._write_grad_each(grad, expand each idx);
+    }}
+    void _accumulate_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
+    {{
+        t._accumulate_grad_each(grad, expand each idx);
+    }}
+    void _add(int at, float grad)
+    {{
+        if (WaveActiveAllEqual(at))
+        {{
+            float sum = WaveActiveSum(grad);
+            if (WaveIsFirstLane())
+                t._grad_out.accumulate_buffer(at, sum);
+        }}
+        else
+            t._grad_out.accumulate_buffer(at, grad);
+    }}
+    void _load_bwd<I : __BuiltinIntegerType>(I idx[D], float grad)
+    {{
+        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
+    }}
+    void _load_bwd<I : __BuiltinIntegerType>(vector<I, D> idx, float grad)
+    {{
+        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
+    }}
+    [BackwardDerivative(_load_bwd)]
+    public float load<I : __BuiltinIntegerType>(I idx[D]) {{ return t._primal.load(idx); }}
+    [BackwardDerivative(_load_bwd)]
+    public float load<I : __BuiltinIntegerType>(vector<I, D> idx) {{ return t._primal.load(idx); }}
+    public __subscript<I : __BuiltinIntegerType>(I indices[D])->float
+    {{
+        [Differentiable] get {{ return load(indices); }}
+    }}
+    public __subscript<I : __BuiltinIntegerType>(vector<I, D> indices)->float
+    {{
+        [Differentiable] get {{ return load(indices); }}
+    }}
+    public property shape : uint[D] {{ get {{ return t.shape; }} }}
+}}
+"""
+"""An ``IDiffTensor<float, D>`` whose loads' gradients add into the tensor's gradient as
+``_ACCUMULATE`` adds: a whole tensor every call reads (weights a loop walks) takes one atomic
+add per warp and element instead of one per call."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -188,9 +242,13 @@ class _Writer:
             binding = self.tensor_binding(j, a)
             struct_rank = a.rank - len(a.elem)
             self.params.append(f"uniform {binding}<{_element(a)}, {struct_rank}> {name}")
-            if not a.call_dims:
-                return name
-            return self.slice(j, a, binding)
+            if a.call_dims:
+                return self.slice(j, a, binding)
+            if self.shared_gradient(j, a):
+                self.helpers[_WAVE_TENSOR] = _WAVE_DIFF_TENSOR
+                self.line(f"{_WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name} }};")
+                return f"w{j}"
+            return name
         if a.kind == "target":
             self.line(f"{a.slang_type} v{j} = {{}};")
             return f"v{j}"
@@ -201,6 +259,19 @@ class _Writer:
             self.params.append(f"uniform int {strides}[{dims}]")
         self.read(f"v{j}", f"v{j}_o", name, strides, a.call_dims, a.scalar, a.elem, a.slang_type)
         return f"v{j}"
+
+    def shared_gradient(self, j: int, a: ArgPlan) -> bool:
+        """Whether whole-tensor leaf ``j``, an ``IDiffTensor<float, D>`` parameter every call
+        reads in full, binds as ``_WAVE_TENSOR`` in this kernel: its gradient is one tensor
+        the calls share. Not inside a struct or through ``_CONCRETE``, which declare the
+        parameter's own type."""
+        return (
+            self.in_mask(j)
+            and a.row.name == "PrimalTensor"
+            and _element(a) == "float"
+            and not a.path
+            and not _wrapped(self.plan)
+        )
 
     def tensor_binding(self, j: int, a: ArgPlan) -> str:
         """The tensor struct whole-tensor leaf ``j`` binds as in this kernel (see ``Kind``)."""
