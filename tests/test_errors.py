@@ -393,6 +393,20 @@ def test_a_module_that_does_not_compile_is_compiled_once_and_said_once_as_the_us
         assert "slangspec-apart" not in told
 
 
+def test_a_module_that_does_not_compile_is_not_compiled_again_at_later_look_ups(
+    cache_dir, monkeypatch
+):
+    from slangspec.runtime.module_base import BuildModule, load_module_source
+
+    monkeypatch.setenv("SLANGSPEC_CUDA_ARCH", "sm_90")  # CUDA's build counts its front-ends
+    m = load_module_source(BuildModule, "broken_again", BROKEN, device="cuda", cache_dir=cache_dir)
+    before = compile_counts["front_end"]
+    for name in ("f", "g", "f"):
+        with pytest.raises(slangspec.SlangCompileError, match=r"broken_again.slang:2:13"):
+            m[name]
+    assert compile_counts["front_end"] == before + 1
+
+
 @pytest.fixture(scope="module")
 def sf(cache_dir):
     return slangspec.load(SHADERS / "surface.slang", cache_dir=cache_dir)

@@ -89,6 +89,7 @@ class BuildModule:
         """The user's include paths: the module's own directory is where its text is placed."""
         self.defines = dict(defines)
         self._slang_module: Reflected | None = None
+        self._front_end_failed: Exception | None = None
         with needing_slang(f"module '{name}': the version of slangpy its cache keys cover"):
             self.toolchain = toolchain_of(cache)
         self.shaders = cache.shader_cache(self.toolchain)
@@ -261,8 +262,19 @@ class BuildModule:
         return function_overloads(front_end, self.name, name, self.text.text)
 
     def _front_end(self) -> Reflected:
+        """The module through Slang's front-end, once: a module object keeps the text it
+        loaded, so one whose text does not compile raises the same error at every later
+        look-up without compiling it again."""
         if self._slang_module is None:
-            self._slang_module = self.backend.front_end()
+            if self._front_end_failed is not None:
+                raise self._front_end_failed.with_traceback(None)
+            from ..compile import SlangCompileError
+
+            try:
+                self._slang_module = self.backend.front_end()
+            except SlangCompileError as exc:
+                self._front_end_failed = exc
+                raise
         return self._slang_module
 
     def function_overloads(self, name: str) -> tuple[FunctionInfo, ...]:
