@@ -303,6 +303,28 @@ def test_eager_calls_never_import_torch_dynamo(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_new_process_compiles_its_graph_once_with_eager_calls_between(cache_dir):
+    """A process's first graph serves later sizes of its class although eager calls come
+    between its calls: torch guards the graph on the value rows' memo as tracing found it."""
+    code = (
+        "import torch, torch._dynamo.testing, slangspec\n"
+        f"m = slangspec.load({str(SHADERS / 'ops.slang')!r}, cache_dir={cache_dir!r})\n"
+        "dev = 'cuda' if m.device_kind == 'cuda' else 'cpu'\n"
+        "f = lambda a: m.square(a) * 2\n"
+        "counter = torch._dynamo.testing.CompileCounterWithBackend('aot_eager')\n"
+        "compiled = torch.compile(f, backend=counter, fullgraph=True)\n"
+        "for n in (5, 9, 17):\n"
+        "    f(torch.rand(n, device=dev, requires_grad=True)).sum().backward()\n"
+        "    a = torch.rand(n, device=dev, requires_grad=True)\n"
+        "    torch._dynamo.mark_dynamic(a, 0)\n"
+        "    compiled(a).sum().backward()\n"
+        "print(counter.frame_count)\n"
+    )
+    done = python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1"
+
+
 def test_the_constant_mark_set_without_dynamo_is_the_one_torch_sets():
     """The operators' name look-ups are marked constant the way
     torch._dynamo.assume_constant_result marks a function; a torch that marks differently would
