@@ -223,6 +223,32 @@ def test_both_front_ends_describe_methods_alike(kd):
     }
 
 
+def test_a_constructor_makes_a_struct_per_call(kd, tdev):
+    """slangpy's ``Spring(...)``/``__init``: ``m["Spring.__init"]`` runs the overload its
+    arguments resolve against and returns the structs as a dict of the fields' tensors; both
+    front-ends describe its overloads alike, with no ``this``."""
+    from slangspec.compile.cuda import source as cuda_source
+    from slangspec.signatures.module_text import ModuleText
+    from slangspec.specializer.reflect import function_overloads
+
+    a, k = torch.rand(5, 2, device=tdev), torch.rand(5, device=tdev)
+    made = kd["Spring.__init"](a, k)
+    torch.testing.assert_close(made["anchor"], a)
+    torch.testing.assert_close(made["stiffness"], k)
+    made = kd["Spring.__init"](k)
+    torch.testing.assert_close(made["anchor"], torch.zeros(5, 2, device=tdev))
+    torch.testing.assert_close(made["stiffness"], k)
+    with pytest.raises(slangspec.UnknownFunctionError, match=r"Particle2\.__init"):
+        kd["Particle2.__init"]
+    if kd.device_kind != "vulkan":
+        return
+    text = KINDS.read_text()
+    c_api = cuda_source.front_end(ModuleText("kinds", KINDS, text), content="kinds")
+    mine = function_overloads(c_api, "kinds", "Spring.__init", text)
+    assert mine == function_overloads(kd._front_end(), "kinds", "Spring.__init", text)
+    assert sorted([p.name for p in o.params] for o in mine) == [["a", "k"], ["k"]]
+
+
 @needs_nvrtc
 def test_methods_build_for_cuda_without_a_gpu(tmp_path):
     manifest = tmp_path / "warm.toml"

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 from itertools import product
 
-from ..signatures.function_ref import FunctionRef, canonical_name, parse_function_ref
+from ..signatures.function_ref import (
+    CONSTRUCTOR,
+    FunctionRef,
+    canonical_name,
+    parse_function_ref,
+)
 from ..signatures.generators import GENERATOR
 from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
@@ -479,6 +484,8 @@ def _concrete(plan: SpecializationPlan) -> list[str]:
     if ref.owner is not None and plan.params and plan.params[0].name == "this":
         method = FunctionRef(ref.name, ref.args).text
         call = f"x0.{method}({', '.join(passed[1:])})"
+    elif ref.owner is not None and ref.name == CONSTRUCTOR:
+        call = f"{ref.owner.text}({', '.join(passed)})"
     else:
         call = f"{callee}({', '.join(passed)})"
     return [

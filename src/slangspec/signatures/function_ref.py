@@ -26,6 +26,11 @@ _INTEGER = re.compile(r"([+-]?\d+)([uUlL]*)")
 _FLOAT = re.compile(r"([+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)([fFhHlL]?)")
 
 
+CONSTRUCTOR = "__init"
+"""The name a struct's constructors go by (``m["Particle.__init"]``), slangpy's ``__init``;
+Slang reflects them as ``$init`` and a kernel calls them as ``Particle(...)``."""
+
+
 class FunctionNameError(Error, ValueError):
     """Text that is not a function reference."""
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from ..signatures.function_ref import FunctionRef, parse_function_ref
+from ..signatures.function_ref import CONSTRUCTOR, FunctionRef, parse_function_ref
 from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
 from .generic_values import declared_generics
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
@@ -139,9 +139,18 @@ def function_names(module: spy.SlangModule) -> list[str]:
     return sorted({d.name for d in module.module_decl.children if d.kind.name == "func"})
 
 
+def _find(layout: spy.ProgramLayout, name: str) -> spy.FunctionReflection | None:
+    """Function ``name`` (a struct's constructors by ``CONSTRUCTOR``), or None."""
+    ref = parse_function_ref(name)
+    if ref.owner is None or ref.name != CONSTRUCTOR:
+        return layout.find_function_by_name(name)
+    owner = layout.find_type_by_name(ref.owner.text)
+    return None if owner is None else layout.find_function_by_name_in_type(owner, "$init")
+
+
 def has_function(module: spy.SlangModule, name: str) -> bool:
     """Whether ``name`` is a function ``module`` can call (its own or one it imports)."""
-    return module.layout.find_function_by_name(name) is not None
+    return _find(module.layout, name) is not None
 
 
 def function_overloads(
@@ -151,7 +160,7 @@ def function_overloads(
     by declaration (so both front-ends list them alike); () when the module has no such
     function. Where the module's own function shares its name with Slang's built-ins, these
     are among the overloads, as a call's resolution sees them."""
-    f = module.layout.find_function_by_name(name)
+    f = _find(module.layout, name)
     if f is None:
         return ()
     ref = parse_function_ref(name)
@@ -200,7 +209,7 @@ def _describe(
         for p in f.parameters
     )
     generics = _generics(layout, f, params, declared)
-    if owner is not None and not _has(f, "static"):
+    if owner is not None and not _has(f, "static") and parse_function_ref(name).name != CONSTRUCTOR:
         this = type_info(owner, layout, 0, structs)
         params = (ParamInfo("this", this, False, "inout" if _has(f, "mutating") else "in"), *params)
     return FunctionInfo(

@@ -103,6 +103,7 @@ _DECLARATIONS: dict[str, tuple[type | None, list[type]]] = {
     "spReflectionType_GetScalarType": (_UINT, [P]),
     "spReflectionType_GetName": (_STR, [P]),
     "spReflection_FindFunctionByName": (P, [P, _STR]),
+    "spReflection_FindFunctionByNameInType": (P, [P, P, _STR]),
     "spReflection_FindTypeByName": (P, [P, _STR]),
     "spReflection_isSubType": (ctypes.c_bool, [P, P, P]),
     "spReflectionFunction_GetName": (_STR, [P]),

@@ -267,6 +267,14 @@ class ProgramLayout:
         found = self._api.spReflection_FindFunctionByName(self._handle, name.encode())
         return FunctionReflection(self._api, found) if found else None
 
+    def find_function_by_name_in_type(
+        self, owner: TypeReflection, name: str
+    ) -> FunctionReflection | None:
+        found = self._api.spReflection_FindFunctionByNameInType(
+            self._handle, owner._handle, name.encode()
+        )
+        return FunctionReflection(self._api, found) if found else None
+
     def find_type_by_name(self, name: str) -> TypeReflection | None:
         found = self._api.spReflection_FindTypeByName(self._handle, name.encode())
         return TypeReflection(self._api, found) if found else None
