@@ -117,6 +117,8 @@ void wprimal(WPrimalTensor<float, 1> t) { t[0] = 1; }
 void rwprimal(RWPrimalTensor<float, 1> t) { t[0] = 1; }
 void irwdiff(IRWDiffTensor<float, 1> t) { t[0] = t[0]; }
 void rwdiff(RWDiffTensor<float, 1> t) { t[0] = t[0]; }
+struct Sphere { float3 c; float r; };
+float radius(Tensor<Sphere, 1> t) { return t[0].r; }
 """
 
 
@@ -138,3 +140,14 @@ def test_each_tensor_type_not_bound_says_what_to_declare(cache_dir, tdev, functi
         rf"binds, got \w+<float, 1>: declare {declare}",
     ):
         m[function](torch.zeros(4, device=tdev))
+
+
+def test_a_tensor_of_structs_says_to_take_the_fields(cache_dir, tdev):
+    m = slangspec.load_source("unbound", UNBOUND, cache_dir=cache_dir)
+    with pytest.raises(
+        TypeError,
+        match=r"^unbound::radius: argument 1 \('t'\): expected a tensor of numbers, vectors or "
+        r"matrices, got Tensor<Sphere, 1>, a tensor of structs, which slangspec does not bind: "
+        r"take each field as a tensor of its own",
+    ):
+        m.radius(torch.zeros(4, 4, device=tdev))

@@ -216,6 +216,16 @@ class _Resolver:
         if t.kind == "tensor":
             self.directed(index, name, t, param.direction)
             return self.tensor(index, name, t, form, base)
+        if t.name.partition("<")[0] in TENSOR_KIND:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                "a tensor of numbers, vectors or matrices",
+                f"{t.name}, a tensor of structs, which slangspec does not bind: take each field "
+                "as a tensor of its own (Tensor<float3, 1>), or an array of structs given as a "
+                "dict of the fields' tensors",
+            )
         raise self.fail(
             TypeError,
             index,
