@@ -119,6 +119,8 @@ void irwdiff(IRWDiffTensor<float, 1> t) { t[0] = t[0]; }
 void rwdiff(RWDiffTensor<float, 1> t) { t[0] = t[0]; }
 struct Sphere { float3 c; float r; };
 float radius(Tensor<Sphere, 1> t) { return t[0].r; }
+float buffered(StructuredBuffer<float3> t) { return t[0].x; }
+void rwbuffered(RWStructuredBuffer<float> t) { t[0] = 1; }
 """
 
 
@@ -151,3 +153,20 @@ def test_a_tensor_of_structs_says_to_take_the_fields(cache_dir, tdev):
         r"take each field as a tensor of its own",
     ):
         m.radius(torch.zeros(4, 4, device=tdev))
+
+
+@pytest.mark.parametrize(
+    "function, given",
+    [
+        ("buffered", r"StructuredBuffer<vector<float,3>>: declare ITensor<T, 1>"),
+        ("rwbuffered", r"RWStructuredBuffer<float>: declare IRWTensor<T, 1>"),
+    ],
+)
+def test_a_structured_buffer_says_which_tensor_to_declare(cache_dir, tdev, function, given):
+    m = slangspec.load_source("unbound", UNBOUND, cache_dir=cache_dir)
+    with pytest.raises(
+        TypeError,
+        match=rf"^unbound::{function}: argument 1 \('t'\): expected a parameter type slangspec "
+        rf"binds, got {given}",
+    ):
+        m[function](torch.zeros(4, 3, device=tdev))

@@ -185,6 +185,13 @@ UNBOUND_TENSORS: dict[str, str] = {
     "RWDiffTensor": "an IDiffTensor<T, D> to read and an IWDiffTensor<T, D> to write",
 }
 """slangpy's tensor types no row binds, by name: what to declare instead."""
+UNBOUND_BUFFERS: dict[str, str] = {
+    "StructuredBuffer": "ITensor<T, 1> (or Tensor<T, 1>), which a torch tensor binds",
+    "RWStructuredBuffer": "IRWTensor<T, 1> (or RWTensor<T, 1>), which a torch tensor binds",
+    "ByteAddressBuffer": "ITensor<uint, 1> over the words",
+    "RWByteAddressBuffer": "IRWTensor<uint, 1> over the words",
+}
+"""Slang's buffer types, which slangspec does not bind, by name: what to declare instead."""
 VALUE_KINDS = KIND["element"].names
 """Kinds whose values are a scalar type over an element shape: one element per call point."""
 

@@ -27,7 +27,14 @@ from ..signatures.text import (
 )
 from .inference import PY_SCALARS_FOR, inferred
 from .info import Direction, FunctionInfo, ParamInfo, TypeInfo
-from .kinds import KIND, TENSOR_KIND, UNBOUND_TENSORS, VALUE_KINDS, declared_kind
+from .kinds import (
+    KIND,
+    TENSOR_KIND,
+    UNBOUND_BUFFERS,
+    UNBOUND_TENSORS,
+    VALUE_KINDS,
+    declared_kind,
+)
 from .leaf_plans import (
     arg_plan,
     element_plan,
@@ -216,6 +223,15 @@ class _Resolver:
         if t.kind == "tensor":
             self.directed(index, name, t, param.direction)
             return self.tensor(index, name, t, form, base)
+        buffer = UNBOUND_BUFFERS.get(t.name.partition("<")[0])
+        if buffer is not None:
+            raise self.fail(
+                TypeError,
+                index,
+                name,
+                "a parameter type slangspec binds",
+                f"{t.name.replace(', DefaultDataLayout>', '>')}: declare {buffer}",
+            )
         if t.name.partition("<")[0] in TENSOR_KIND:
             raise self.fail(
                 TypeError,
