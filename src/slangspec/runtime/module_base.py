@@ -268,12 +268,11 @@ class BuildModule:
         if self._slang_module is None:
             if self._front_end_failed is not None:
                 raise self._front_end_failed.with_traceback(None)
-            from ..compile import SlangCompileError
-
             try:
                 self._slang_module = self.backend.front_end()
-            except SlangCompileError as exc:
-                self._front_end_failed = exc
+            except Exception as exc:
+                if self.backend.refuses(exc):
+                    self._front_end_failed = exc
                 raise
         return self._slang_module
 
