@@ -3,6 +3,7 @@ still works."""
 
 import re
 import traceback
+import warnings
 from pathlib import Path
 
 import click
@@ -405,6 +406,22 @@ def test_a_module_that_does_not_compile_is_not_compiled_again_at_later_look_ups(
         with pytest.raises(slangspec.SlangCompileError, match=r"broken_again.slang:2:13"):
             m[name]
     assert compile_counts["front_end"] == before + 1
+
+
+def test_a_compile_past_its_wait_warns_naming_the_module(tmp_path, tdev, monkeypatch):
+    """Slang 2026.12 never returns from some backward passes: a compile that takes longer
+    than SLANGSPEC_COMPILE_WARN says so from a timer, naming the module and the way round."""
+    monkeypatch.setenv("SLANGSPEC_COMPILE_WARN", "0.001")
+    m = slangspec.load_source("slow", "float f(float x) { return x * 3.0; }", cache_dir=tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(
+            m.f(torch.ones(2, device=tdev)), torch.full((2,), 3.0, device=tdev)
+        )
+    told = [w for w in caught if issubclass(w.category, slangspec.StillCompilingWarning)]
+    assert told, [str(w.message) for w in caught]
+    assert "module 'slow': Slang has been compiling for 0.001 s" in str(told[0].message)
+    assert "read the element before the branch" in str(told[0].message)
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ BAD = {
     "SLANGSPEC_COMPILE_SERVER": "sometimes",
     "SLANGSPEC_SERVE_IDLE": "-5",
     "SLANGSPEC_SERVE_DEADLINE": "0",
+    "SLANGSPEC_COMPILE_WARN": "never",
 }
 KEY = secrets.token_hex(32)
 """What the secrets' example describes."""
@@ -52,6 +53,7 @@ EXAMPLE_READS = {
     "SLANGSPEC_COMPILE_SERVER": "off",
     "SLANGSPEC_SERVE_IDLE": 1800.0,
     "SLANGSPEC_SERVE_DEADLINE": 300.0,
+    "SLANGSPEC_COMPILE_WARN": 300.0,
 }
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .errors import SlangspecWarning as SlangspecWarning
     from .formats import SIGNATURE_FORMAT as SIGNATURE_FORMAT
     from .runtime.backend import SlangUnavailableError as SlangUnavailableError
+    from .runtime.backend import StillCompilingWarning as StillCompilingWarning
     from .runtime.cache import Cache as Cache
     from .runtime.devices import DeviceUnavailableError as DeviceUnavailableError
     from .runtime.instances import InstanceList as InstanceList
@@ -54,6 +55,7 @@ _HOME = {
     "SlangCompileError": ".compile",
     "SettingWarning": ".settings",
     "SlangUnavailableError": ".runtime.backend",
+    "StillCompilingWarning": ".runtime.backend",
     "SpecializationPlan": ".specializer",
     "UnknownFunctionError": ".runtime.module_base",
     "ArgumentError": ".signatures",

@@ -315,6 +315,16 @@ SETTINGS: dict[str, Setting] = {
             "`SLANGSPEC_CACHE_LEASE`, which bounds the client's wait)",
         ),
         Setting(
+            "SLANGSPEC_COMPILE_WARN",
+            _positive_duration,
+            120.0,
+            "5m",
+            "a number of seconds > 0, or a duration like 90s, 15m or 12h",
+            "how long Slang compiles one module's kernels before a `StillCompilingWarning` "
+            "says so, naming the module (2 min by default): Slang 2026.12 never finishes the "
+            "backward pass of a differentiable tensor read inside a branch",
+        ),
+        Setting(
             "SLANGSPEC_DETERMINISTIC",
             _flag,
             False,

@@ -12,10 +12,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import tempfile
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
+from ..errors import SlangspecWarning
+from ..settings import setting
 from ..signatures.module_text import ModuleText
 from .devices import DeviceUnavailableError
 
@@ -159,6 +163,37 @@ class Backend(Protocol):
         ...
 
 
+class StillCompilingWarning(SlangspecWarning):
+    """Slang has been compiling one module's kernels for ``SLANGSPEC_COMPILE_WARN``."""
+
+
+@contextlib.contextmanager
+def _watched(module: str) -> Iterator[None]:
+    """Within the block, a warning from a timer if Slang takes longer than
+    ``SLANGSPEC_COMPILE_WARN``: Slang 2026.12 never returns from some backward passes, and a
+    process waiting on it says nothing otherwise."""
+    after = setting("SLANGSPEC_COMPILE_WARN")
+    timer = threading.Timer(after, _still_compiling, (module, after))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _still_compiling(module: str, after: float) -> None:
+    warnings.warn(
+        f"module '{module}': Slang has been compiling for {after:g} s and has not finished. "
+        "Slang 2026.12 never finishes the backward pass of a function that reads a "
+        "differentiable tensor inside a branch, or a loop whose bound the call passes "
+        "(slangpy issue 1167): read the element before the branch. SLANGSPEC_COMPILE_WARN sets "
+        "this wait.",
+        StillCompilingWarning,
+        stacklevel=1,
+    )
+
+
 class SlangBackend(abc.ABC):
     """What the backends share: Slang run against the cache (``_retried``), or apart from it,
     with the user's own errors named as the user named the module."""
@@ -244,19 +279,27 @@ class SlangBackend(abc.ABC):
         (``_users_error``) is the build's failure at once: no retry would read them otherwise."""
         files = self.module.cache.files
         tries = 0
-        while True:
-            tries += 1
-            layout = files.layout_id()
-            try:
-                return attempt()
-            except Exception as exc:
-                self.forget_session()
-                refused = self._users_error(exc)
-                if refused is not None:
-                    raise refused from None
-                changed = lost() or files.layout_id() != layout
-                if not changed or tries > RETRIES:
-                    return apart()
+        with _watched(self.module.name):
+            while True:
+                tries += 1
+                layout = files.layout_id()
+                try:
+                    return attempt()
+                except Exception as exc:
+                    self.forget_session()
+                    refused = self._users_error(exc)
+                    if refused is not None:
+                        raise refused from None
+                    changed = lost() or files.layout_id() != layout
+                    if not changed or tries > RETRIES:
+                        return apart()
+
+    @staticmethod
+    def refuses(exc: Exception) -> bool:
+        """Whether ``exc`` is Slang refusing a module's sources (``SlangCompileError``)."""
+        from ..compile import SlangCompileError
+
+        return isinstance(exc, SlangCompileError)
 
     def _users_error(self, exc: Exception) -> SlangCompileError | None:
         """``exc`` naming the module as the user did (``_named``) where it is Slang refusing
