@@ -4,15 +4,15 @@ through slangspec: a struct's methods on a batch of instances given as a dict of
 ``[mutating]`` method's ``this`` written back into them, and gradients through torch autograd
 in place of slangpy's ``bwds``. Every field of a mutating method's ``this`` is a tensor here
 (slangpy also takes values it then does not write back). Instances start from torch tensors:
-slangspec calls no constructors (``construct``), so where slangpy's tests construct particles,
-these fill the tensors as the constructor would.
+``construct`` calls the struct's constructor (``m["Particle.__init"]``) and writes what it makes
+into the instances' tensors, broadcast over the batch where its arguments are uniform.
 
 Not ported:
 - ``test_this_interface``, ``test_packed_vs_unpacked_cache``, ``test_custom_instance_list``:
   slangpy's ``get_this``/``update_this`` protocol, which slangspec does not have (pass the dict).
 - ``test_loose_instance_as_buffer``, ``test_pass_nested_instance_to_function``: a buffer of
-  structs (``Tensor.empty(dtype=Particle)``, ``InstanceTensor``) and constructors; slangspec
-  takes a struct's fields as tensors and calls no constructors.
+  structs (``Tensor.empty(dtype=Particle)``, ``InstanceTensor``); slangspec takes a struct's
+  fields as tensors.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ struct Particle : IDifferentiable
     float2 velocity;
     float size;
     Material material;
+
+    __init(float2 position, float2 velocity)
+    {
+        this.position = position;
+        this.velocity = velocity;
+        this.size = 0.5;
+        this.material.color = float3(1.0);
+        this.material.emission = float3(0.0);
+    }
 
     [mutating]
     void reset(float2 position, float2 velocity)
@@ -95,8 +104,10 @@ def test_this_interface_soa(m, tdev):
 
 def test_loose_instance_soa(m, tdev):
     instance = slangspec.InstanceList(m, "Particle", particles(1, tdev))
-    instance.reset((1.0, 2.0), (3.0, 4.0))
+    instance.construct((1.0, 2.0), (3.0, 4.0))
     assert instance.position.tolist() == [[1.0, 2.0]]
+    assert instance.velocity.tolist() == [[3.0, 4.0]]
+    assert instance.material["color"].tolist() == [[1.0, 1.0, 1.0]]
     instance.reset((0.0, 0.0), (0.0, 1.0))
     instance.update_position(1.0)
     assert instance.position.tolist() == [[0.0, 1.0]]
@@ -117,7 +128,7 @@ def test_pass_instance_to_function(m, tdev):
     data = particles(n, tdev)
     velocity = torch.rand(n, 2, device=tdev) * 2.0 - 1.0
     instances = slangspec.InstanceList(m, "Particle", data)
-    instances.reset(torch.full((n, 2), 10.0, device=tdev), velocity)
+    instances.construct(position=(10.0, 10.0), velocity=velocity)
     instances.update_position(dt=1.0 / 60.0)
     expected = 10.0 + velocity / 60.0
     torch.testing.assert_close(instances.position, expected, **TOL)

@@ -3,9 +3,9 @@ through slangspec on the wheel's ``test_modules.slang``: a struct's methods, rea
 ``[mutating]``, and a free function of the struct, on particles given as dicts of their fields'
 tensors (slangpy's buffers of ``Particle`` are a tensor per field here).
 
-Not ported as written: slangspec calls no constructors (``Particle.__init``), so the particle is
-set up by ``reset``, which leaves the fields as the constructor does; and a ``[mutating]``
-method's ``this`` takes tensors for its fields (it writes them back), where slangpy's
+Not ported as written: slangpy's ``Particle(...)`` constructor is ``m["Particle.__init"]``,
+which returns the particle as a dict of its fields' tensors; and a ``[mutating]`` method's
+``this`` takes tensors for its fields (it writes them back), where slangpy's
 structure-of-arrays case passes Python values for the fields the method only reads.
 """
 
@@ -42,8 +42,18 @@ def test_create_module(m):
     for name in ("Particle.reset", "Particle.calc_next_position", "Particle.update_position"):
         assert isinstance(m[name], slangspec.Function)
     assert isinstance(m.get_particle_quad, slangspec.Function)
-    with pytest.raises(slangspec.UnknownFunctionError, match=r"'Particle.__init'"):
-        m["Particle.__init"]
+    assert isinstance(m["Particle.__init"], slangspec.Function)
+
+
+def test_construct_particle(m, tdev):
+    made = m["Particle.__init"](
+        torch.tensor([[1.0, 2.0]], device=tdev), torch.tensor([[3.0, 4.0]], device=tdev)
+    )
+    assert made["position"].tolist() == [[1.0, 2.0]]
+    assert made["velocity"].tolist() == [[3.0, 4.0]]
+    assert made["size"].tolist() == [0.5]
+    assert made["material"]["color"].tolist() == [[1.0, 1.0, 1.0]]
+    assert made["material"]["emission"].tolist() == [[0.0, 0.0, 0.0]]
 
 
 def test_reset_particle_as_its_constructor(m, tdev):

@@ -7,6 +7,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..signatures.function_ref import CONSTRUCTOR
+
 if TYPE_CHECKING:
     from .module import Module
 
@@ -18,7 +20,8 @@ class InstanceList:
     dict as its ``this``: ``particles.reset(p, v)`` is ``m["Particle.reset"](particles.data,
     p, v)``, and a ``[mutating]`` method writes ``this`` back into the dict's tensors. Each field
     of ``data`` is an attribute too (``particles.position``). A ``static`` method takes no
-    ``this``: call it through the module (``m["Particle.scaled"](x)``)."""
+    ``this``: call it through the module (``m["Particle.scaled"](x)``). ``construct`` sets every
+    instance as the struct's constructor makes it."""
 
     def __init__(self, module: Module, struct: str, data: dict[str, Any]) -> None:
         if not isinstance(data, dict):
@@ -45,3 +48,22 @@ class InstanceList:
         """Method ``name`` of the struct, called on every instance; UnknownFunctionError (an
         AttributeError) where the struct has no such method."""
         return functools.partial(self.module[f"{self.struct}.{name}"], self.data)
+
+    def construct(self, *args: Any, **keywords: Any) -> None:
+        """Set every instance's fields as the struct's constructor makes them from the
+        arguments (slangpy's ``construct``): a call of ``m["Particle.__init"]``, its fields
+        written into ``data``'s tensors (broadcast over the batch where the arguments are
+        uniform); a field ``data`` holds as a Python value takes the call's tensor."""
+        made = self.module[f"{self.struct}.{CONSTRUCTOR}"](*args, **keywords)
+        _write_fields(self.data, made)
+
+
+def _write_fields(into: dict[str, Any], made: dict[str, Any]) -> None:
+    for name, value in made.items():
+        held = into.get(name)
+        if isinstance(value, dict) and isinstance(held, dict):
+            _write_fields(held, value)
+        elif hasattr(held, "copy_"):
+            held.copy_(value)
+        else:
+            into[name] = value
