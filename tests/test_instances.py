@@ -238,6 +238,8 @@ def test_a_constructor_makes_a_struct_per_call(kd, tdev):
     made = kd["Spring.__init"](k)
     torch.testing.assert_close(made["anchor"], torch.zeros(5, 2, device=tdev))
     torch.testing.assert_close(made["stiffness"], k)
+    made = kd.Spring(k)  # slangpy's spelling: a struct's name calls its constructors
+    torch.testing.assert_close(made["stiffness"], k)
     with pytest.raises(slangspec.UnknownFunctionError, match=r"Particle2\.__init"):
         kd["Particle2.__init"]
     if kd.device_kind != "vulkan":

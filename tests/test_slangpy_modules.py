@@ -3,8 +3,8 @@ through slangspec on the wheel's ``test_modules.slang``: a struct's methods, rea
 ``[mutating]``, and a free function of the struct, on particles given as dicts of their fields'
 tensors (slangpy's buffers of ``Particle`` are a tensor per field here).
 
-Not ported as written: slangpy's ``Particle(...)`` constructor is ``m["Particle.__init"]``,
-which returns the particle as a dict of its fields' tensors; and a ``[mutating]`` method's
+Not ported as written: slangpy's ``m.Particle(...)`` constructor (``m["Particle.__init"]``)
+returns the particle as a dict of its fields' tensors; and a ``[mutating]`` method's
 ``this`` takes tensors for its fields (it writes them back), where slangpy's
 structure-of-arrays case passes Python values for the fields the method only reads.
 """
@@ -46,7 +46,7 @@ def test_create_module(m):
 
 
 def test_construct_particle(m, tdev):
-    made = m["Particle.__init"](
+    made = m.Particle(
         torch.tensor([[1.0, 2.0]], device=tdev), torch.tensor([[3.0, 4.0]], device=tdev)
     )
     assert made["position"].tolist() == [[1.0, 2.0]]

@@ -23,7 +23,12 @@ import xxhash
 from ..cache_store import FORWARD, kernel_lease, key_of, make_room_for_slots, module_facts
 from ..errors import Error
 from ..settings import check_all, configure_logging, setting
-from ..signatures.function_ref import FunctionNameError, canonical_name, parse_function_ref
+from ..signatures.function_ref import (
+    CONSTRUCTOR,
+    FunctionNameError,
+    canonical_name,
+    parse_function_ref,
+)
 from ..signatures.module_text import ModuleText, check_source, checked_defines
 from ..signatures.preimage import module_closure, preimage
 from ..signatures.reach import REACHED, reached_text
@@ -193,9 +198,15 @@ class BuildModule:
         return fn
 
     def _function(self, name: str) -> BuildFunction:
+        """Function ``name``; a struct's name is its constructors (slangpy's ``Particle(...)``
+        is ``m.Particle(...)``, as ``m["Particle.__init"]``)."""
         name = function_name(self.name, name)
         with needing_slang(f"module '{self.name}': whether it has a function '{name}'"):
             known = self._known(name)
+            if not known and name.isidentifier():
+                constructors = f"{name}.{CONSTRUCTOR}"
+                if self._known(constructors):
+                    return self.function_type(self, constructors)
         if not known:
             raise UnknownFunctionError(self._missing(name))
         return self.function_type(self, name)
