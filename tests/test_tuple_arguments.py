@@ -30,6 +30,8 @@ float scaled(float s, float x) { return s * x; }
 [Differentiable]
 float3 along(float3 o, float3 d, float t) { return o + d * t; }
 float trace3(float3x3 m) { return m[0][0] + m[1][1] + m[2][2]; }
+float spread(float3[2] v, float x) { return dot(v[0], v[1]) * x; }
+int corners(int2[2] v) { return v[0].x * 10 + v[1].y; }
 """
 TOL = {"rtol": 1e-5, "atol": 1e-5}  # float32 sums of a few products, computed in another order
 
@@ -212,6 +214,17 @@ specializations = [["float[3]", "f32[N, 3]"]]
         assert compile_counts[work] == before.get(work, 0), work
 
 
+def test_nested_lists_bind_as_the_numpy_array_of_them(m, tdev):
+    """Rows of numbers for an array of vectors (or, over a vector parameter, one vector per
+    call): the numpy array of them, float32 where a float is among them, else int32."""
+    rows = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    x = torch.tensor([1.0, 2.0], device=tdev)
+    torch.testing.assert_close(m.spread(rows, x), 32.0 * x)
+    assert m.corners(((1, 2), (3, 4))).item() == 14
+    lengths = m.dot3(rows, (1.0, 1.0, 1.0))  # two calls, one row each
+    torch.testing.assert_close(lengths, torch.tensor([6.0, 15.0], device=tdev))
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
@@ -228,7 +241,7 @@ specializations = [["float[3]", "f32[N, 3]"]]
         (
             lambda m, t: m.dot3(((1.0, 2.0), 3.0, 4.0), t),
             TypeError,
-            r"^tuples::dot3: argument 1 \('a'\): cannot pass a nested tuple; expected a flat tuple",
+            r"^tuples::dot3: argument 1 \('a'\): cannot pass a ragged nested tuple",
         ),
         (
             lambda m, t: m.dot3([1.0, "2", 3.0], t),

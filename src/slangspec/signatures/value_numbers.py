@@ -1,5 +1,6 @@
 """Rows of the table of Python values (``values``) for Python numbers: a bool, an int, a
-float, and a tuple or list of them (a vector or array)."""
+float, and a tuple or list of them (a vector or array); nested ones are bound as the numpy
+array of them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, ClassVar
 from .text import NumbersForm, ScalarForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, row_of, spec_text, untraceable
 from .value_struct import DictRow
+from .value_tensor import NumpyRow
 
 _NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
 """A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
@@ -79,10 +81,8 @@ def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
     for x in value:
         row = row_of(x)
         if isinstance(row, NumbersRow):
-            raise TypeError(
-                f"cannot pass a nested {what}; expected a flat {what} of numbers, one per "
-                "element of a vector or array (pass a tensor for anything deeper)"
-            )
+            kinds.add(numbers_kind(x))
+            continue
         if isinstance(row, DictRow):
             raise TypeError(
                 f"cannot pass a {what} of dicts; expected, for a struct or an array of structs, "
@@ -100,9 +100,33 @@ def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
     return "f" if "f" in kinds else kinds.pop()
 
 
+def nested(value: tuple[Any, ...] | list[Any]) -> bool:
+    """Whether a tuple or list holds tuples or lists (an array of vectors, a matrix)."""
+    return any(isinstance(x, (tuple, list)) for x in value)
+
+
+_DTYPES = {"f": "float32", "i": "int32", "b": "bool"}
+
+
+def as_array(value: tuple[Any, ...] | list[Any], kind: str) -> Any:
+    """A nested tuple or list as the numpy array a call binds it as: float32 where it holds a
+    float, else int32 (bool for bools); TypeError for a ragged one."""
+    import numpy as np
+
+    try:
+        return np.array(value, dtype=_DTYPES[kind])
+    except ValueError:
+        what = type(value).__name__
+        raise TypeError(
+            f"cannot pass a ragged nested {what}; expected {what}s of one length at each level, "
+            "as a tensor's rows are"
+        ) from None
+
+
 class NumbersRow(ValueRow):
     """A tuple or list of Python numbers: ``(kn)``, packed as their letters in parentheses,
-    ``(fif)``, spelled ``float[n]``."""
+    ``(fif)``, spelled ``float[n]``. A nested one (rows of numbers) is bound as the numpy array
+    of it (``as_array``): its form is that array's, and it is not packed."""
 
     python_types = (tuple, list)
     letters = "("
@@ -111,7 +135,15 @@ class NumbersRow(ValueRow):
     order = 3
 
     def form(self, value: Any, grad_on: bool) -> str:
-        return format_arg(NumbersForm(numbers_kind(value), len(value)))
+        kind = numbers_kind(value)
+        if nested(value):
+            return _NUMPY.form(as_array(value, kind), grad_on)
+        return format_arg(NumbersForm(kind, len(value)))
+
+    def to_torch(self, value: Any, device: Any) -> Any:
+        if nested(value):
+            return _NUMPY.to_torch(as_array(value, numbers_kind(value)), device)
+        return value
 
     def pack(self, value: Any, packing: Packing, where: str) -> None:
         rows = [row for row in map(row_of, value) if isinstance(row, NumberRow)]
@@ -140,4 +172,6 @@ class NumbersRow(ValueRow):
 register(FloatRow())
 register(IntRow())
 register(BoolRow())
+_NUMPY = NumpyRow()
+
 register(NumbersRow())
