@@ -19,6 +19,8 @@ SOURCE = r"""
 import slangpy;
 
 int64_t add_numbers(int64_t a, int64_t b) { return a + b; }
+vector<float, N> add_generic<let N : int>(vector<float, N> a, vector<float, N> b) { return a + b; }
+T add_typed<T : __BuiltinFloatingPointType>(T a, T b) { return a + b; }
 uint32_t add_uint32s(uint32_t a, uint32_t b) { return a + b; }
 int copy(int val) { return val; }
 
@@ -50,6 +52,19 @@ def test_a_type_mapping_to_another_type_is_refused_by_parameter(m):
         r"\('float'\) is taken only where it names the parameter's own type \(int64_t\)",
     ):
         m.add_numbers.map("int64_t", "float")
+
+
+def test_a_type_mapping_gives_a_generic_its_arguments(m, tdev):
+    """slangpy's ``map("float3")`` for ``vector<float, N>`` (N = 3) and ``map("float")`` for
+    ``T``: the call goes to the function named with them (``add_generic<3>``), which then
+    checks the tensors against them."""
+    a, b = torch.randn(4, 3, device=tdev), torch.randn(4, 3, device=tdev)
+    torch.testing.assert_close(m.add_generic.map("float3", "float3")(a, b), a + b)
+    torch.testing.assert_close(m.add_typed.map("float", b="float")(a, b), a + b)
+    with pytest.raises(ValueError, match=r"add_generic<3>: argument 1 \('a'\): expected a tensor"):
+        m.add_generic.map("float3")(a[:, :2], b[:, :2])
+    with pytest.raises(TypeError, match=r"add_generic: map: .* generic N two values, 3 and 4$"):
+        m.add_generic.map("float3", "float4")
 
 
 def test_add_uint32s(m):

@@ -37,17 +37,6 @@ from parity import F32, compare, leaf, twin
 wheel_shader("test_torchintegration.slang")
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # the originals' tolerance
 
-# The README's reasons, for what slangspec does not call yet.
-TYPE_MAP = (
-    "slangpy's type mapping (map('float3', ...)) is not supported: a generic's arguments are "
-    "named explicitly (add_vectors_generic<3>)"
-)
-
-
-def not_yet(reason):
-    return pytest.mark.xfail(strict=True, raises=TypeError, reason=reason)
-
-
 # --- modules ---------------------------------------------------------------------------------
 
 
@@ -240,7 +229,6 @@ def test_add_values_fail(integ, tdev, name, shape, extra):
             integ[fn](a, b)
 
 
-@not_yet(TYPE_MAP)
 @pytest.mark.parametrize("extra", EXTRA_DIMS)
 def test_add_vectors_generic_explicit(integ, tdev, extra):
     a = torch.randn(*(5,) * extra, 3, device=tdev)

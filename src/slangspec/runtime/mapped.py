@@ -99,15 +99,72 @@ def _type_name(name: str) -> str:
     return f"vector<{m.group(1)},{m.group(2)}>" if m else name
 
 
+_TOKEN = re.compile(r"\w+|\S")
+
+
+def generic_arguments(
+    fid: str,
+    layout: ParamLayout,
+    generics: Sequence[str],
+    dims: tuple[Any, ...],
+    named: dict[str, Any],
+) -> tuple[str, ...] | None:
+    """The generic arguments that type mappings give a generic function, in its declared
+    order (``map("float3")`` for ``vector<float, N>`` gives ``N`` = 3, ``map("float")`` for
+    ``T`` gives ``float``); None where no mapping names a generic's type. TypeError for
+    mappings that give one generic two values, or leave one unnamed."""
+    names = [name for name, *_ in layout]
+    typed = [(k, m) for k, m in enumerate(dims) if isinstance(m, str)]
+    typed += [(names.index(n), m) for n, m in named.items() if isinstance(m, str) and n in names]
+    given: dict[str, str] = {}
+    for k, m in typed:
+        declared = layout[k][3]
+        for generic, value in _unified(declared, m, generics).items():
+            if given.setdefault(generic, value) != value:
+                raise TypeError(
+                    f"{fid}: map: the type mappings give generic {generic} two values, "
+                    f"{given[generic]} and {value}"
+                )
+    if not given:
+        return None
+    missing = [g for g in generics if g not in given]
+    if missing:
+        raise TypeError(
+            f"{fid}: map: the type mappings name no type for generic {', '.join(missing)}; "
+            f'name every generic argument explicitly (m["{fid.partition("::")[2]}<...>"])'
+        )
+    return tuple(given[g] for g in generics)
+
+
+def _unified(declared: str, mapped: str, generics: Sequence[str]) -> dict[str, str]:
+    """The values of ``generics`` that make type ``declared`` read as ``mapped``; {} where it
+    has none of them or they do not fit (``_own_type`` then says so)."""
+    if declared in generics:
+        return {declared: mapped.replace(" ", "")}
+    pattern, seen = [], set()
+    for token in _TOKEN.findall(declared):
+        if token in generics and token not in seen:
+            seen.add(token)
+            pattern.append(f"(?P<{token}>[^,<>]+)")
+        elif token in generics:
+            pattern.append(f"(?P={token})")
+        else:
+            pattern.append(re.escape(token))
+    if not seen:
+        return {}
+    found = re.fullmatch("".join(pattern), _type_name(mapped))
+    return {} if found is None else found.groupdict()
+
+
 def _own_type(fid: str, param: tuple[str, int, bool, str], m: str) -> None:
-    """A type mapping (slangpy's ``map("int64_t")``): taken where it names the parameter's own
-    type, which it leaves as it is; a TypeError otherwise."""
+    """A type mapping (slangpy's ``map("int64_t")``) that gives no generic an argument: taken
+    where it names the parameter's own type, which it leaves as it is; a TypeError otherwise."""
     name, *_, slang_type = param
     if _type_name(m) != _type_name(slang_type):
         raise TypeError(
             f"{fid}: map: parameter '{name}': slangpy's type mapping ({m!r}) is taken only where "
-            f"it names the parameter's own type ({slang_type}); to choose a generic's type, "
-            'name its arguments explicitly (m["f<float3>"])'
+            f"it names the parameter's own type ({slang_type}) or one its generics make "
+            '(map("float3") for vector<float, N>)'
         )
 
 

@@ -39,7 +39,7 @@ from ..specializer.messages import ShapeClassError
 from .backend import Kernel
 from .devices import DeviceUnavailableError
 from .launch import Binding
-from .mapped import MappedFunction, ParamLayout, param_layout
+from .mapped import MappedFunction, ParamLayout, generic_arguments, param_layout
 from .module_base import (
     BuildFunction,
     BuildModule,
@@ -419,9 +419,21 @@ class Function(BuildFunction):
         ``b``'s elements, an ``(N, M)`` result; ``f.map((1, 0))(t)`` runs over ``t`` transposed.
         Entry ``i`` of an argument's mapping is the call dimension its dimension ``i`` becomes;
         arguments not mapped broadcast as usual."""
-        return MappedFunction(
-            self, self.id, self.agreed("their parameters", param_layout), dims, named
-        )
+        layout = self.agreed("their parameters", param_layout)
+        given = None
+        if any(isinstance(m, str) for m in (*dims, *named.values())):
+            given = generic_arguments(self.id, layout, self._generic_names(), dims, named)
+        if given is not None:
+            target = self.module[f"{self.name}<{', '.join(given)}>"]
+            return target.map(*dims, **named)
+        return MappedFunction(self, self.id, layout, dims, named)
+
+    def _generic_names(self) -> tuple[str, ...]:
+        """The function's generic parameters, in the order it declares them."""
+        values = self.generic_values()
+        if values is not None:
+            return tuple(generic for generic, *_ in values.sources)
+        return tuple(g.name for g in self.agreed("their generics", lambda i: i.generics))
 
     def _traced(self, args: tuple[Any, ...]) -> torch.Tensor | None:
         """This call as a torch operator, for a graph torch is compiling."""
