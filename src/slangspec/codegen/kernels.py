@@ -272,7 +272,7 @@ class _Writer:
         parameter's own type."""
         return (
             self.in_mask(j)
-            and a.row.name == "PrimalTensor"
+            and a.row.sums_per_warp
             and _element(a) == "float"
             and not a.path
             and not _wrapped(self.plan)

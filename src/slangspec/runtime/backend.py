@@ -16,7 +16,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from ..errors import SlangspecWarning
 from ..settings import setting
@@ -295,7 +295,7 @@ class SlangBackend(abc.ABC):
                         return apart()
 
     @staticmethod
-    def refuses(exc: Exception) -> bool:
+    def refuses(exc: Exception) -> TypeGuard[SlangCompileError]:
         """Whether ``exc`` is Slang refusing a module's sources (``SlangCompileError``)."""
         from ..compile import SlangCompileError
 
@@ -306,9 +306,7 @@ class SlangBackend(abc.ABC):
         the user's own sources: its first error one in their text (``in_the_text``), placed in
         the module's text, or in a file of the module's directory or include paths outside the
         cache root; else None."""
-        from ..compile import SlangCompileError
-
-        if not isinstance(exc, SlangCompileError) or exc.place is None or not exc.in_the_text:
+        if not self.refuses(exc) or exc.place is None or not exc.in_the_text:
             return None
         m = self.module
         place = Path(exc.place)

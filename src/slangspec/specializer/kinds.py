@@ -83,6 +83,9 @@ class Kind:
     parts: tuple[str, ...] = ()
     """The fields of its Slang struct that are tensors of their own: the primal, and the
     gradient the kernel writes (``_grad_out``) or reads (``_grad_in``); () for one tensor."""
+    sums_per_warp: bool = False
+    """A whole tensor of it (``float`` elements) whose gradient a backward kernel adds once per
+    warp and element where the warp's calls read one (``codegen.kernels``' wave tensor)."""
     in_struct: bool = True  # may be a field of a struct
     in_struct_array: bool = True  # may be a field of an array of structs
 
@@ -147,7 +150,9 @@ KINDS: tuple[Kind, ...] = (
     _tensor("RWTensor", ("IRWTensor", "RWTensor"), writes="itself"),
     _tensor("WTensor", ("IWTensor", "WTensor"), writes="itself"),
     _tensor("AtomicTensor", ("AtomicTensor",), writes="itself"),
-    _tensor("PrimalTensor", ("IDiffTensor",), diff=True, grad_binding="DiffTensor"),
+    _tensor(
+        "PrimalTensor", ("IDiffTensor",), diff=True, grad_binding="DiffTensor", sums_per_warp=True
+    ),
     _tensor("DiffTensor", ("DiffTensor",), diff=True, grad_binding="DiffTensor", parts=_PAIR_OUT),
     _tensor(
         "WPrimalTensor",

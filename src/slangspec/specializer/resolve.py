@@ -76,16 +76,16 @@ class _Resolver:
 
     def bound(self, index: int, name: str, t: TypeInfo) -> None:
         """TypeError naming the parameter where ``t`` is one of slangpy's tensor types that no
-        row binds (reflected as the struct or interface it is)."""
-        advice = UNBOUND_TENSORS.get(t.name.partition("<")[0])
-        if advice is not None:
-            raise self.fail(
-                TypeError,
-                index,
-                name,
-                "a tensor type slangspec binds",
-                f"{t.name}: declare {advice}",
-            )
+        row binds (reflected as the struct or interface it is), or one of Slang's buffers."""
+        base = t.name.partition("<")[0]
+        for unbound, what in (
+            (UNBOUND_TENSORS, "a tensor type slangspec binds"),
+            (UNBOUND_BUFFERS, "a parameter type slangspec binds"),
+        ):
+            advice = unbound.get(base)
+            if advice is not None:
+                given = t.name.replace(", DefaultDataLayout>", ">")
+                raise self.fail(TypeError, index, name, what, f"{given}: declare {advice}")
 
     def concrete(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TypeInfo:
         """The struct a value of interface ``t`` given as ``form`` is: the one of its
@@ -223,15 +223,7 @@ class _Resolver:
         if t.kind == "tensor":
             self.directed(index, name, t, param.direction)
             return self.tensor(index, name, t, form, base)
-        buffer = UNBOUND_BUFFERS.get(t.name.partition("<")[0])
-        if buffer is not None:
-            raise self.fail(
-                TypeError,
-                index,
-                name,
-                "a parameter type slangspec binds",
-                f"{t.name.replace(', DefaultDataLayout>', '>')}: declare {buffer}",
-            )
+        self.bound(index, name, t)
         if t.name.partition("<")[0] in TENSOR_KIND:
             raise self.fail(
                 TypeError,
