@@ -287,29 +287,34 @@ def test_an_eager_call_kept_out_of_the_graph_backpropagates_from_compiled_code(o
     torch.testing.assert_close(x.grad, 2 * x.detach(), **TOL)
 
 
+def _printed_last(cache_dir, code: str) -> str:
+    """What a new process prints last that loads ops.slang as ``m`` (its tensors on ``dev``)
+    and runs ``code``."""
+    done = python(
+        "import sys, torch, slangspec\n"
+        f"m = slangspec.load({str(SHADERS / 'ops.slang')!r}, cache_dir={str(cache_dir)!r})\n"
+        "dev = 'cuda' if m.device_kind == 'cuda' else 'cpu'\n" + code
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_eager_calls_never_import_torch_dynamo(tmp_path):
     """Eager mode leaves torch.compile's machinery unloaded: importing it costs a new process
     about 1.5 s before its first result."""
     code = (
-        "import sys, torch, slangspec\n"
-        f"m = slangspec.load({str(SHADERS / 'ops.slang')!r}, cache_dir={str(tmp_path)!r})\n"
-        "dev = 'cuda' if m.device_kind == 'cuda' else 'cpu'\n"
         "a = torch.rand(8, device=dev, requires_grad=True)\n"
         "m.f3(a, a, a).sum().backward()\n"
         "print(sorted(k for k in sys.modules if k.startswith('torch._dynamo')))\n"
     )
-    done = python(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert _printed_last(tmp_path, code) == "[]"
 
 
 def test_a_new_process_compiles_its_graph_once_with_eager_calls_between(cache_dir):
     """A process's first graph serves later sizes of its class although eager calls come
     between its calls: torch guards the graph on the value rows' memo as tracing found it."""
     code = (
-        "import torch, torch._dynamo.testing, slangspec\n"
-        f"m = slangspec.load({str(SHADERS / 'ops.slang')!r}, cache_dir={cache_dir!r})\n"
-        "dev = 'cuda' if m.device_kind == 'cuda' else 'cpu'\n"
+        "import torch._dynamo.testing\n"
         "f = lambda a: m.square(a) * 2\n"
         "counter = torch._dynamo.testing.CompileCounterWithBackend('aot_eager')\n"
         "compiled = torch.compile(f, backend=counter, fullgraph=True)\n"
@@ -320,9 +325,7 @@ def test_a_new_process_compiles_its_graph_once_with_eager_calls_between(cache_di
         "    compiled(a).sum().backward()\n"
         "print(counter.frame_count)\n"
     )
-    done = python(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "1"
+    assert _printed_last(cache_dir, code) == "1"
 
 
 def test_the_constant_mark_set_without_dynamo_is_the_one_torch_sets():

@@ -45,25 +45,25 @@ def test_create_module(m):
     assert isinstance(m["Particle.__init"], slangspec.Function)
 
 
-def test_construct_particle(m, tdev):
-    made = m.Particle(
-        torch.tensor([[1.0, 2.0]], device=tdev), torch.tensor([[3.0, 4.0]], device=tdev)
-    )
-    assert made["position"].tolist() == [[1.0, 2.0]]
-    assert made["velocity"].tolist() == [[3.0, 4.0]]
-    assert made["size"].tolist() == [0.5]
-    assert made["material"]["color"].tolist() == [[1.0, 1.0, 1.0]]
-    assert made["material"]["emission"].tolist() == [[0.0, 0.0, 0.0]]
-
-
-def test_reset_particle_as_its_constructor(m, tdev):
-    p = particles(tdev)
-    m["Particle.reset"](p, (1.0, 2.0), (3.0, 4.0))
+def assert_set_up(p: dict) -> None:
+    """The particle as ``__init(float2(1, 2), float2(3, 4))`` makes it."""
     assert p["position"].tolist() == [[1.0, 2.0]]
     assert p["velocity"].tolist() == [[3.0, 4.0]]
     assert p["size"].tolist() == [0.5]
     assert p["material"]["color"].tolist() == [[1.0, 1.0, 1.0]]
     assert p["material"]["emission"].tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_construct_particle(m, tdev):
+    assert_set_up(
+        m.Particle(torch.tensor([[1.0, 2.0]], device=tdev), torch.tensor([[3.0, 4.0]], device=tdev))
+    )
+
+
+def test_reset_particle_as_its_constructor(m, tdev):
+    p = particles(tdev)
+    m["Particle.reset"](p, (1.0, 2.0), (3.0, 4.0))
+    assert_set_up(p)
 
 
 def test_call_read_only_func(m, tdev):

@@ -144,29 +144,30 @@ def test_each_tensor_type_not_bound_says_what_to_declare(cache_dir, tdev, functi
         m[function](torch.zeros(4, device=tdev))
 
 
-def test_a_tensor_of_structs_says_to_take_the_fields(cache_dir, tdev):
-    m = slangspec.load_source("unbound", UNBOUND, cache_dir=cache_dir)
-    with pytest.raises(
-        TypeError,
-        match=r"^unbound::radius: argument 1 \('t'\): expected a tensor of numbers, vectors or "
-        r"matrices, got Tensor<Sphere, 1>, a tensor of structs, which slangspec does not bind: "
-        r"take each field as a tensor of its own",
-    ):
-        m.radius(torch.zeros(4, 4, device=tdev))
-
-
 @pytest.mark.parametrize(
-    "function, given",
+    "function, shape, refusal",
     [
-        ("buffered", r"StructuredBuffer<vector<float,3>>: declare ITensor<T, 1>"),
-        ("rwbuffered", r"RWStructuredBuffer<float>: declare IRWTensor<T, 1>"),
+        (
+            "radius",
+            (4, 4),
+            r"expected a tensor of numbers, vectors or matrices, got Tensor<Sphere, 1>, a tensor "
+            r"of structs, which slangspec does not bind: take each field as a tensor of its own",
+        ),
+        (
+            "buffered",
+            (4, 3),
+            r"expected a parameter type slangspec binds, got StructuredBuffer<vector<float,3>>: "
+            r"declare ITensor<T, 1>",
+        ),
+        (
+            "rwbuffered",
+            (4, 3),
+            r"expected a parameter type slangspec binds, got RWStructuredBuffer<float>: declare "
+            r"IRWTensor<T, 1>",
+        ),
     ],
 )
-def test_a_structured_buffer_says_which_tensor_to_declare(cache_dir, tdev, function, given):
+def test_tensors_of_structs_and_buffers_say_what_to_take(cache_dir, tdev, function, shape, refusal):
     m = slangspec.load_source("unbound", UNBOUND, cache_dir=cache_dir)
-    with pytest.raises(
-        TypeError,
-        match=rf"^unbound::{function}: argument 1 \('t'\): expected a parameter type slangspec "
-        rf"binds, got {given}",
-    ):
-        m[function](torch.zeros(4, 3, device=tdev))
+    with pytest.raises(TypeError, match=rf"^unbound::{function}: argument 1 \('t'\): {refusal}"):
+        m[function](torch.zeros(*shape, device=tdev))
