@@ -111,19 +111,27 @@ def test_a_struct_every_call_reads(m, tdev):
     same_gradients(list(g.values()), list(ref.values()))
 
 
-def test_an_array_of_structs_every_call_reads_eagerly_and_compiled(m, tdev):
+def one_dict_per_struct(g: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """slangpy's spelling of an array of structs: a list of dicts, views of ``g``'s tensors."""
+    return [{k: v[i] for k, v in g.items()} for i in range(len(g["scale"]))]
+
+
+@pytest.mark.parametrize(
+    "spelled", [lambda g: g, one_dict_per_struct], ids=["dict of fields", "list of dicts"]
+)
+def test_an_array_of_structs_every_call_reads_eagerly_and_compiled(m, tdev, spelled):
     import torch._dynamo
 
     g, pix = gaussians(tdev, 4), pixels(48, tdev)
     ref = {k: twin(v) for k, v in g.items()}
-    m.splat(g, pix).sum().backward()
+    m.splat(spelled(g), pix).sum().backward()
     splat_ref(ref, pix.double()).sum().backward()
     same_gradients(list(g.values()), list(ref.values()))
     eager = [t.grad.clone() for t in g.values()]
     for t in g.values():
         t.grad = None
     torch._dynamo.reset()
-    torch.compile(lambda g, p: m.splat(g, p).sum(), fullgraph=True)(g, pix).backward()
+    torch.compile(lambda g, p: m.splat(g, p).sum(), fullgraph=True)(spelled(g), pix).backward()
     for t, want in zip(g.values(), eager, strict=True):
         torch.testing.assert_close(t.grad, want, **TOL)
 

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,12 +13,12 @@ from slangspec.signatures.text import (
     GridForm,
     ScalarForm,
     TensorForm,
+    binds_converted,
     call_arguments,
     compose_call_signature,
     extent_class,
     extent_classes,
     format_arg,
-    has_numpy,
     parse_arg,
     parse_call_signature,
 )
@@ -203,7 +205,12 @@ def test_composed_call_signatures_split_back():
     assert parse_call_signature(compose_call_signature("m::g", ())).args == ()
 
 
-def test_has_numpy():
+def test_binds_converted():
     t = torch.zeros(3)
-    assert has_numpy(call_signature("m::f", (t, np.zeros(3, np.float32))))
-    assert not has_numpy(call_signature("np::inp", (t, 1.0, slangspec.grid(3))))
+    assert binds_converted(call_signature("m::f", (t, np.zeros(3, np.float32))))
+    listed = call_signature("m::f", ([{"a": t}, {"a": t}],))
+    assert listed == "m::f call [{a:[D2,S6,G0,V23]}]" and binds_converted(listed)
+    fields = "{a:[D2,S6,G0,V23]}"
+    assert parse_arg(f"[{fields}]") == replace(parse_arg(fields), listed=True)
+    assert format_arg(parse_arg("[{a:f}]")) == "[{a:f}]"
+    assert not binds_converted(call_signature("np::inp", (t, 1.0, {"a": t}, slangspec.grid(3))))

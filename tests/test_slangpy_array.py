@@ -3,8 +3,8 @@ slangspec: arrays as parameters and as fields, and vectorizing over Python lists
 structs.
 
 Where the original passes a list of dicts (an array of structs, or one struct per call), the
-port passes one dict whose fields are tensors over the list's elements, as slangspec takes
-them; the list itself is refused with that advice. Not ported: ``StructuredBuffer`` and
+port passes it too, and also the one dict of the fields' tensors over the list's elements that
+slangspec binds it as. Not ported: ``StructuredBuffer`` and
 ``RWStructuredBuffer`` parameters and fields (slangpy buffers; a ``Tensor<T, 1>`` is the form
 here), and ``map`` over a struct argument (only a tensor fed elementwise is mapped: its fields'
 tensors broadcast instead, as the 2-D case below shows). The original skips
@@ -70,10 +70,7 @@ def test_simple_array(m):
 
 def test_typed_struct_array(m, ints):
     assert m.sum_vals({"_type": "Val", "x": ints(1, 2, 3, 4)}).item() == 10
-    with pytest.raises(
-        TypeError, match=r"^arrays::sum_vals: argument 1 \('vals'\): cannot pass a list of dicts"
-    ):
-        m.sum_vals([{"x": x, "_type": "Val"} for x in (1, 2, 3, 4)])
+    assert m.sum_vals([{"x": x, "_type": "Val"} for x in (1, 2, 3, 4)]).item() == 10
 
 
 def test_vectorize_array(m):
@@ -87,14 +84,19 @@ def test_vectorize_float_array(m):
 
 
 def test_vectorize_struct_array(m, ints):
-    result = m.inc_val({"_type": "Val", "x": ints(1, 2, 3, 4)}, _result="numpy")
-    assert result.dtype.name == "int32" and result.tolist() == [2, 3, 4, 5]
+    for vals in (
+        {"_type": "Val", "x": ints(1, 2, 3, 4)},
+        [{"x": x, "_type": "Val"} for x in (1, 2, 3, 4)],
+    ):
+        result = m.inc_val(vals, _result="numpy")
+        assert result.dtype.name == "int32" and result.tolist() == [2, 3, 4, 5]
 
 
 def test_vectorize_struct_with_tensor_array(m, tdev):
     held = torch.arange(1.0, 5.0, device=tdev)[:, None]
-    result = m.inc_held({"_type": "Holder", "x": held}, _result="numpy")
-    assert result.dtype.name == "float32" and result.tolist() == [2.0, 3.0, 4.0, 5.0]
+    for holders in ({"_type": "Holder", "x": held}, [{"_type": "Holder", "x": x} for x in held]):
+        result = m.inc_held(holders, _result="numpy")
+        assert result.dtype.name == "float32" and result.tolist() == [2.0, 3.0, 4.0, 5.0]
 
 
 def test_2d_vectorize_struct_with_tensor_array(m, tdev):

@@ -3,9 +3,8 @@
 a type mapping that names a parameter's own type, and the values slangpy packs ahead of a call
 (``spy.pack``), which slangspec takes as they are.
 
-A list of dicts for a struct parameter (slangpy vectorizes over it) is refused with what to
-write instead: one dict whose fields are tensors over the list's elements, which is ported here
-with the original's values.
+A list of dicts for a struct parameter is vectorized over, as slangpy does, and so is the one
+dict whose fields are tensors over the list's elements.
 """
 
 from __future__ import annotations
@@ -84,11 +83,22 @@ def test_a_struct_vectorized_over_its_fields(m, tdev):
     assert m.inc_first({"_type": "Holder", "x": held}).tolist() == [2.0, 3.0, 4.0, 5.0]
 
 
-def test_a_list_of_dicts_is_refused_with_what_to_write_instead(m):
+def test_a_list_of_dicts_is_vectorized_over_and_one_of_other_fields_refused(m):
+    result = m.inc([{"x": 1, "_type": "Val"}, {"x": 2, "_type": "Val"}], _result="numpy")
+    assert result.tolist() == [2, 3]
     with pytest.raises(
         TypeError,
-        match=r"^packed_and_sized::inc: argument 1 \('val'\): cannot pass a list of dicts; "
-        r"expected, for a struct or an array of structs, one dict of its fields, each field a "
-        r"tensor with a leading dimension over the list's elements \(torch.stack them\)$",
+        match=r"^packed_and_sized::inc: argument 1 \('val'\): cannot pass a list of dicts with "
+        r"different fields \(\['_type', 'x'\] and \['_type', 'y'\]\); expected the fields of "
+        r"one struct in each$",
     ):
-        m.inc([{"x": 1, "_type": "Val"}, {"x": 2, "_type": "Val"}])
+        m.inc([{"x": 1, "_type": "Val"}, {"y": 2, "_type": "Val"}])
+
+
+def test_a_list_of_dicts_of_numbers_in_compiled_code_asks_for_tensors(m):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda: m.inc([{"x": 1, "_type": "Val"}]), fullgraph=True)
+    with pytest.raises(Exception, match="cannot pass a list of dicts holding Python numbers"):
+        compiled()

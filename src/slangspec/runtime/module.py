@@ -24,7 +24,13 @@ import torch
 
 from ..cache_store import FORWARD
 from ..signatures import ArgumentError, call_signature, result_shape
-from ..signatures.text import ArgForm, DictForm, argument_label, has_numpy, parse_call_signature
+from ..signatures.text import (
+    ArgForm,
+    DictForm,
+    argument_label,
+    binds_converted,
+    parse_call_signature,
+)
 from ..signatures.values import bind_names, form_grad, generates, tensors_of, to_torch
 from ..specializer import SpecializationPlan
 from ..specializer.generic_values import (
@@ -348,7 +354,7 @@ class Function(BuildFunction):
             for key in exc.path:
                 value = value[key]
             raise exc.with_shape(tuple(value.shape)) from None
-        if has_numpy(signature):
+        if binds_converted(signature):
             args = to_torch(args, self.module.torch_device)
         if spec.leaves is not None:
             args = spec.leaves(args)

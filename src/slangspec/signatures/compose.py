@@ -14,7 +14,8 @@ nothing that cannot. Forms, by argument kind:
 - Python scalars: ``f`` (float), ``i`` (int), ``b`` (bool). Values never enter signatures.
 - a tuple or list of Python numbers (a vector or array, uniform): ``(kn)``, ``k`` the kind its
   elements take together (``b`` when all are bools, else ``f`` when any is a float, else
-  ``i``) and ``n`` how many there are: ``(f3)`` is ``(1.0, 2, 3)``.
+  ``i``) and ``n`` how many there are: ``(f3)`` is ``(1.0, 2, 3)``. A nested one (rows of
+  numbers) has the form of the numpy array of it.
 - ``slangspec.grid(shape)``: ``grid[Dn]`` with ``n`` the number of grid dimensions;
   ``grid[Dn,strided]`` where an offset or a stride is given (their values are uniforms).
 - a generator: its name, ``call_id``, ``thread_id``, ``wang_hash`` or ``rand_float``, with
@@ -26,6 +27,9 @@ nothing that cannot. Forms, by argument kind:
   dicts nest. ``{a:[D1,S6,G1,Vx],b:f}`` is ``{"b": 0.5, "a": tensor}``. A dict's ``"_type"``
   entry names the struct its fields are of (slangpy's spelling, for an interface parameter):
   ``_type:@Circle``, sorted among the fields.
+- a tuple or list of dicts (structs: an array's elements, or one per call): ``[{name:form,...}]``,
+  the form of the one dict it is bound as, each field the dicts' values stacked along a new
+  first dimension: ``[{x:np[D1,S3,G0,V4]}]`` is ``[{"x": 1}, {"x": 2}, {"x": 3}, {"x": 4}]``.
 
 A call signature is ``"<function> <mode> <arg> <arg> ..."``, space separated: the function's
 identity (``module::function``), the call mode (``call``: a kernel call whose forward kernel

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ..define import frozen
 from .function_ref import FunctionNameError, canonical_name
@@ -35,9 +36,10 @@ def argument_label(index: int, name: str | None = None) -> str:
     return where if name is None else f"{where} ('{name}')"
 
 
-def has_numpy(call_signature: str) -> bool:
-    """Whether any argument of the call is a numpy array."""
-    return "np[" in call_signature
+def binds_converted(call_signature: str) -> bool:
+    """Whether a call binds an argument as something else than it was given: a numpy array (as
+    a torch tensor), a tuple or list of dicts (as one dict of stacked fields)."""
+    return "np[" in call_signature or "[{" in call_signature
 
 
 def extent_class(extent: int) -> str:
@@ -114,9 +116,11 @@ class TypeNameForm:
 @frozen
 class DictForm:
     """A parsed dict signature: a struct's fields, by name, in sorted order (``TYPE_KEY``
-    among them, as a ``TypeNameForm``, where the dict names its type)."""
+    among them, as a ``TypeNameForm``, where the dict names its type). ``listed``: given as a
+    tuple or list of such dicts, bound as one dict of their fields stacked, ``[{...}]``."""
 
     fields: tuple[tuple[str, ArgForm], ...]
+    listed: bool = False
 
 
 ArgForm = (
@@ -157,7 +161,8 @@ def format_arg(form: ArgForm) -> str:
     if isinstance(form, ResultForm):
         return f"_result[D{form.rank}]"
     if isinstance(form, DictForm):
-        return "{" + ",".join(f"{k}:{format_arg(v)}" for k, v in form.fields) + "}"
+        fields = "{" + ",".join(f"{k}:{format_arg(v)}" for k, v in form.fields) + "}"
+        return f"[{fields}]" if form.listed else fields
     if isinstance(form, TypeNameForm):
         return f"@{form.name}"
     number = NUMBER_OF_DTYPE[form.dtype]
@@ -183,6 +188,8 @@ def parse_arg(text: str) -> ArgForm:
         return NumbersForm(m.group(1), int(m.group(2)))
     if text.startswith("{"):
         return _parse_dict(text)
+    if text.startswith("[{") and text.endswith("}]"):
+        return replace(_parse_dict(text[1:-1]), listed=True)
     m = _TENSOR_RE.fullmatch(text)
     if not m:
         raise ValueError(f"malformed argument signature {text!r}")

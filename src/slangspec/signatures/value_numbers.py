@@ -1,16 +1,26 @@
 """Rows of the table of Python values (``values``) for Python numbers: a bool, an int, a
 float, and a tuple or list of them (a vector or array); nested ones are bound as the numpy
-array of them."""
+array of them. A tuple or list of dicts (structs: an array's elements, or one struct per call)
+is bound as one dict, each field the dicts' values stacked along a new first dimension."""
 
 from __future__ import annotations
 
 import re
 from typing import Any, ClassVar
 
-from .text import NumbersForm, ScalarForm, format_arg, parse_arg
-from .value_row import Packing, Unpacking, ValueRow, register, row_of, spec_text, untraceable
+from .text import TYPE_KEY, NumbersForm, ScalarForm, format_arg, parse_arg
+from .value_row import (
+    Packing,
+    Unpacking,
+    ValueRow,
+    register,
+    row_of,
+    spec_text,
+    tensors_of,
+    untraceable,
+)
 from .value_struct import DictRow
-from .value_tensor import NumpyRow
+from .value_tensor import NumpyRow, TensorRow
 
 _NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
 """A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
@@ -84,11 +94,7 @@ def numbers_kind(value: tuple[Any, ...] | list[Any]) -> str:
             kinds.add(numbers_kind(x))
             continue
         if isinstance(row, DictRow):
-            raise TypeError(
-                f"cannot pass a {what} of dicts; expected, for a struct or an array of structs, "
-                "one dict of its fields, each field a tensor with a leading dimension over the "
-                f"{what}'s elements (torch.stack them)"
-            )
+            raise TypeError(f"cannot pass a {what} mixing dicts with other values")
         if not isinstance(row, NumberRow):
             raise TypeError(
                 f"cannot pass a {what} holding a value of type {type(x).__name__}; expected "
@@ -123,10 +129,75 @@ def as_array(value: tuple[Any, ...] | list[Any], kind: str) -> Any:
         ) from None
 
 
+def of_dicts(value: tuple[Any, ...] | list[Any]) -> bool:
+    """Whether a tuple or list is of dicts (structs)."""
+    return bool(value) and isinstance(value[0], dict)
+
+
+def stacked(value: tuple[Any, ...] | list[Any]) -> dict[str, Any]:
+    """A tuple or list of dicts as the one dict a call binds: each field the dicts' values of
+    it stacked along a new first dimension (tensors by ``torch.stack``, numbers as the numpy
+    array of them, nested dicts field by field); TypeError or ValueError, naming the field,
+    where the dicts differ in their fields, their struct or a field's kind or shape."""
+    what = type(value).__name__
+    if not all(isinstance(x, dict) for x in value):
+        raise TypeError(f"cannot pass a {what} mixing dicts with other values")
+    fields = list(value[0])
+    for other in value[1:]:
+        if set(other) != set(fields):
+            raise TypeError(
+                f"cannot pass a {what} of dicts with different fields ({sorted(fields)} and "
+                f"{sorted(other)}); expected the fields of one struct in each"
+            )
+    out = {}
+    for key in fields:
+        try:
+            out[key] = _stacked_field(key, [x[key] for x in value], what)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"field {key!r}: {exc}") from None
+    return out
+
+
+def _stacked_field(key: str, items: list[Any], what: str) -> Any:
+    first = items[0]
+    if key == TYPE_KEY:
+        if any(x != first for x in items):
+            raise TypeError(f"the dicts of a {what} name different structs; expected one")
+        return first
+    rows = {type(row_of(x)) for x in items}
+    if len(rows) > 1:
+        names = sorted({type(x).__name__ for x in items})
+        raise TypeError(f"expected one kind of value in every dict, got {' and '.join(names)}")
+    row = row_of(first)
+    if isinstance(row, DictRow):
+        return stacked(items)
+    if isinstance(row, (NumberRow, NumbersRow)):
+        return as_array(items, numbers_kind(items))
+    if isinstance(row, (TensorRow, NumpyRow)):
+        shapes = {tuple(x.shape) for x in items}
+        if len(shapes) > 1:
+            raise ValueError(f"expected one shape in every dict, got {sorted(shapes)}")
+        if isinstance(row, NumpyRow):
+            import numpy as np
+
+            return np.stack(items)
+        import torch
+
+        if len({x.device for x in items}) > 1:
+            raise ValueError("expected the tensors of every dict on one device")
+        return torch.stack(items)
+    raise TypeError(
+        f"cannot stack values of type {type(first).__name__} over a {what} of dicts; expected "
+        "tensors, numpy arrays, Python numbers or tuples of them, or dicts of those"
+    )
+
+
 class NumbersRow(ValueRow):
     """A tuple or list of Python numbers: ``(kn)``, packed as their letters in parentheses,
     ``(fif)``, spelled ``float[n]``. A nested one (rows of numbers) is bound as the numpy array
-    of it (``as_array``): its form is that array's, and it is not packed."""
+    of it (``as_array``): its form is that array's, and it is not packed. One of dicts is bound
+    as the dict ``stacked`` makes: its form is that dict's in brackets, ``[{...}]``, and it is
+    packed as that dict."""
 
     python_types = (tuple, list)
     letters = "("
@@ -135,17 +206,34 @@ class NumbersRow(ValueRow):
     order = 3
 
     def form(self, value: Any, grad_on: bool) -> str:
+        if of_dicts(value):
+            return f"[{_DICT.form(stacked(value), grad_on)}]"
         kind = numbers_kind(value)
         if nested(value):
             return _NUMPY.form(as_array(value, kind), grad_on)
         return format_arg(NumbersForm(kind, len(value)))
 
     def to_torch(self, value: Any, device: Any) -> Any:
+        if of_dicts(value):
+            return _DICT.to_torch(stacked(value), device)
         if nested(value):
             return _NUMPY.to_torch(as_array(value, numbers_kind(value)), device)
         return value
 
+    def tensors(self, value: Any) -> list[Any]:
+        return tensors_of(value) if of_dicts(value) else []
+
     def pack(self, value: Any, packing: Packing, where: str) -> None:
+        if of_dicts(value):
+            fields = stacked(value)
+            try:
+                packing.add(fields, where)
+            except TypeError:
+                raise TypeError(
+                    f"cannot pass a {type(value).__name__} of dicts holding Python numbers or "
+                    "numpy arrays in code torch compiles; expected tensors as their fields"
+                ) from None
+            return
         rows = [row for row in map(row_of, value) if isinstance(row, NumberRow)]
         if len(rows) != len(value):
             raise untraceable(value)
@@ -173,5 +261,6 @@ register(FloatRow())
 register(IntRow())
 register(BoolRow())
 _NUMPY = NumpyRow()
+_DICT = DictRow()
 
 register(NumbersRow())
