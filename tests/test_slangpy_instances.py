@@ -2,8 +2,8 @@
 through slangspec: a struct's methods on a batch of instances given as a dict of torch tensors
 (``slangspec.InstanceList``, or ``m["Particle.reset"]`` with the dict as ``this``), a
 ``[mutating]`` method's ``this`` written back into them, and gradients through torch autograd
-in place of slangpy's ``bwds``. Every field of a mutating method's ``this`` is a tensor here
-(slangpy also takes values it then does not write back). Instances start from torch tensors:
+in place of slangpy's ``bwds``. A field of a mutating method's ``this`` given as a Python value
+is read and not written back, as slangpy does. Instances start from torch tensors:
 ``construct`` calls the struct's constructor (``m["Particle.__init"]``) and writes what it makes
 into the instances' tensors, broadcast over the batch where its arguments are uniform.
 
@@ -100,6 +100,22 @@ def test_this_interface_soa(m, tdev):
     assert this["velocity"].tolist() == [[3.0, 4.0]]
     assert this["size"].tolist() == [0.5]
     assert this["material"]["color"].tolist() == [[1.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_python_values_in_a_mutated_this_are_read_and_left_as_they_are(m, tdev, compiled):
+    import torch._dynamo
+
+    this = particles(2, tdev)
+    this["velocity"], this["size"] = (3.0, 4.0), 2.0
+    this["position"] = torch.tensor([[1.0, 2.0], [5.0, 6.0]], device=tdev)
+    update = m["Particle.update_position"]
+    if compiled:
+        torch._dynamo.reset()
+        update = torch.compile(update, fullgraph=True)
+    update(this, 0.5)
+    assert this["position"].tolist() == [[2.5, 4.0], [6.5, 8.0]]
+    assert this["velocity"] == (3.0, 4.0) and this["size"] == 2.0
 
 
 def test_loose_instance_soa(m, tdev):

@@ -57,8 +57,10 @@ def finisher(plan: SpecializationPlan) -> Callable[[Sequence[Any], Sequence[torc
         return _nothing
     results = [(k, o.path) for k, o in enumerate(plan.outputs) if o.source == RESULT]
     written = [
-        (k, o.leaf, plan.is_whole(o)) for k, o in enumerate(plan.outputs) if o.source != RESULT
-    ]
+        (k, o.leaf, plan.is_whole(o))
+        for k, o in enumerate(plan.outputs)
+        if o.source != RESULT and (plan.is_whole(o) or plan.args[o.leaf].direction != "in")
+    ]  # an "in" leaf of an inout parameter is a Python value, read and left as it is
 
     def finish(args: Sequence[Any], outputs: Sequence[torch.Tensor]) -> Any:
         for k, leaf, partly in written:

@@ -559,7 +559,8 @@ def _finish(
             target = args[source]
             for key in path:
                 target = target[key]
-            target.copy_(merged(out, target) if source in partly else out)
+            if isinstance(target, torch.Tensor):  # else a Python value, which the call reads
+                target.copy_(merged(out, target) if source in partly else out)
         elif not result_struct:
             result = out
         else:

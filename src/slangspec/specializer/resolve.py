@@ -246,6 +246,10 @@ class _Resolver:
         self, index: int, name: str, t: TypeInfo, form: ArgForm, diff: bool, base: dict[str, Any]
     ) -> ArgPlan:
         inout = base["direction"] == "inout"
+        if inout and base["path"] and not isinstance(form, TensorForm | DictForm):
+            # A struct field written through a mutating method's this, given a Python value:
+            # read as slangpy reads it, what the method writes into it dropped.
+            base, inout = {**base, "direction": "in"}, False
         if isinstance(form, ScalarForm) and not inout:
             if t.kind not in ("scalar", "vector") or t.scalar not in PY_SCALARS_FOR[form.kind]:
                 raise self.fail(TypeError, index, name, expected_value(t), PY_NAMES[form.kind])
@@ -268,6 +272,9 @@ class _Resolver:
             return arg_plan(t, base, row, rank=form.rank, call_dims=form.rank)
         if isinstance(form, GeneratorForm) and not inout:
             return self.generator(index, name, t, form, base)
+        if inout and not isinstance(form, TensorForm):
+            want = f"{a_dtype(SLANG[t.scalar].dtype)} tensor for {t.name}, which the call writes"
+            raise self.fail(TypeError, index, name, want, describe(form))
         form = self.element_tensor(index, name, t, form)
         return element_plan(
             t,
