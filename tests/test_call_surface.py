@@ -369,6 +369,8 @@ def test_map_mistakes_name_the_parameter(sf, tdev):
         sf.mul_add.map(c=(0,))(a, a, 1.0)
     # A value mapped to no dimension is one every call takes whole, as in slangpy.
     torch.testing.assert_close(sf.mul_add.map(c=())(a, a, 1.0), sf.mul_add(a, a, 1.0))
+    one = torch.tensor(1.0, device=tdev)  # a tensor of no dimensions, mapped to none
+    torch.testing.assert_close(sf.mul_add.map(c=())(a, a, one), sf.mul_add(a, a, 1.0))
 
 
 # --- every grad mask of a function mixing the new forms ------------------------------------

@@ -205,7 +205,7 @@ def _placed(
             f"a tensor of shape {tuple(value.shape)} has {calls} besides the element shape "
             f"of {slang_type}"
         )
-    value = value.permute(*order, *range(calls, value.dim()))
+    value = value.permute((*order, *range(calls, value.dim())))
     for d in range(rank):
         if d not in m:
             value = value.unsqueeze(d)
