@@ -161,8 +161,8 @@ def test_an_inout_parameter_is_written_in_place_and_needs_a_tensor(cache_dir, td
     torch.testing.assert_close(z, torch.full((3,), 2.0, device=tdev))
     with pytest.raises(
         TypeError,
-        match=r"dirs::g: argument 1 \('z'\): expected a float32 tensor or a Python scalar for "
-        r"float, got Python float",
+        match=r"dirs::g: argument 1 \('z'\): expected a float32 tensor for float, which the call "
+        r"writes, got Python float",
     ):
         m.g(1.0)
 

@@ -131,7 +131,7 @@ def as_array(value: tuple[Any, ...] | list[Any], kind: str) -> Any:
 
 def of_dicts(value: tuple[Any, ...] | list[Any]) -> bool:
     """Whether a tuple or list is of dicts (structs)."""
-    return bool(value) and isinstance(value[0], dict)
+    return len(value) > 0 and isinstance(value[0], dict)
 
 
 def stacked(value: tuple[Any, ...] | list[Any]) -> dict[str, Any]:
@@ -164,27 +164,30 @@ def _stacked_field(key: str, items: list[Any], what: str) -> Any:
         if any(x != first for x in items):
             raise TypeError(f"the dicts of a {what} name different structs; expected one")
         return first
-    rows = {type(row_of(x)) for x in items}
-    if len(rows) > 1:
-        names = sorted({type(x).__name__ for x in items})
-        raise TypeError(f"expected one kind of value in every dict, got {' and '.join(names)}")
     row = row_of(first)
+    for x in items:
+        if type(row_of(x)) is not type(row):
+            names = f"{type(first).__name__} and {type(x).__name__}"
+            raise TypeError(f"expected one kind of value in every dict, got {names}")
     if isinstance(row, DictRow):
         return stacked(items)
     if isinstance(row, (NumberRow, NumbersRow)):
         return as_array(items, numbers_kind(items))
     if isinstance(row, (TensorRow, NumpyRow)):
-        shapes = {tuple(x.shape) for x in items}
-        if len(shapes) > 1:
-            raise ValueError(f"expected one shape in every dict, got {sorted(shapes)}")
+        for x in items:
+            if x.shape != first.shape:
+                shapes = f"{tuple(first.shape)} and {tuple(x.shape)}"
+                raise ValueError(f"expected one shape in every dict, got {shapes}")
         if isinstance(row, NumpyRow):
             import numpy as np
 
             return np.stack(items)
         import torch
 
-        if len({x.device for x in items}) > 1:
-            raise ValueError("expected the tensors of every dict on one device")
+        for x in items:
+            if x.device != first.device:
+                devices = f"{first.device} and {x.device}"
+                raise ValueError(f"expected the tensors of every dict on one device, got {devices}")
         return torch.stack(items)
     raise TypeError(
         f"cannot stack values of type {type(first).__name__} over a {what} of dicts; expected "
