@@ -112,6 +112,34 @@ def test_generated_backward_matches_the_generic_path(ops, tdev, case, cot, monke
         torch.testing.assert_close(g, h, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda t: ("poly", t(1), t(5000)),
+        lambda t: ("mix2", t(5000), t(5000), slangspec.grid((5000,))),
+    ],
+    ids=["broadcast leaf", "whole tensors"],
+)
+def test_generated_backward_adds_into_copies_of_a_gradient(ops, tdev, case, monkeypatch):
+    """5,000 calls add their parts into four copies of each gradient, which the generated and
+    the generic backward alike sum (in whatever order the warps add: close, not equal)."""
+    name, *args = case(lambda *shape: torch.randn(*shape, device=tdev, requires_grad=True))
+    fn = getattr(ops, name)
+    cot = torch.randn(5000, device=tdev)
+    generated = grads_of(fn, args, cot)
+    spec = spec_of(fn, *args)
+    assert next(iter(spec._calls.values())).__name__ == "backward"
+    monkeypatch.setattr(spec._binding, "backward_call", lambda *_: None)
+    monkeypatch.setattr(spec, "_calls", {})
+    generic = grads_of(fn, args, cot)
+    for g, h in zip(generated, generic, strict=True):
+        torch.testing.assert_close(g, h, rtol=1e-5, atol=1e-4)
+    if name == "poly":
+        x = args[1].detach()
+        want = (cot * (x * x + 3)).sum(0, keepdim=True)
+        torch.testing.assert_close(generated[0], want, rtol=1e-4, atol=1e-3)
+
+
 def test_generated_backward_of_one_trained_input(ops, tdev):
     w, x = torch.randn(3, 4, device=tdev, requires_grad=True), torch.randn(3, 4, device=tdev)
     ops.gather2d(w, x, slangspec.grid((3, 4))).sum().backward()

@@ -66,6 +66,7 @@ _WAVE_TENSOR = "slangspec_WaveDiffTensor"
 _WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<float, D>
 {{
     public DiffTensor<float, D> t;
+    public int copy;
 
     float _read_primal_each<each I : __BuiltinIntegerType>(expand each I idx)
     {{
@@ -81,6 +82,7 @@ _WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<
     }}
     void _add(int at, float grad)
     {{
+        at += copy;
         if (WaveActiveAllEqual(at))
         {{
             float sum = WaveActiveSum(grad);
@@ -115,7 +117,8 @@ _WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<
 """
 """An ``IDiffTensor<float, D>`` whose loads' gradients add into the tensor's gradient as
 ``_ACCUMULATE`` adds: a whole tensor every call reads (weights a loop walks) takes one atomic
-add per warp and element instead of one per call."""
+add per warp and element instead of one per call, into the gradient's copy ``copy`` elements
+on, which the call's number picks so that fewer warps add into each element."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -249,9 +252,12 @@ class _Writer:
             self.params.append(f"uniform {binding}<{_element(a)}, {struct_rank}> {name}")
             if a.call_dims:
                 return self.slice(j, a, binding)
-            if self.shared_gradient(j, a):
+            if self.in_mask(j) and self.plan.sums_per_warp(j):
                 self.helpers[_WAVE_TENSOR] = _WAVE_DIFF_TENSOR
-                self.line(f"{_WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name} }};")
+                copy = names.gradient_copy(j)
+                self.params.append(f"uniform uint {copy}[2]")
+                at = f"int(_tid.x / {copy}[0] * {copy}[1])"
+                self.line(f"{_WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name}, {at} }};")
                 return f"w{j}"
             return name
         if a.kind == "target":
@@ -264,19 +270,6 @@ class _Writer:
             self.params.append(f"uniform int {strides}[{dims}]")
         self.read(f"v{j}", f"v{j}_o", name, strides, a.call_dims, a.scalar, a.elem, a.slang_type)
         return f"v{j}"
-
-    def shared_gradient(self, j: int, a: ArgPlan) -> bool:
-        """Whether whole-tensor leaf ``j``, an ``IDiffTensor<float, D>`` parameter every call
-        reads in full, binds as ``_WAVE_TENSOR`` in this kernel: its gradient is one tensor
-        the calls share. Not inside a struct or through ``_CONCRETE``, which declare the
-        parameter's own type."""
-        return (
-            self.in_mask(j)
-            and a.row.sums_per_warp
-            and _element(a) == "float"
-            and not a.path
-            and not _wrapped(self.plan)
-        )
 
     def tensor_binding(self, j: int, a: ArgPlan) -> str:
         """The tensor struct whole-tensor leaf ``j`` binds as in this kernel (see ``Kind``)."""
@@ -405,13 +398,17 @@ class _Writer:
     def accumulate(self, j: int, a: ArgPlan, expr: str) -> None:
         """Add the value ``expr`` of leaf ``j``'s parameter into its gradient, where the leaf
         sits in it, at the gradient's strides: per call dimension, then per element dimension
-        (``parameter_names.gradient_strides``)."""
+        (``parameter_names.gradient_strides``), in the copy of it the call's number picks
+        (``parameter_names.gradient_copy``)."""
         rank, name, strides = self.plan.call_rank, names.gradient(j), names.gradient_strides(j)
+        copy = names.gradient_copy(j)
         self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
         self.params.append(f"uniform int {strides}[{rank + len(a.elem)}]")
+        self.params.append(f"uniform uint {copy}[2]")
         self.helpers[f"accumulate {a.scalar}"] = _ACCUMULATE.format(add=_ADD, t=a.scalar)
-        terms = [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
-        self.line(f"int _g{j} = {' + '.join(terms) if terms else '0'};")
+        terms = [f"int(_tid.x / {copy}[0] * {copy}[1])"]
+        terms += [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
+        self.line(f"int _g{j} = {' + '.join(terms)};")
         for point in _points(a.elem):
             at = " + ".join(
                 [f"_g{j}", *(f"{k} * {strides}[{rank + d}]" for d, k in enumerate(point))]
@@ -462,17 +459,10 @@ class _Writer:
         )
 
 
-def _wrapped(plan: SpecializationPlan) -> bool:
-    """Whether a kernel calls ``plan``'s function through ``_CONCRETE``: a method, or a
-    function with interface parameters."""
-    method = parse_function_ref(plan.function).owner is not None
-    return method or any(p.interface for p in plan.params)
-
-
 def _concrete(plan: SpecializationPlan) -> list[str]:
-    """The definition of ``_CONCRETE`` for a plan that needs it (``_wrapped``); none for
-    another."""
-    if not _wrapped(plan):
+    """The definition of ``_CONCRETE`` for a plan that needs it (``SpecializationPlan.wrapped``);
+    none for another."""
+    if not plan.wrapped:
         return []
     declared = []
     for k, p in enumerate(plan.params):
@@ -500,7 +490,7 @@ def _concrete(plan: SpecializationPlan) -> list[str]:
 
 def _called(plan: SpecializationPlan) -> str:
     """The function a kernel calls: the plan's, or ``_CONCRETE`` standing for it."""
-    return _CONCRETE if _wrapped(plan) else _callee(plan)
+    return _CONCRETE if plan.wrapped else _callee(plan)
 
 
 def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:

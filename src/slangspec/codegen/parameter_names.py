@@ -31,6 +31,14 @@ def gradient_strides(j: int) -> str:
     return f"g{j}_st"
 
 
+def gradient_copy(j: int) -> str:
+    """How leaf ``j``'s gradient, which a backward kernel adds into (a whole tensor's, where
+    ``SpecializationPlan.sums_per_warp``; an elementwise leaf's, where it ``accumulates``), is
+    spread over copies of it: the calls that add into one copy, and the elements between copies
+    (0 for one copy)."""
+    return f"g{j}_copy"
+
+
 def output(k: int) -> str:
     """Where a forward kernel stores output ``k``, per call point."""
     return f"_out{k}"

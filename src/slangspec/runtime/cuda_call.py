@@ -31,7 +31,7 @@ from ..specializer.plan import SpecializationPlan
 from .call_rows import uniform_value
 from .cuda_api import P, check, driver
 from .cuda_driver import DriverKernel
-from .shapes import MAX_EXTENT, added_strides, contiguous_strides
+from .shapes import MAX_EXTENT, added_strides, contiguous_strides, gradient_copies
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None"]
 """``call(args)``: the outputs (the result, if any) and the call shape, or None where the
@@ -79,6 +79,8 @@ class _Values:
             added = head == names.gradient_strides(i) and self._grad(i) and pointer
             if added and _one_index(rest):
                 return f"gst{i}[{rest[0]}]"
+            if head == names.gradient_copy(i) and self._grad(i) and _one_index(rest):
+                return f"gc{i}[{rest[0]}]"
         return None
 
     def _grad(self, i: int) -> bool:
@@ -139,6 +141,15 @@ def _simple(plan: SpecializationPlan) -> bool:
     return (plan.returns is not None or not plan.outputs) and not any(
         a.row.writes or a.direction != "in" or (a.kind == "tensor" and a.elem) for a in plan.args
     )
+
+
+def _copied(n: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
+    """The shape of the copies of a gradient of ``shape`` that ``n`` calls add into, and how
+    the calls spread over them (``parameter_names.gradient_copy``)."""
+    copies, calls, numel = gradient_copies(n, tuple(shape))
+    if copies > 1:
+        return (copies, *shape), [calls, numel]
+    return tuple(shape), [calls, 0]
 
 
 def _one_index(rest: tuple[str | int, ...]) -> bool:
@@ -312,23 +323,34 @@ def backward_call(
     if strided:
         # Read in place at its strides, unless one is past what a 32-bit index reaches.
         body += ["if max(std, default=0) > MAX:", f"    return {refused}"]
-    zero, summed = [], []
+    namespace["copied"] = _copied
+    zero, summed, copied = [], [], []
     for i, a in enumerate(args):
         if mask[i] != "1":
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
         if a.row.grad_binding == "pointer" and plan.accumulates(a):
-            # Added into by the kernel in place, at strides 0 where it is broadcast.
+            # Added into by the kernel in place, at strides 0 where it is broadcast, in the
+            # copy of it the call's number picks.
             body.append(f"gs{i} = t{i}.shape")
-            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             body.append(f"gst{i} = added_strides(gs{i}, {a.call_dims}, {plan.call_rank})")
+            body.append(f"gs{i}, gc{i} = copied(n, gs{i})")
+            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             size = f"g{i}.numel() * {dtype.itemsize}"
             zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))
+            copied.append(i)
         elif a.row.grad_binding == "pointer":
             tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             summed.append(i)
+        elif plan.sums_per_warp(i):
+            # The copies of the gradient, each of the tensor's shape and strides (``gst``).
+            body.append(f"gs{i}, gc{i} = copied(n, s{i})")
+            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
+            size = f"g{i}.numel() * {dtype.itemsize}"
+            zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))
+            copied.append(i)
         else:
             body.append(f"g{i} = empty(s{i}, gst{i}, dtype=dtype{i}, device=dev)")
             size = " * ".join([*(f"s{i}[{d}]" for d in range(a.rank)), str(dtype.itemsize)])
@@ -339,6 +361,9 @@ def backward_call(
     for i in summed:
         body.append(f"if g{i}.shape != t{i}.shape:")
         body.append(f"    g{i} = g{i}.sum_to_size(t{i}.shape)")
+    for i in copied:
+        body.append(f"if gc{i}[1]:")
+        body.append(f"    g{i} = g{i}.sum(0)")
     grads = [f"g{i}" if mask[i] == "1" else "None" for i in tensors]
     body.append(f"return None, None, {', '.join(grads)}")
     return _compiled("backward", "ctx, dout", body, namespace)

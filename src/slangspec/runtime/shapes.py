@@ -1,7 +1,9 @@
-"""Shape rules every call path shares: torch's broadcasting, its row-major strides, and the
-largest extent a kernel indexes."""
+"""Shape rules every call path shares: torch's broadcasting, its row-major strides, the
+largest extent a kernel indexes, and the copies of a gradient that calls add into."""
 
 from __future__ import annotations
+
+import math
 
 MAX_EXTENT = 2**31 - 1
 """The largest call-shape extent and element stride: kernels take them as 32-bit ``int``."""
@@ -55,3 +57,21 @@ def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
                 elif extent != 1:
                     raise ValueError(f"extent {extent} does not broadcast against {current}")
     return tuple(out)
+
+
+GRADIENT_COPIES = (1024, 1 << 20)
+"""At most how many copies of a gradient a backward kernel's calls add into (a whole tensor's
+where ``SpecializationPlan.sums_per_warp``, a broadcast leaf's where it ``accumulates``), and
+in how many elements in all."""
+
+
+def gradient_copies(n: int, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """How ``n`` calls spread their parts of a gradient of ``shape`` over copies of it, so that
+    fewer warps add into each element: the copies, the calls that add into each (whole
+    warps), and the elements of one."""
+    numel = math.prod(shape)
+    most, budget = GRADIENT_COPIES
+    copies = max(1, min(most, budget // max(numel, 1), n // 1024))
+    calls = -(-n // copies)
+    calls = max(32, -(-calls // 32) * 32)
+    return max(1, -(-n // calls)), calls, numel

@@ -20,7 +20,7 @@ from .call_rows import Elementwise, shaping
 from .call_values import finisher, leaf_reader
 from .launch import Binding
 from .partial_writes import unwritten_like
-from .shapes import MAX_EXTENT, added_strides, broadcast, contiguous_strides
+from .shapes import MAX_EXTENT, added_strides, broadcast, contiguous_strides, gradient_copies
 from .writable import sharing, unwritable
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class Specialization:
         """The leaves that bind uniform words: strided grids and generators with values."""
         self._elementwise = rows.elementwise(plan)
         self._whole = rows.whole_tensors(plan)
+        self._copied = frozenset(w.leaf for w in self._whole if plan.sums_per_warp(w.leaf))
+        """The whole tensors whose gradients backward kernels add into copies of them."""
         self._vectors = {i: a.elem[0] for i, a in enumerate(args) if a.kind == "tensor" and a.elem}
         """The whole tensors of vectors, by leaf: how many components each vector has."""
         self._diff_written = rows.written_tensors(plan)
@@ -327,9 +329,17 @@ class Specialization:
                 self.check_vectors(w.leaf, value, fold)
             struct = bind.write_struct(value) if w.written else bind.read_struct(value)
             if mask is not None and mask[w.leaf] == "1":
-                grad = bind.zeroed(tuple(value.shape), value.dtype)
+                shape = tuple(value.shape)
+                if w.leaf in self._copied:
+                    copies, calls, numel = gradient_copies(n, shape)
+                    kw[names.gradient_copy(w.leaf)] = [calls, numel if copies > 1 else 0]
+                    shape = (copies, *shape) if copies > 1 else shape
+                grad = bind.zeroed(shape, value.dtype)
                 primal, gradient = w.grad_parts
-                gradient_struct = _in_vectors(bind.write_struct(grad), fold)
+                gradient_struct = dict(_in_vectors(bind.write_struct(grad), fold))
+                if grad.dim() > value.dim():  # the first copy's shape: the kernel adds the rest
+                    gradient_struct["_shape"] = list(value.shape)
+                    gradient_struct["_strides"] = list(contiguous_strides(tuple(value.shape)))
                 struct = {primal: _in_vectors(struct, fold), gradient: gradient_struct}
                 tensor_grads[w.leaf] = grad
                 zero.append(grad)
@@ -439,8 +449,9 @@ class Specialization:
         for e in slots:
             if e.accumulated:
                 ordered = setting("SLANGSPEC_DETERMINISTIC")
-                full, strides = _accumulated(bind, args[e.leaf], e, call_shape, ordered)
+                full, strides, copy = _accumulated(bind, args[e.leaf], e, call_shape, ordered)
                 kw[e.gradient_strides] = strides
+                kw[names.gradient_copy(e.leaf)] = copy
                 zero.append(full)
             else:
                 full = bind.empty(call_shape + e.elem, args[e.leaf].dtype)
@@ -453,7 +464,7 @@ class Specialization:
             if grads[i].shape != shape:
                 grads[i] = grads[i].sum_to_size(shape)
         for i, g in tensor_grads.items():
-            grads[i] = g
+            grads[i] = g if g.dim() == args[i].dim() else g.sum(0)
         return grads
 
 
@@ -463,16 +474,22 @@ def _accumulated(
     e: Elementwise,
     call_shape: tuple[int, ...],
     ordered: bool,
-) -> tuple[torch.Tensor, list[int]]:
-    """Zeroed storage a backward kernel adds elementwise leaf ``e``'s gradient into, and its
-    strides per call dimension then per element dimension: of the argument's own shape, 0
-    along the call dimensions it is broadcast over, so that calls sharing an element sum into
-    it; ``ordered``, one element per call, which torch then sums in a fixed order."""
+) -> tuple[torch.Tensor, list[int], list[int]]:
+    """Zeroed storage a backward kernel adds elementwise leaf ``e``'s gradient into, its
+    strides per call dimension then per element dimension, and how the calls spread over its
+    copies (``parameter_names.gradient_copy``): of the argument's own shape, 0 along the call
+    dimensions it is broadcast over, so that calls sharing an element sum into it, in as many
+    copies as ``gradient_copies`` gives; ``ordered``, one element per call, which torch then
+    sums in a fixed order."""
     if ordered:
         full = bind.zeroed(call_shape + e.elem, arg.dtype)
-        return full, list(contiguous_strides(tuple(full.shape)))
+        return full, list(contiguous_strides(tuple(full.shape))), [32, 0]
     shape = tuple(arg.shape)
-    return bind.zeroed(shape, arg.dtype), added_strides(shape, e.call_dims, len(call_shape))
+    strides = added_strides(shape, e.call_dims, len(call_shape))
+    copies, calls, numel = gradient_copies(_numel(call_shape), shape)
+    if copies > 1:
+        return bind.zeroed((copies, *shape), arg.dtype), strides, [calls, numel]
+    return bind.zeroed(shape, arg.dtype), strides, [calls, 0]
 
 
 def _scratch(bind: Binding, like: torch.Tensor, fold: int = 0) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 
 from ..define import frozen
+from ..signatures.function_ref import parse_function_ref
 from ..signatures.scalars import SLANG
 from ..signatures.text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo
@@ -117,6 +118,30 @@ class SpecializationPlan:
         call). A half one's parts are stored per call, then summed."""
         shared = a.broadcast or a.call_dims < self.call_rank
         return shared and a.kind == "elementwise" and a.scalar in ("float", "double")
+
+    @property
+    def wrapped(self) -> bool:
+        """Whether a kernel calls the function through ``_CONCRETE``: a method, or a function
+        with interface parameters."""
+        method = parse_function_ref(self.function).owner is not None
+        return method or any(p.interface for p in self.params)
+
+    def sums_per_warp(self, j: int) -> bool:
+        """Whether a backward kernel that computes whole-tensor leaf ``j``'s gradient passes it
+        as an ``IDiffTensor<float, D>`` that adds the parts of a warp's calls once (codegen's
+        ``_WAVE_TENSOR``), into the copy of the gradient the call's number picks: a tensor
+        every call reads in full. Not inside a struct or through ``_CONCRETE``, which declare
+        the parameter's own type."""
+        a = self.args[j]
+        return (
+            a.kind == "tensor"
+            and not a.call_dims
+            and a.row.sums_per_warp
+            and a.scalar == "float"
+            and not a.elem
+            and not a.path
+            and not self.wrapped
+        )
 
     def is_whole(self, out: OutputPlan) -> bool:
         """Whether ``out`` is a whole tensor the kernel writes through its tensor parameter,
