@@ -92,8 +92,10 @@ def test_backward_source_binds_only_masked_inputs_with_gradients():
     src = backward_source(plan, "100")
     assert "uniform DiffTensor<float, 1> a0" in src
     assert "uniform PrimalTensor<float, 1> a1" in src
-    # The tensor with a gradient reaches the function as the warp-summing IDiffTensor.
-    assert "slangspec_WaveDiffTensor<1> w0 = { a0 };" in src
+    # The tensor with a gradient reaches the function as the warp-summing IDiffTensor, adding
+    # into the copy of its gradient the call's number picks.
+    assert "slangspec_WaveDiffTensor<1> w0 = { a0, int(_tid.x / g0_copy[0] * g0_copy[1]) };" in src
+    assert "uniform uint g0_copy[2]" in src and "g1_copy" not in src
     assert "bwd_diff(mix)(w0, a1, int(_idx[0]), _d);" in src
     fwd = forward_source(plan)
     assert "DiffTensor" not in fwd.replace("PrimalTensor", "")
