@@ -143,15 +143,6 @@ def _simple(plan: SpecializationPlan) -> bool:
     )
 
 
-def _copied(n: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
-    """The shape of the copies of a gradient of ``shape`` that ``n`` calls add into, and how
-    the calls spread over them (``parameter_names.gradient_copy``)."""
-    copies, calls, numel = gradient_copies(n, tuple(shape))
-    if copies > 1:
-        return (copies, *shape), [calls, numel]
-    return tuple(shape), [calls, 0]
-
-
 def _one_index(rest: tuple[str | int, ...]) -> bool:
     return len(rest) == 1 and isinstance(rest[0], int)
 
@@ -323,7 +314,7 @@ def backward_call(
     if strided:
         # Read in place at its strides, unless one is past what a 32-bit index reaches.
         body += ["if max(std, default=0) > MAX:", f"    return {refused}"]
-    namespace["copied"] = _copied
+    namespace["copied"] = gradient_copies
     zero, summed, copied = [], [], []
     for i, a in enumerate(args):
         if mask[i] != "1":

@@ -65,13 +65,17 @@ where ``SpecializationPlan.sums_per_warp``, a broadcast leaf's where it ``accumu
 in how many elements in all."""
 
 
-def gradient_copies(n: int, shape: tuple[int, ...]) -> tuple[int, int, int]:
+def gradient_copies(n: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
     """How ``n`` calls spread their parts of a gradient of ``shape`` over copies of it, so that
-    fewer warps add into each element: the copies, the calls that add into each (whole
-    warps), and the elements of one."""
+    fewer warps add into each element: the shape of the storage (``shape`` itself for one
+    copy, else the copies stacked along a new first dimension) and the kernel's
+    ``parameter_names.gradient_copy`` uniform (the calls that add into each copy, whole warps,
+    and the elements between copies, 0 for one copy)."""
     numel = math.prod(shape)
     most, budget = GRADIENT_COPIES
     copies = max(1, min(most, budget // max(numel, 1), n // 1024))
     calls = -(-n // copies)
     calls = max(32, -(-calls // 32) * 32)
-    return max(1, -(-n // calls)), calls, numel
+    if -(-n // calls) > 1:
+        return (-(-n // calls), *shape), [calls, numel]
+    return tuple(shape), [calls, 0]

@@ -331,9 +331,7 @@ class Specialization:
             if mask is not None and mask[w.leaf] == "1":
                 shape = tuple(value.shape)
                 if w.leaf in self._copied:
-                    copies, calls, numel = gradient_copies(n, shape)
-                    kw[names.gradient_copy(w.leaf)] = [calls, numel if copies > 1 else 0]
-                    shape = (copies, *shape) if copies > 1 else shape
+                    shape, kw[names.gradient_copy(w.leaf)] = gradient_copies(n, shape)
                 grad = bind.zeroed(shape, value.dtype)
                 primal, gradient = w.grad_parts
                 gradient_struct = dict(_in_vectors(bind.write_struct(grad), fold))
@@ -486,10 +484,8 @@ def _accumulated(
         return full, list(contiguous_strides(tuple(full.shape))), [32, 0]
     shape = tuple(arg.shape)
     strides = added_strides(shape, e.call_dims, len(call_shape))
-    copies, calls, numel = gradient_copies(_numel(call_shape), shape)
-    if copies > 1:
-        return bind.zeroed((copies, *shape), arg.dtype), strides, [calls, numel]
-    return bind.zeroed(shape, arg.dtype), strides, [calls, 0]
+    storage, copy = gradient_copies(_numel(call_shape), shape)
+    return bind.zeroed(storage, arg.dtype), strides, copy
 
 
 def _scratch(bind: Binding, like: torch.Tensor, fold: int = 0) -> dict[str, Any]:
