@@ -18,6 +18,8 @@ own first backward (which imports sympy) and the creation of slangpy's device fo
 and for slangspec on Vulkan (slangspec on CUDA opens none: its Slang session is timed), and covers
 loading the module, the first forward call (synchronized) and the first backward (synchronized).
 ``--baseline`` measures another tree's slangspec too, the two taking turns process by process.
+The ``gc`` column is the part of ``total`` the cyclic garbage collector took (a full collection
+walks every object of the process; it lands in whichever phase crosses its threshold).
 The ``imports`` column is the part of ``load`` that imports slangspec's runtime (a warm process's
 import time, which dataclass definitions and modules a hit does not use once grew by 20 ms).
 Both packages' bytecode is written first, and slangspec's prepared files (``specialize
@@ -30,6 +32,7 @@ on CPU tensors), so on Vulkan only slangspec is measured.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from baseline_tree import from_tree
@@ -52,6 +56,28 @@ def _tensors(function: str, tdev: str, grid):
     a = torch.randn(N, device=tdev, requires_grad=True)
     x = torch.randn(N, device=tdev, requires_grad=True)
     return (a, x, grid((N,))) if function == "mix2" else (a, x)
+
+
+def _collector_time() -> Callable[[], float]:
+    """Start adding up the seconds the cyclic garbage collector runs; the returned function
+    stops and gives them. A full collection walks the whole heap (torch's, sympy's and
+    slangpy's objects): tens of milliseconds that land in whichever phase allocates past the
+    threshold, so they are shown apart."""
+    spent = [0.0, 0.0]
+
+    def note(phase: str, _info: dict) -> None:
+        if phase == "start":
+            spent[1] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - spent[1]
+
+    gc.callbacks.append(note)
+
+    def stop() -> float:
+        gc.callbacks.remove(note)
+        return spent[0]
+
+    return stop
 
 
 def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
@@ -71,6 +97,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
             open_device(kind, slangspec.Cache(cache).files.shader_cache())
         args = _tensors(function, tdev, slangspec.grid)
         sync()
+        collected = _collector_time()
         t0 = time.perf_counter()
         import slangspec.runtime.module  # what ``load`` imports first, timed on its own
 
@@ -95,6 +122,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         )
         args = _tensors(function, tdev, spy.grid)
         sync()
+        collected = _collector_time()
         t0 = t_imports = time.perf_counter()
         fn = getattr(spy.Module.load_from_file(device, str(path)), function)
     t_load = time.perf_counter()
@@ -110,6 +138,7 @@ def child(mode: str, function: str, kind: str, cache: str) -> dict[str, float]:
         "forward": t_fwd - t_load,
         "backward": t_bwd - t_fwd,
         "total": t_bwd - t0,
+        "gc": collected(),
     }
 
 
@@ -366,7 +395,7 @@ def main() -> None:
             )[""]
         for mode in modes:
             rows.append({"function": function, "mode": mode, **results[mode]})
-    phases = ("imports", "load", "forward", "backward", "total")
+    phases = ("imports", "load", "forward", "backward", "total", "gc")
     print(f"{'function':8s} {'mode':29s} " + " ".join(f"{k:>9s}" for k in phases))
     for r in rows:
         print(
