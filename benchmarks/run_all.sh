@@ -9,7 +9,7 @@ out=${1:?usage: benchmarks/run_all.sh OUTDIR}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 run() { local name=$1; shift; echo "== $name: $*"; "$@" 2>&1 | grep -v WARN | tee "$out/$name.log"; }
-SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q tests -p no:cacheprovider
+SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q -n 16 --dist worksteal tests -p no:cacheprovider
 run dispatch python3 benchmarks/dispatch.py --device cuda --json "$out/dispatch.json"
 run dispatch-side-stream python3 benchmarks/dispatch.py --device cuda --side-stream
 run startup python3 benchmarks/startup.py --device cuda --repeat 3 --json "$out/startup.json"
@@ -20,4 +20,6 @@ run breakdown python3 benchmarks/dispatch_breakdown.py --device cuda
 run phases python3 benchmarks/first_call_phases.py --device cuda
 run warm-jobs python3 benchmarks/warm_jobs.py --device cuda --jobs 1 4 8 16
 run seed-bugs python3 benchmarks/seed_bugs.py
+run workloads python3 benchmarks/workloads.py --device cuda --only splat128 mlp --iters 5
+run unroll-probe python3 benchmarks/unroll_probe.py --device cuda
 run torture python3 benchmarks/torture.py --device cuda --processes 16 --markdown "$out/torture.md"
