@@ -84,9 +84,8 @@ def main() -> None:
     dev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     n = args.gaussians
-    m = slangspec.load_source(
-        f"unroll_probe{n}", SPLAT.format(n=n) + PROBE, device=kind, cache_dir=tempfile.mkdtemp()
-    )
+    source = SPLAT.format(n=n, unroll="") + PROBE
+    m = slangspec.load_source(f"unroll_probe{n}", source, device=kind, cache_dir=tempfile.mkdtemp())
     frozen = _gaussians(n, dev)
     trained = {k: v.clone().requires_grad_(True) for k, v in frozen.items()}
     pix = pixels(args.side, dev)

@@ -7,6 +7,7 @@ same maths in torch eager and, for the tensor form, slangpy's functional API on 
     python benchmarks/workloads.py [--device cuda] [--iters 10] [--only splat128 mlp]
     python benchmarks/workloads.py --device vulkan --small   # a check of the values, on a CPU
                                                              # (the rasterizer skipped there)
+    python benchmarks/workloads.py --unroll ...   # the splats' loops under [ForceUnroll]
 
 Workloads: a 2D Gaussian-splatting fit (1024² pixels, 128 and 512 Gaussians), a soft
 rasterizer (1024², 1000 triangles) and a tiny MLP evaluated per pixel (2-16-3, weights
@@ -43,6 +44,7 @@ float at(IDiffTensor<float, 2> t, int i, int j) {{ int idx[2] = {{ i, j }}; retu
 float3 broadcast_form(Gaussian g[NG], no_diff float2 pix)
 {{
     float3 c = float3(0.0);
+    {unroll}
     for (int i = 0; i < NG; i++)
     {{
         float2 d = pix - g[i].center;
@@ -56,6 +58,7 @@ float3 tensor_form(IDiffTensor<float, 2> centers, IDiffTensor<float, 1> scales,
                    IDiffTensor<float, 2> colors, no_diff float2 pix)
 {{
     float3 c = float3(0.0);
+    {unroll}
     for (int i = 0; i < NG; i++)
     {{
         float2 d = pix - float2(at(centers, i, 0), at(centers, i, 1));
@@ -222,14 +225,14 @@ def _mlp_torch(p: dict[str, torch.Tensor], pix: torch.Tensor) -> torch.Tensor:
     return torch.tanh(pix @ w1.T + p["b1"]) @ w2.T + p["b2"]
 
 
-def workloads(small: bool) -> list[Workload]:
+def workloads(small: bool, unroll: bool = False) -> list[Workload]:
     counts = (8, 16, 24) if small else (128, 512, 1000)
     made = []
     for n in counts[:2]:
         made.append(
             Workload(
                 f"splat{n}",
-                SPLAT.format(n=n),
+                SPLAT.format(n=n, unroll="[ForceUnroll]" if unroll else ""),
                 n,
                 _gaussians,
                 lambda p: (p,),
@@ -328,6 +331,11 @@ def main() -> None:
     p.add_argument("--small", action="store_true", help="small sizes: check the values anywhere")
     p.add_argument("--only", nargs="+", default=None, help="workloads by name")
     p.add_argument("--no-slangpy", action="store_true")
+    p.add_argument(
+        "--unroll",
+        action="store_true",
+        help="the splats' loops (both forms) under [ForceUnroll], as docs/calling.md advises",
+    )
     args = p.parse_args()
     kind = args.device or ("cuda" if torch.cuda.is_available() else "vulkan")
     dev = "cuda" if kind == "cuda" else "cpu"
@@ -340,7 +348,7 @@ def main() -> None:
 
         spy_device = spy.create_torch_device(type=spy.DeviceType.cuda)
     print(f"{'workload':10s} {'form':10s} {'ms/iter':>9s} {'bwd MiB':>9s}   ratios")
-    for w in workloads(args.small):
+    for w in workloads(args.small, args.unroll):
         if args.only and w.name not in args.only:
             continue
         if kind == "vulkan" and w.name.startswith("raster"):
