@@ -2,7 +2,7 @@
 splatting workload's ``broadcast_form`` (a loop reading ``g[i]`` of a ``Gaussian[NG]``), with
 every gradient summed into one float per pixel and nothing accumulated, against the same
 function with its loop under ``[ForceUnroll]``; then both forms' forward+backward through
-slangspec, and the tensor form's.
+slangspec, and the tensor form's. The rows take turns, as ``dispatch.py``'s do (its ``timed``).
 
     python benchmarks/unroll_probe.py [--device cuda] [--gaussians 128] [--side 1024]
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable
 
 import torch
+from dispatch import timed
 from workloads import SPLAT, _gaussians, pixels
 
 import slangspec
@@ -60,18 +60,6 @@ float unrolled(Gaussian g[NG], float2 pix)
 """
 
 
-def best_ms(fn: Callable[[], object], sync: Callable[[], None], rounds: int = 5) -> float:
-    fn()
-    sync()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
-
-
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,8 +98,8 @@ def main() -> None:
         ),
     }
     print(f"{n} Gaussians, {args.side}² pixels, {kind}; forward+backward where a form is named")
-    for name, fn in rows.items():
-        print(f"{name:40s} {best_ms(fn, sync):9.2f} ms")
+    for name, seconds in timed(rows, sync).items():
+        print(f"{name:40s} {seconds * 1e3:9.2f} ms")
 
 
 if __name__ == "__main__":
