@@ -320,24 +320,20 @@ def backward_call(
         if mask[i] != "1":
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
-        if a.row.grad_binding == "pointer" and plan.accumulates(a):
-            # Added into by the kernel in place, at strides 0 where it is broadcast, in the
-            # copy of it the call's number picks.
-            body.append(f"gs{i} = t{i}.shape")
-            body.append(f"gst{i} = added_strides(gs{i}, {a.call_dims}, {plan.call_rank})")
-            body.append(f"gs{i}, gc{i} = copied(n, gs{i})")
-            body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
-            size = f"g{i}.numel() * {dtype.itemsize}"
-            zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))
-            copied.append(i)
-        elif a.row.grad_binding == "pointer":
+        if a.row.grad_binding == "pointer" and not plan.accumulates(a):
             tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             summed.append(i)
-        elif plan.sums_per_warp(i):
-            # The copies of the gradient, each of the tensor's shape and strides (``gst``).
-            body.append(f"gs{i}, gc{i} = copied(n, s{i})")
+        elif a.row.grad_binding == "pointer" or plan.sums_per_warp(i):
+            if a.row.grad_binding == "pointer":
+                # Added into by the kernel in place, at strides 0 where it is broadcast, in the
+                # copy of it the call's number picks.
+                body.append(f"gst{i} = added_strides(t{i}.shape, {a.call_dims}, {plan.call_rank})")
+                body.append(f"gs{i}, gc{i} = copied(n, t{i}.shape)")
+            else:
+                # The copies of the gradient, each of the tensor's shape and strides (``gst``).
+                body.append(f"gs{i}, gc{i} = copied(n, s{i})")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             size = f"g{i}.numel() * {dtype.itemsize}"
             zero.append((values.read(f"pg{i}", f"g{i}.data_ptr()"), size))

@@ -210,17 +210,18 @@ class NumbersRow(ValueRow):
 
     def form(self, value: Any, grad_on: bool) -> str:
         if of_dicts(value):
-            return f"[{_DICT.form(stacked(value), grad_on)}]"
+            fields = stacked(value)
+            return f"[{row_of(fields).form(fields, grad_on)}]"
         kind = numbers_kind(value)
         if nested(value):
-            return _NUMPY.form(as_array(value, kind), grad_on)
+            array = as_array(value, kind)
+            return row_of(array).form(array, grad_on)
         return format_arg(NumbersForm(kind, len(value)))
 
     def to_torch(self, value: Any, device: Any) -> Any:
-        if of_dicts(value):
-            return _DICT.to_torch(stacked(value), device)
-        if nested(value):
-            return _NUMPY.to_torch(as_array(value, numbers_kind(value)), device)
+        if of_dicts(value) or nested(value):
+            bound = stacked(value) if of_dicts(value) else as_array(value, numbers_kind(value))
+            return row_of(bound).to_torch(bound, device)
         return value
 
     def tensors(self, value: Any) -> list[Any]:
@@ -263,7 +264,5 @@ class NumbersRow(ValueRow):
 register(FloatRow())
 register(IntRow())
 register(BoolRow())
-_NUMPY = NumpyRow()
-_DICT = DictRow()
 
 register(NumbersRow())
