@@ -8,7 +8,7 @@ the table "Where the goals stand", so a chart never shows a number the text does
 chart's title names the commit of the figures it shows. Charts:
 
 - dispatch.png: each hot call's ratio to slangpy and to torch, forward and training step, with
-  the goals against slangpy (H200);
+  the goals against slangpy;
 - startup.png: a new process's first forward+backward per mode, with the warm goal (H200);
 - warm_jobs.png: `specialize warm --jobs` speed-up by jobs on each machine, with the goals;
 - edit_loop.png: a new or edited function's first forward+backward on the H200, in-process and
@@ -27,7 +27,7 @@ DOC = HERE.parent / "docs" / "benchmarks.md"
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
 
-DISPATCH = "Hot dispatch and the training step (H200)"
+DISPATCH = "Hot dispatch and the training step (H100)"
 STARTUP = "A new process's first call (H200)"
 WARM = "`specialize warm --jobs`"
 EDIT_LOOP = "The edit loop (H200)"
@@ -184,8 +184,9 @@ def render(text: str, out: Path) -> list[Path]:
     spy.set_yticks(list(y), labels)
     spy.invert_yaxis()
     commit = commit_of(text, DISPATCH)
-    spy.set_title(f"Hot calls against slangpy, dashed: goals (H200, {commit})")
-    vs_torch.set_title(f"Against torch eager (H200, {commit})")
+    card = DISPATCH.rsplit("(", 1)[1].rstrip(")")
+    spy.set_title(f"Hot calls against slangpy, dashed: goals ({card}, {commit})")
+    vs_torch.set_title(f"Against torch eager ({card}, {commit})")
     spy.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     written.append(_save(fig, out / "dispatch.png"))
