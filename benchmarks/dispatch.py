@@ -2,6 +2,7 @@
 
     SLANGPY_TORCH_BRIDGE=1 source .gpu/install.sh   # on the GPU machine: slangpy's native bridge
     python benchmarks/dispatch.py [--device cuda] [--json results.json]
+    python benchmarks/dispatch.py --device cuda --baseline OLD/src [--repeat 2]
 
 Measures, after warm-up, the mean wall time per call (host and device; synchronized at the end
 of each timed batch) of a forward call, of forward+backward with a ready cotangent, and of a
@@ -12,12 +13,21 @@ dot product of two ``float[5]`` arrays. The implementations take turns
 over five rounds and each one's best batch counts, so drift in the machine's speed hits all
 alike. slangpy takes torch tensors only on CUDA (it crashes on CPU tensors), so on Vulkan only
 slangspec and torch are measured.
+
+``--baseline`` compares this tree's slangspec with another's (the ``src`` directory of, say,
+``git archive REV src``): fresh processes of each take turns, ``--repeat`` apiece, and each row's
+median time is reported for both, with their ratio and its geometric mean over the rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -177,6 +187,48 @@ def run(device_kind: str | None) -> list[dict]:
     return rows
 
 
+def against_baseline(device: str | None, baseline: Path, repeat: int) -> list[dict]:
+    """Each row's median slangspec time in fresh processes of this tree (``head``) and of the
+    tree at ``baseline`` (``base``), the two taking turns."""
+    times: dict[str, dict[tuple, list[float]]] = {"head": {}, "base": {}}
+    rows: list[dict] = []
+    for _ in range(repeat):
+        for tree in ("head", "base"):
+            env = dict(os.environ)
+            if tree == "base":
+                env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [str(baseline), env.get("PYTHONPATH")])
+                )
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "rows.json"
+                command = [sys.executable, __file__, "--json", str(out)]
+                command += ["--device", device] if device else []
+                subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+                rows = json.loads(out.read_text())
+            for r in rows:
+                key = (r["function"], r["elements"], r["mode"])
+                times[tree].setdefault(key, []).append(r["slangspec"])
+    order = [(r["function"], r["elements"], r["mode"]) for r in rows]
+    return [
+        {"function": f, "elements": n, "mode": m}
+        | {tree: statistics.median(times[tree][(f, n, m)]) for tree in times}
+        for f, n, m in order
+    ]
+
+
+def print_against_baseline(rows: list[dict]) -> None:
+    print(
+        f"{'function':8s} {'elements':>9s} {'mode':17s} {'head':>11s} {'base':>11s} {'ratio':>6s}"
+    )
+    for r in rows:
+        line = f"{r['function']:8s} {r['elements']:9d} {r['mode']:17s}"
+        line += f" {r['head'] * 1e6:9.1f}us {r['base'] * 1e6:9.1f}us {r['head'] / r['base']:6.3f}"
+        print(line)
+    ratios = [r["head"] / r["base"] for r in rows]
+    mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"ratio = this tree's slangspec / the baseline's (medians); geometric mean {mean:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,7 +240,31 @@ def main() -> None:
         action="store_true",
         help="run every call on a torch stream other than the default one",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another tree's src directory: its slangspec against this one's, in fresh processes",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        choices=range(1, 11),
+        default=2,
+        metavar="1-10",
+        help="with --baseline: processes a tree",
+    )
     args = parser.parse_args()
+    if args.baseline:
+        if not (args.baseline / "slangspec" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: expected a src directory holding slangspec/")
+        if args.side_stream:
+            parser.error("--side-stream is not passed on to --baseline's processes")
+        rows = against_baseline(args.device, args.baseline.resolve(), args.repeat)
+        print_against_baseline(rows)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2))
+        return
     if args.side_stream:
         if args.device == "vulkan" or not torch.cuda.is_available():
             parser.error("--side-stream needs CUDA")
