@@ -189,8 +189,9 @@ def run(device_kind: str | None) -> list[dict]:
 
 def against_baseline(device: str | None, baseline: Path, repeat: int) -> list[dict]:
     """Each row's median slangspec time in fresh processes of this tree (``head``) and of the
-    tree at ``baseline`` (``base``), the two taking turns."""
-    times: dict[str, dict[tuple, list[float]]] = {"head": {}, "base": {}}
+    tree at ``baseline`` (``base``), the two taking turns; on CUDA also slangpy's, measured
+    beside the head's."""
+    times: dict[str, dict[tuple, list[float]]] = {"head": {}, "base": {}, "slangpy": {}}
     rows: list[dict] = []
     for _ in range(repeat):
         for tree in ("head", "base"):
@@ -208,25 +209,31 @@ def against_baseline(device: str | None, baseline: Path, repeat: int) -> list[di
             for r in rows:
                 key = (r["function"], r["elements"], r["mode"])
                 times[tree].setdefault(key, []).append(r["slangspec"])
+                if tree == "head" and "slangpy" in r:
+                    times["slangpy"].setdefault(key, []).append(r["slangpy"])
     order = [(r["function"], r["elements"], r["mode"]) for r in rows]
     return [
         {"function": f, "elements": n, "mode": m}
-        | {tree: statistics.median(times[tree][(f, n, m)]) for tree in times}
+        | {name: statistics.median(t[(f, n, m)]) for name, t in times.items() if t}
         for f, n, m in order
     ]
 
 
 def print_against_baseline(rows: list[dict]) -> None:
-    print(
+    has_spy = "slangpy" in rows[0]
+    head = (
         f"{'function':8s} {'elements':>9s} {'mode':17s} {'head':>11s} {'base':>11s} {'ratio':>6s}"
     )
+    print(head + (f" {'/slangpy':>8s}" if has_spy else ""))
     for r in rows:
         line = f"{r['function']:8s} {r['elements']:9d} {r['mode']:17s}"
         line += f" {r['head'] * 1e6:9.1f}us {r['base'] * 1e6:9.1f}us {r['head'] / r['base']:6.3f}"
-        print(line)
+        print(line + (f" {r['head'] / r['slangpy']:8.2f}" if has_spy else ""))
     ratios = [r["head"] / r["base"] for r in rows]
     mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"ratio = this tree's slangspec / the baseline's (medians); geometric mean {mean:.3f}")
+    if has_spy:
+        print("/slangpy = this tree's slangspec / slangpy, both medians of the head's processes")
 
 
 def main() -> None:
