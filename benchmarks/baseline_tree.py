@@ -1,10 +1,19 @@
-"""Names a benchmark takes from the slangspec tree on its path, where an older tree (one a
-``--baseline`` names) kept them in other modules."""
+"""What a benchmark with a ``--baseline`` needs of another slangspec tree: the environment that
+puts it on a child's path, and names it kept in other modules."""
 
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 from typing import Any
+
+
+def tree_path(src: Path | None) -> dict[str, str]:
+    """The environment that makes a child import slangspec from ``src`` (None: as installed)."""
+    if src is None:
+        return {}
+    return {"PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def from_tree(name: str, *homes: str) -> Any:

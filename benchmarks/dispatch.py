@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from baseline_tree import tree_path
 
 import slangspec
 
@@ -195,11 +196,7 @@ def against_baseline(device: str | None, baseline: Path, repeat: int) -> list[di
     rows: list[dict] = []
     for _ in range(repeat):
         for tree in ("head", "base"):
-            env = dict(os.environ)
-            if tree == "base":
-                env["PYTHONPATH"] = os.pathsep.join(
-                    filter(None, [str(baseline), env.get("PYTHONPATH")])
-                )
+            env = {**os.environ, **tree_path(baseline if tree == "base" else None)}
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "rows.json"
                 command = [sys.executable, __file__, "--json", str(out)]

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from baseline_tree import from_tree
+from baseline_tree import from_tree, tree_path
 
 HERE = Path(__file__).parent
 SRC = HERE.parent / "src"
@@ -120,8 +120,7 @@ def child(path: str, functions: list[str], kind: str, cache: str, phases: str) -
 
 
 def _tree_env(src: Path, server: str) -> dict[str, str]:
-    path = f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    return {**os.environ, "PYTHONPATH": path, "SLANGSPEC_COMPILE_SERVER": server}
+    return {**os.environ, **tree_path(src), "SLANGSPEC_COMPILE_SERVER": server}
 
 
 def run_child(

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from baseline_tree import from_tree
+from baseline_tree import from_tree, tree_path
 
 HERE = Path(__file__).parent
 MODULES = {"poly": HERE / "startup.slang", "mix2": HERE / "bench.slang"}
@@ -295,7 +295,7 @@ def measure(
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **_tree_path(src)},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **tree_path(src)},
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -305,13 +305,6 @@ def measure(
 
 def median(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-
-
-def _tree_path(src: Path | None) -> dict[str, str]:
-    """The environment that makes a child import slangspec from ``src`` (None: as installed)."""
-    if src is None:
-        return {}
-    return {"PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def fresh_and_reused(
