@@ -115,17 +115,17 @@ def test_generated_backward_matches_the_generic_path(ops, tdev, case, cot, monke
 @pytest.mark.parametrize(
     "case",
     [
-        lambda t: ("poly", t(1), t(5000)),
-        lambda t: ("mix2", t(5000), t(5000), slangspec.grid((5000,))),
+        lambda t: ("poly", t(1), t(20000)),
+        lambda t: ("mix2", t(20000), t(20000), slangspec.grid((20000,))),
     ],
     ids=["broadcast leaf", "whole tensors"],
 )
 def test_generated_backward_adds_into_copies_of_a_gradient(ops, tdev, case, monkeypatch):
-    """5,000 calls add their parts into four copies of each gradient, which the generated and
+    """20,000 calls add their parts into four copies of each gradient, which the generated and
     the generic backward alike sum (in whatever order the warps add: close, not equal)."""
     name, *args = case(lambda *shape: torch.randn(*shape, device=tdev, requires_grad=True))
     fn = getattr(ops, name)
-    cot = torch.randn(5000, device=tdev)
+    cot = torch.randn(20000, device=tdev)
     generated = grads_of(fn, args, cot)
     spec = spec_of(fn, *args)
     assert next(iter(spec._calls.values())).__name__ == "backward"

@@ -59,10 +59,10 @@ def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-GRADIENT_COPIES = (1024, 1 << 20)
+GRADIENT_COPIES = (1024, 1 << 20, 4096)
 """At most how many copies of a gradient a backward kernel's calls add into (a whole tensor's
-where ``SpecializationPlan.sums_per_warp``, a broadcast leaf's where it ``accumulates``), and
-in how many elements in all."""
+where ``SpecializationPlan.sums_per_warp``, a broadcast leaf's where it ``accumulates``), in
+how many elements in all, and the fewest calls that share a copy."""
 
 
 def gradient_copies(n: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[int]]:
@@ -72,8 +72,8 @@ def gradient_copies(n: int, shape: tuple[int, ...]) -> tuple[tuple[int, ...], li
     ``parameter_names.gradient_copy`` uniform (the calls that add into each copy, whole warps,
     and the elements between copies, 0 for one copy)."""
     numel = math.prod(shape)
-    most, budget = GRADIENT_COPIES
-    copies = max(1, min(most, budget // max(numel, 1), n // 1024))
+    most, budget, fewest = GRADIENT_COPIES
+    copies = max(1, min(most, budget // max(numel, 1), n // fewest))
     calls = -(-n // copies)
     calls = max(32, -(-calls // 32) * 32)
     if -(-n // calls) > 1:
