@@ -51,6 +51,28 @@ def test_plan_from_signature_matches_plan_from_tensors():
         POLY, "m::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]"
     )
 
+@pytest.mark.parametrize(
+    ("shapes", "shared"),
+    [
+        ("[D1,S6,G1,V1] [D1,S6,G1,V1]", (False, False)),
+        ("[D1,S6,G1,V1] [D2,S6,G1,V11]", (False, False)),
+        ("[D1,S6,G1,V1] (f1)", (False, False)),
+        ("[D1,S6,G1,V1] [D1,S6,G1,V4]", (True, False)),
+        ("[D1,S6,G1,V1] [D2,S6,G1,V31]", (True, False)),
+        ("[D1,S6,G1,Vx] [D2,S6,G1,V1x]", (False, False)),
+        ("[D1,S6,G1,Vx] [D2,S6,G1,Vx1]", (True, True)),
+        ("[D1,S6,G1,V1] (f2)", (True, False)),
+    ],
+)
+def test_a_leaf_is_shared_only_where_another_argument_widens_the_call(shapes, shared):
+    """Calls share a leaf's elements (its gradient is added into) along a dimension it lacks or
+    holds once only where another argument may give that dimension an extent past 1; a call of
+    extents all 1 stores its gradients."""
+    plan = plan_from_signature(POLY, f"m::poly call {shapes}")
+    assert tuple(a.broadcast for a in plan.args) == shared
+    assert tuple(plan.accumulates(a) for a in plan.args) == shared
+
+
 
 def test_every_grad_mask_of_the_trainable_arguments():
     f3 = fn("f3", ("a", FLOAT, False), ("b", FLOAT, False), ("c", FLOAT, False))

@@ -7,7 +7,7 @@ names it, so kernels made by another release are never read as this one's."""
 
 SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
-PLAN_FORMAT = 8
+PLAN_FORMAT = 9
 """Specialization plans: bumped whenever a plan's fields or meaning change."""
 CODEGEN_FORMAT = 7
 """Generated sources: bumped whenever they change for the same plan."""

@@ -40,7 +40,7 @@ class ArgPlan:
     elem: tuple[int, ...] = ()  # element shape consumed from the trailing dimensions
     rank: int = 0  # rank of the tensor, or grid dimensions
     call_dims: int = 0  # dimensions contributed to the call shape
-    broadcast: bool = False  # may be broadcast across the call: its gradient is a sum
+    broadcast: bool = False  # calls share its elements (``sharing``): its gradient is a sum
     differentiable: bool = False  # differentiable: a DifferentialPair in backward kernels
     grad: bool = False  # receives a gradient in this call (differentiable and requires grad)
     binding: LeafBinding
@@ -115,9 +115,9 @@ class SpecializationPlan:
         """Whether a backward kernel adds elementwise leaf ``a``'s gradient into storage of
         the argument's own shape, where calls sharing an element sum their parts: a float or
         double leaf broadcast over the call (an extent of 1, or fewer dimensions than the
-        call). A half one's parts are stored per call, then summed."""
-        shared = a.broadcast or a.call_dims < self.call_rank
-        return shared and a.kind == "elementwise" and a.scalar in ("float", "double")
+        call, where another argument's extent is past 1). A half one's parts are stored per
+        call, then summed."""
+        return a.broadcast and a.kind == "elementwise" and a.scalar in ("float", "double")
 
     @property
     def wrapped(self) -> bool:

@@ -23,6 +23,7 @@ from ..signatures.text import (
     TensorForm,
     TypeNameForm,
     argument_label,
+    extent_class,
     extent_classes,
 )
 from .inference import PY_SCALARS_FOR, inferred
@@ -47,12 +48,19 @@ from .leaf_plans import (
 )
 from .messages import PY_NAMES, ShapeClassError, a_dtype, a_or_an, describe, refusal, shape_text
 from .plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
+from .sharing import shared
 
 
 class _Resolver:
     def __init__(self, info: FunctionInfo) -> None:
         self.info = info
         self.fn = f"{info.module}::{info.name}"
+        self.call_classes: dict[tuple[int, tuple[str, ...]], str] = {}
+
+    def classed(self, a: ArgPlan, classes: str) -> ArgPlan:
+        """``a``, the extent classes of its call dimensions noted for ``sharing.shared``."""
+        self.call_classes[a.index, a.path] = classes
+        return a
 
     def fail(self, exc: type[Exception], index: int, name: str, expected: str, got: str):
         return exc(f"{self.fn}: {argument_label(index, name)}: expected {expected}, got {got}")
@@ -276,15 +284,10 @@ class _Resolver:
             want = f"{a_dtype(SLANG[t.scalar].dtype)} tensor for {t.name}, which the call writes"
             raise self.fail(TypeError, index, name, want, describe(form))
         form = self.element_tensor(index, name, t, form)
-        return element_plan(
-            t,
-            base,
-            form,
-            KIND["element"],
-            broadcast="1" in form.extents[: form.rank - len(t.shape)],
-            differentiable=diff,
-            grad=diff and form.grad,
+        a = element_plan(
+            t, base, form, KIND["element"], differentiable=diff, grad=diff and form.grad
         )
+        return self.classed(a, form.extents[: a.call_dims])
 
     def generator(
         self, index: int, name: str, t: TypeInfo, form: GeneratorForm, base: dict[str, Any]
@@ -347,23 +350,24 @@ class _Resolver:
         if t.scalar not in PY_SCALARS_FOR[form.kind]:
             expected = f"numbers {t.name} takes, one per call point"
             raise self.fail(TypeError, index, name, expected, describe(form))
-        return arg_plan(
+        a = arg_plan(
             t,
             base,
             KIND["element"],
             dtype=SLANG[t.scalar].dtype,
             rank=1,
             call_dims=1,
-            broadcast=form.length == 1,
             differentiable=diff,
         )
+        return self.classed(a, extent_class(form.length))
 
     def target(
         self, index: int, name: str, t: TypeInfo, form: ArgForm, base: dict[str, Any]
     ) -> ArgPlan:
         """The tensor an ``out`` parameter's value is written into."""
         form = self.element_tensor(index, name, t, form)
-        return element_plan(t, base, form, KIND["out"])
+        a = element_plan(t, base, form, KIND["out"])
+        return self.classed(a, form.extents[: a.call_dims])
 
     def element_tensor(self, index: int, name: str, t: TypeInfo, form: ArgForm) -> TensorForm:
         """``form`` as a tensor of ``t``'s elements: its dtype, and trailing dimensions of the
@@ -517,10 +521,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
     for a in leaves:
         if a.binding == "call_id":
             _check_call_id(fn, a, call_rank)
-    args = tuple(
-        replace(a, broadcast=True) if a.kind == "elementwise" and a.call_dims != call_rank else a
-        for a in leaves
-    )
+    args = shared(leaves, call_rank, resolver.call_classes)
     outputs = resolver.outputs(params, args)
     capable = [i for i, a in enumerate(args) if a.differentiable and a.grad]
     masks: list[str] = []
