@@ -8,6 +8,9 @@ same maths in torch eager and, for the tensor form, slangpy's functional API on 
     python benchmarks/workloads.py --device vulkan --small   # a check of the values, on a CPU
                                                              # (the rasterizer skipped there)
     python benchmarks/workloads.py --unroll ...   # the splats' loops under [ForceUnroll]
+    python benchmarks/workloads.py --unroll --only splat128 --manifest DIR   # write DIR/warm.toml
+    specialize warm DIR/warm.toml --arch sm_90 --cache-dir DIR/cache   # build, on any machine
+    python benchmarks/workloads.py --unroll --only splat128 --cache DIR/cache   # on the GPU
 
 Workloads: a 2D Gaussian-splatting fit (1024² pixels, 128 and 512 Gaussians), a soft
 rasterizer (1024², 1000 triangles) and a tiny MLP evaluated per pixel (2-16-3, weights
@@ -22,11 +25,13 @@ is read as usual: set it to measure the per-call store.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -322,6 +327,40 @@ def measure(forms: dict[str, Callable], params, pix, target, iters: int, sync) -
     return {name: (statistics.median(times[name]), peaks[name]) for name in forms}
 
 
+def module_file(w: Workload, where: Path) -> Path:
+    """``w``'s Slang source written into ``where``: a module the JIT and ``specialize warm``
+    key alike."""
+    path = where / f"workload_{w.name}.slang"
+    path.write_text(w.source)
+    return path
+
+
+def write_manifest(chosen: list[Workload], where: Path, kind: str) -> Path:
+    """A ``specialize warm`` manifest of the calls ``chosen``'s two forms make (one signature
+    each, the crop's and the image's alike, every parameter trained), beside their modules."""
+    pix = pixels(8, "cpu")
+    blocks = []
+    for w in chosen:
+        path = module_file(w, where)
+        m = slangspec.load(str(path), device=kind)
+        params = leaves(w.params(w.count, "cpu"))
+        functions = []
+        for name, args in (
+            ("broadcast_form", w.broadcast_args(params)),
+            ("tensor_form", w.tensor_args(params)),
+        ):
+            plan = getattr(m, name).plan(*args, pix)
+            mask = max(plan.backward_masks, key=lambda mask: mask.count("1"))
+            functions.append(
+                f'[[module.function]]\nname = "{name}"\nmasks = ["{mask}"]\n'
+                f"specializations = [{json.dumps(plan.signature)}]\n"
+            )
+        blocks.append(f'[[module]]\npath = "{path.name}"\n\n' + "\n".join(functions))
+    manifest = where / "warm.toml"
+    manifest.write_text("\n".join(blocks))
+    return manifest
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -336,26 +375,37 @@ def main() -> None:
         action="store_true",
         help="the splats' loops (both forms) under [ForceUnroll], as docs/calling.md advises",
     )
+    p.add_argument("--cache", type=Path, default=None, help="the cache to use (default: a new one)")
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        default=None,
+        help="write the modules and a `specialize warm` manifest of their calls here, and stop",
+    )
     args = p.parse_args()
     kind = args.device or ("cuda" if torch.cuda.is_available() else "vulkan")
     dev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     side = 64 if args.small else 1024
-    cache = tempfile.mkdtemp(prefix="slangspec-workloads-")
+    chosen = [w for w in workloads(args.small, args.unroll) if not args.only or w.name in args.only]
+    if args.manifest is not None:
+        args.manifest.mkdir(parents=True, exist_ok=True)
+        print(f"wrote {write_manifest(chosen, args.manifest, kind)}")
+        return
+    cache = str(args.cache or tempfile.mkdtemp(prefix="slangspec-workloads-"))
+    sources = Path(tempfile.mkdtemp(prefix="slangspec-workload-modules-"))
     spy_device = None
     if kind == "cuda" and not args.no_slangpy:
         import slangpy as spy
 
         spy_device = spy.create_torch_device(type=spy.DeviceType.cuda)
     print(f"{'workload':10s} {'form':10s} {'ms/iter':>9s} {'bwd MiB':>9s}   ratios")
-    for w in workloads(args.small, args.unroll):
-        if args.only and w.name not in args.only:
-            continue
+    for w in chosen:
         if kind == "vulkan" and w.name.startswith("raster"):
             # lavapipe crashes creating the pipeline of its backward kernel (slangpy's as well).
             print(f"{w.name:10s} skipped on Vulkan: lavapipe crashes building its backward")
             continue
-        m = slangspec.load_source(f"workload_{w.name}", w.source, device=kind, cache_dir=cache)
+        m = slangspec.load(str(module_file(w, sources)), device=kind, cache_dir=cache)
         forms: dict[str, Callable] = {
             "broadcast": lambda p, pix, m=m, w=w: m.broadcast_form(*w.broadcast_args(p), pix),
             "tensor": lambda p, pix, m=m, w=w: m.tensor_form(*w.tensor_args(p), pix),
