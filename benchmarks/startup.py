@@ -2,7 +2,7 @@
 own module and shader caches.
 
     python benchmarks/startup.py [--device cuda] [--repeat 3] [--json results.json]
-                                 [--baseline OTHER/src]
+                                 [--baseline OTHER/src] [--warm-only]
     python benchmarks/startup.py --whole [--device cuda] [--repeat 5] [--modes "slangspec warm"]
 
 ``--whole`` times the process as a user sees it: from just before ``exec`` to the first
@@ -308,15 +308,21 @@ def median(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def fresh_and_reused(
-    cold: str, warm: str, function: str, kind: str, repeat: int, trees: dict[str, Path | None]
-) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    cold: str | None,
+    warm: str,
+    function: str,
+    kind: str,
+    repeat: int,
+    trees: dict[str, Path | None],
+) -> dict[str, tuple[dict[str, float] | None, dict[str, float]]]:
     """For each tree (a ``src`` directory, None for the installed one): medians of ``cold``
-    runs, each with an empty cache, and of ``warm`` runs sharing a cache that one unmeasured
-    ``warm`` run of that tree filled. The trees take turns, so that drift hits them alike."""
+    runs, each with an empty cache (None where ``cold`` is), and of ``warm`` runs sharing a
+    cache that one unmeasured ``warm`` run of that tree filled. The trees take turns, so that
+    drift hits them alike."""
     fresh: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
     reused: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
     caches = {tree: tempfile.mkdtemp() for tree in trees}
-    for _ in range(repeat):
+    for _ in range(repeat if cold else 0):
         for tree, src in trees.items():
             fresh[tree].append(measure(cold, function, kind, tempfile.mkdtemp(), src))
     for tree, src in trees.items():
@@ -324,7 +330,9 @@ def fresh_and_reused(
     for _ in range(repeat):
         for tree, src in trees.items():
             reused[tree].append(measure(warm, function, kind, caches[tree], src))
-    return {tree: (median(fresh[tree]), median(reused[tree])) for tree in trees}
+    return {
+        tree: (median(fresh[tree]) if fresh[tree] else None, median(reused[tree])) for tree in trees
+    }
 
 
 def main() -> None:
@@ -351,6 +359,11 @@ def main() -> None:
         default=None,
         help="with --whole: only these modes beside torch (default: all)",
     )
+    p.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="only slangspec's warm window (of each tree): no cold processes, no slangpy",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--function", default="poly", help=argparse.SUPPRESS)
     p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
@@ -372,36 +385,39 @@ def main() -> None:
     if args.whole:
         whole_process(kind, args.repeat, args.modes)
         return
-    modes = [f"slangspec {m}{tree}" for tree in trees for m in ("cold", "warm")]
-    if kind == "cuda":
+    starts = ("warm",) if args.warm_only else ("cold", "warm")
+    modes = [f"slangspec {m}{tree}" for tree in trees for m in starts]
+    if kind == "cuda" and not args.warm_only:
         modes += ["slangpy no cache", "slangpy cached"]
+    phases = ("imports", "load", "forward", "backward", "total", "gc")
+    print(f"{'function':8s} {'mode':29s} " + " ".join(f"{k:>9s}" for k in phases), flush=True)
     rows = []
     for function in MODULES:
         results = {}
-        for tree, (cold, warm) in fresh_and_reused(
-            "slangspec", "slangspec", function, kind, args.repeat, trees
+        cold = None if args.warm_only else "slangspec"
+        for tree, (fresh, reused) in fresh_and_reused(
+            cold, "slangspec", function, kind, args.repeat, trees
         ).items():
-            results[f"slangspec cold{tree}"], results[f"slangspec warm{tree}"] = cold, warm
-        if kind == "cuda":
+            results[f"slangspec cold{tree}"], results[f"slangspec warm{tree}"] = fresh, reused
+        if kind == "cuda" and not args.warm_only:
             (results["slangpy no cache"], results["slangpy cached"]) = fresh_and_reused(
                 "slangpy", "slangpy-cached", function, kind, args.repeat, {"": None}
             )[""]
         for mode in modes:
-            rows.append({"function": function, "mode": mode, **results[mode]})
-    phases = ("imports", "load", "forward", "backward", "total", "gc")
-    print(f"{'function':8s} {'mode':29s} " + " ".join(f"{k:>9s}" for k in phases))
-    for r in rows:
-        print(
-            f"{r['function']:8s} {r['mode']:29s} "
-            + " ".join(f"{r[k] * 1e3:7.1f}ms" for k in phases)
-        )
-    for function in MODULES:
-        by = {r["mode"]: r["total"] for r in rows if r["function"] == function}
-        line = f"{function}: warm/cold {by['slangspec warm'] / by['slangspec cold']:.3f}"
-        if "slangpy cached" in by:
-            line += f", warm/slangpy-cached {by['slangspec warm'] / by['slangpy cached']:.3f}"
-            line += f", warm/slangpy-no-cache {by['slangspec warm'] / by['slangpy no cache']:.3f}"
-        print(line)
+            r = {"function": function, "mode": mode, **results[mode]}
+            rows.append(r)
+            # Printed as measured, so that a run cut short still shows what it measured.
+            times = " ".join(f"{r[k] * 1e3:7.1f}ms" for k in phases)
+            print(f"{function:8s} {mode:29s} {times}", flush=True)
+    if not args.warm_only:
+        for function in MODULES:
+            by = {r["mode"]: r["total"] for r in rows if r["function"] == function}
+            line = f"{function}: warm/cold {by['slangspec warm'] / by['slangspec cold']:.3f}"
+            if "slangpy cached" in by:
+                warm = by["slangspec warm"]
+                line += f", warm/slangpy-cached {warm / by['slangpy cached']:.3f}"
+                line += f", warm/slangpy-no-cache {warm / by['slangpy no cache']:.3f}"
+            print(line)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
