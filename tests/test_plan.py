@@ -51,6 +51,7 @@ def test_plan_from_signature_matches_plan_from_tensors():
         POLY, "m::poly call [D1,S6,G1,V1] [D1,S6,G0,Vx]"
     )
 
+
 @pytest.mark.parametrize(
     ("shapes", "shared"),
     [
@@ -71,7 +72,6 @@ def test_a_leaf_is_shared_only_where_another_argument_widens_the_call(shapes, sh
     plan = plan_from_signature(POLY, f"m::poly call {shapes}")
     assert tuple(a.broadcast for a in plan.args) == shared
     assert tuple(plan.accumulates(a) for a in plan.args) == shared
-
 
 
 def test_every_grad_mask_of_the_trainable_arguments():
