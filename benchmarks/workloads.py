@@ -6,7 +6,6 @@ same maths in torch eager and, for the tensor form, slangpy's functional API on 
     SLANGPY_TORCH_BRIDGE=1 source .gpu/install.sh   # on the GPU machine
     python benchmarks/workloads.py [--device cuda] [--iters 10] [--only splat128 mlp]
     python benchmarks/workloads.py --device vulkan --small   # a check of the values, on a CPU
-                                                             # (the rasterizer skipped there)
     python benchmarks/workloads.py --unroll ...   # the splats' loops under [ForceUnroll]
     python benchmarks/workloads.py --unroll --only splat128 --manifest DIR   # write DIR/warm.toml
     specialize warm DIR/warm.toml --arch sm_90 --cache-dir DIR/cache   # build, on any machine
@@ -129,8 +128,9 @@ float3 tensor_form(IDiffTensor<float, 2> verts, IDiffTensor<float, 2> colors, no
         c += float3(at(colors, i, 0), at(colors, i, 1), at(colors, i, 2)) * k;
         w += k;
     }}
-    // Not c / w: Slang 2026.12's CUDA backward of a float3 over a float, both carried through
-    // a loop over IDiffTensor reads, stops with "unhandled type for C/C++ emit".
+    // Not c / w: Slang 2026.12's backward of a float3 over a float, both carried through a loop
+    // over IDiffTensor reads, stops with "unhandled type for C/C++ emit" on CUDA and crashes
+    // lavapipe's pipeline creation.
     return c * (1.0 / w);
 }}
 """
@@ -410,10 +410,6 @@ def main() -> None:
         spy_device = spy.create_torch_device(type=spy.DeviceType.cuda)
     print(f"{'workload':10s} {'form':10s} {'ms/iter':>9s} {'bwd MiB':>9s}   ratios")
     for w in chosen:
-        if kind == "vulkan" and w.name.startswith("raster"):
-            # lavapipe crashes creating the pipeline of its backward kernel (slangpy's as well).
-            print(f"{w.name:10s} skipped on Vulkan: lavapipe crashes building its backward")
-            continue
         m = slangspec.load(str(module_file(w, sources)), device=kind, cache_dir=cache)
         forms: dict[str, Callable] = {
             "broadcast": lambda p, pix, m=m, w=w: m.broadcast_form(*w.broadcast_args(p), pix),
