@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import slangspec
 from hostile import ISSUE_NAMES, SOURCE, mangled_names
+from parity import compare, leaf, twin
 from slangspec.aot.warm import ManifestError, parse_manifest
 from slangspec.cli import main
 from slangspec.runtime.module_base import UnknownFunctionError
@@ -193,3 +194,40 @@ def test_double_math_is_refused_on_vulkan_and_right_on_cuda(kind, tdev, cache_di
         return
     torch.testing.assert_close(m.dsin(x), torch.sin(x) + torch.exp(x), rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(m.dsin, (x,))
+
+
+NAMED_LIKE_LOCALS = """
+import slangpy;
+[Differentiable]
+float v1(float a, float b) { return a * b + a; }
+[Differentiable]
+float g0(float a, float b) { return a * b - b; }
+[Differentiable]
+float p1(IDiffTensor<float, 1> w, float x)
+{
+    float s = 0.0;
+    for (int i = 0; i < 4; i++)
+    {
+        int idx[1] = { i };
+        s += w[idx] * x;
+    }
+    return s;
+}
+"""
+
+
+def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
+    # v1, g0 and p1 are also what the kernels call the second argument's value, the first's
+    # gradient and the second parameter's differential pair.
+    path = tmp_path / "named_like_locals.slang"
+    path.write_text(NAMED_LIKE_LOCALS)
+    m = slangspec.load(path, cache_dir=cache_dir)
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m.v1(a, b), at * bt + at, [a, b], [at, bt])
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m.g0(a, b), at * bt - bt, [a, b], [at, bt])
+    w, x = leaf(4, tdev=tdev), leaf(6, tdev=tdev)
+    wt, xt = twin(w), twin(x)
+    compare(m.p1(w, x), wt.sum() * xt, [w, x], [wt, xt])
