@@ -203,6 +203,8 @@ float v1(float a, float b) { return a * b + a; }
 [Differentiable]
 float g0(float a, float b) { return a * b - b; }
 [Differentiable]
+float _d(float a, float b) { return a - b * b; }
+[Differentiable]
 float p1(IDiffTensor<float, 1> w, float x)
 {
     float s = 0.0;
@@ -217,8 +219,8 @@ float p1(IDiffTensor<float, 1> w, float x)
 
 
 def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
-    # v1, g0 and p1 are also what the kernels call the second argument's value, the first's
-    # gradient and the second parameter's differential pair.
+    # v1, g0, p1 and _d are also what the kernels call the second argument's value, the first's
+    # gradient, the second parameter's differential pair and the result's cotangent.
     path = tmp_path / "named_like_locals.slang"
     path.write_text(NAMED_LIKE_LOCALS)
     m = slangspec.load(path, cache_dir=cache_dir)
@@ -228,6 +230,53 @@ def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
     a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
     at, bt = twin(a), twin(b)
     compare(m.g0(a, b), at * bt - bt, [a, b], [at, bt])
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m._d(a, b), at - bt * bt, [a, b], [at, bt])
     w, x = leaf(4, tdev=tdev), leaf(6, tdev=tdev)
     wt, xt = twin(w), twin(x)
     compare(m.p1(w, x), wt.sum() * xt, [w, x], [wt, xt])
+
+
+TYPES_NAMED_LIKE_LOCALS = """
+import slangpy;
+struct a0 : IDifferentiable { float x; float y; };
+struct p1 : IDifferentiable { float a; };
+struct _d : IDifferentiable { float s; float t; };
+struct x1 : IDifferentiable { float k; };
+struct s0 : IDifferentiable
+{
+    float w;
+    [Differentiable] float scaled(float v) { return w * v; }
+};
+[Differentiable]
+_d spread(a0 p, p1 q, x1 r)
+{
+    _d o;
+    o.s = p.x * q.a + r.k;
+    o.t = p.y * r.k;
+    return o;
+}
+[Differentiable]
+float weigh(a0 p[2], float k) { return (p[0].x + p[1].y) * k; }
+"""
+
+
+def test_structs_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
+    # a0, p1 and _d also name the kernels' first pointer, second differential pair and the
+    # result's cotangent; x1 a parameter of the wrapper a method is called through.
+    path = tmp_path / "types_named_like_locals.slang"
+    path.write_text(TYPES_NAMED_LIKE_LOCALS)
+    m = slangspec.load(path, cache_dir=cache_dir)
+    x, y, a, k = (leaf(5, tdev=tdev) for _ in range(4))
+    xt, yt, at, kt = (twin(t) for t in (x, y, a, k))
+    out = m.spread({"x": x, "y": y}, {"a": a}, {"k": k})
+    ref = torch.stack([xt * at + kt, yt * kt])
+    compare(torch.stack([out["s"], out["t"]]), ref, [x, y, a, k], [xt, yt, at, kt])
+    p, k = {"x": leaf(3, 2, tdev=tdev), "y": leaf(3, 2, tdev=tdev)}, leaf(3, tdev=tdev)
+    pt, kt = {n: twin(t) for n, t in p.items()}, twin(k)
+    ref = (pt["x"][:, 0] + pt["y"][:, 1]) * kt
+    compare(m.weigh(p, k), ref, [*p.values(), k], [*pt.values(), kt])
+    w, v = leaf(4, tdev=tdev), leaf(4, tdev=tdev)
+    wt, vt = twin(w), twin(v)
+    compare(m["s0.scaled"]({"w": w}, v), wt * vt, [w, v], [wt, vt])

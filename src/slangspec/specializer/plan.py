@@ -18,10 +18,10 @@ from ..signatures.text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo
 from .kinds import LEAF_KIND, ArgKind, Kind, LeafBinding, declared_kind
 
-KERNEL_LOCAL = re.compile(r"[adghpsvw][0-9]+(_[a-z0-9]+)?")
+KERNEL_LOCAL = re.compile(r"_\w*|[adghpsvw][0-9]+(_\w+)?")
 """The names a generated kernel gives its parameters and locals (``a0``, ``a0_st``, ``v1_o``,
-``g2_copy``, ``h0_3``): a function named so is called through ``_CONCRETE``, as the kernel's
-own ``v2`` would hide a function ``v2``."""
+``g2_copy``, ``h0_3``, ``_d``, ``_idx``): a function named so is called through ``_CONCRETE``,
+as the kernel's own ``v2`` would hide a function ``v2``; codegen names a type so by an alias."""
 
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
