@@ -37,6 +37,7 @@ from ..specializer.plan import (
     SpecializationPlan,
 )
 from . import parameter_names as names
+from . import slang_helpers
 
 ENTRY_POINT = "slangspec_main"
 _CONCRETE = "slangspec_concrete"
@@ -48,89 +49,6 @@ _CONCRETE_PARAM = re.compile(r"x[0-9]+")
 """The names of ``_CONCRETE``'s parameters."""
 _ALIAS = "slangspec_type"
 THREADS_PER_GROUP = 128
-_WANG = "slangspec_wang_hash"
-_WANG_HASH = f"""uint {_WANG}(uint s)
-{{
-    s = (s ^ 61u) ^ (s >> 16);
-    s *= 9u;
-    s = s ^ (s >> 4);
-    s *= 0x27d4eb2du;
-    return s ^ (s >> 15);
-}}
-"""
-"""Thomas Wang's 32-bit hash, which slangpy's ``wang_hash`` and ``rand_float`` use."""
-_ADD = "slangspec_accumulate"
-_ACCUMULATE = """void {add}({t}* g, int at, {t} v)
-{{
-    if (WaveActiveAllEqual(at))
-    {{
-        {t} sum = WaveActiveSum(v);
-        if (WaveIsFirstLane())
-            InterlockedAdd(g[at], sum);
-    }}
-    else
-        InterlockedAdd(g[at], v);
-}}
-"""
-"""An atomic add of a gradient's part (of scalar ``t``): once per warp where every call of
-the warp adds into one element (a parameter every call reads), else once per call."""
-_WAVE_TENSOR = "slangspec_WaveDiffTensor"
-_WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<float, D>
-{{
-    public DiffTensor<float, D> t;
-    public int copy;
-
-    float _read_primal_each<each I : __BuiltinIntegerType>(expand each I idx)
-    {{
-        return t._read_primal_each(expand each idx);
-    }}
-    void _write_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
-    {{
-        t._write_grad_each(grad, expand each idx);
-    }}
-    void _accumulate_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
-    {{
-        t._accumulate_grad_each(grad, expand each idx);
-    }}
-    void _add(int at, float grad)
-    {{
-        at += copy;
-        if (WaveActiveAllEqual(at))
-        {{
-            float sum = WaveActiveSum(grad);
-            if (WaveIsFirstLane())
-                t._grad_out.accumulate_buffer(at, sum);
-        }}
-        else
-            t._grad_out.accumulate_buffer(at, grad);
-    }}
-    void _load_bwd<I : __BuiltinIntegerType>(I idx[D], float grad)
-    {{
-        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
-    }}
-    void _load_bwd<I : __BuiltinIntegerType>(vector<I, D> idx, float grad)
-    {{
-        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
-    }}
-    [BackwardDerivative(_load_bwd)]
-    public float load<I : __BuiltinIntegerType>(I idx[D]) {{ return t._primal.load(idx); }}
-    [BackwardDerivative(_load_bwd)]
-    public float load<I : __BuiltinIntegerType>(vector<I, D> idx) {{ return t._primal.load(idx); }}
-    public __subscript<I : __BuiltinIntegerType>(I indices[D])->float
-    {{
-        [Differentiable] get {{ return load(indices); }}
-    }}
-    public __subscript<I : __BuiltinIntegerType>(vector<I, D> indices)->float
-    {{
-        [Differentiable] get {{ return load(indices); }}
-    }}
-    public property shape : uint[D] {{ get {{ return t.shape; }} }}
-}}
-"""
-"""An ``IDiffTensor<float, D>`` whose loads' gradients add into the tensor's gradient as
-``_ACCUMULATE`` adds: a whole tensor every call reads (weights a loop walks) takes one atomic
-add per warp and element instead of one per call, into the gradient's copy ``copy`` elements
-on, which the call's number picks so that fewer warps add into each element."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -286,11 +204,11 @@ class _Writer:
             if a.call_dims:
                 return self.slice(j, a, binding)
             if self.in_mask(j) and self.plan.sums_per_warp(j):
-                self.helpers[_WAVE_TENSOR] = _WAVE_DIFF_TENSOR
+                self.helpers[slang_helpers.WAVE_TENSOR] = slang_helpers.WAVE_DIFF_TENSOR
                 copy = names.gradient_copy(j)
                 self.params.append(f"uniform uint {copy}[2]")
                 at = f"int(_tid.x / {copy}[0] * {copy}[1])"
-                self.line(f"{_WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name}, {at} }};")
+                self.line(f"{slang_helpers.WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name}, {at} }};")
                 return f"w{j}"
             return name
         if a.kind == "target":
@@ -357,14 +275,14 @@ class _Writer:
             return self.components(j, a, [f"{a.scalar}(_tid.{c})" for c in "xyz"[:width]])
         name = names.leaf(j)
         self.params.append(f"uniform uint {name}[{GENERATOR[a.binding].words}]")
-        self.helpers["wang"] = _WANG_HASH
+        self.helpers["wang"] = slang_helpers.WANG_HASH
         self.line(f"uint h{j} = _tid.x * {width}u;")
         self.line(f"for (uint w{j} = 0; w{j} < {name}[1]; w{j}++)")
-        self.line(f"    h{j} = {_WANG}(h{j});")
+        self.line(f"    h{j} = {slang_helpers.WANG}(h{j});")
         self.line(f"h{j} = h{j} ^ {name}[0];")
         hashes = []
         for k in range(width):
-            self.line(f"h{j} = {_WANG}(h{j});")
+            self.line(f"h{j} = {slang_helpers.WANG}(h{j});")
             self.line(f"uint h{j}_{k} = h{j};")
             hashes.append(f"h{j}_{k}")
         if a.binding == "wang_hash":
@@ -439,7 +357,7 @@ class _Writer:
         self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
         self.params.append(f"uniform int {strides}[{rank + len(a.elem)}]")
         self.params.append(f"uniform uint {copy}[2]")
-        self.helpers[f"accumulate {a.scalar}"] = _ACCUMULATE.format(add=_ADD, t=a.scalar)
+        self.helpers[f"accumulate {a.scalar}"] = slang_helpers.accumulate(a.scalar)
         terms = [f"int(_tid.x / {copy}[0] * {copy}[1])"]
         terms += [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
         self.line(f"int _g{j} = {' + '.join(terms)};")
@@ -447,7 +365,7 @@ class _Writer:
             at = " + ".join(
                 [f"_g{j}", *(f"{k} * {strides}[{rank + d}]" for d, k in enumerate(point))]
             )
-            self.line(f"{_ADD}({name}, {at}, {expr}{_access(a, point)});")
+            self.line(f"{slang_helpers.ADD}({name}, {at}, {expr}{_access(a, point)});")
 
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch

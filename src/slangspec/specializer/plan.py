@@ -135,10 +135,10 @@ class SpecializationPlan:
 
     def sums_per_warp(self, j: int) -> bool:
         """Whether a backward kernel that computes whole-tensor leaf ``j``'s gradient passes it
-        as an ``IDiffTensor<float, D>`` that adds the parts of a warp's calls once (codegen's
-        ``_WAVE_TENSOR``), into the copy of the gradient the call's number picks: a tensor
-        every call reads in full. Not inside a struct or through ``_CONCRETE``, which declare
-        the parameter's own type."""
+        as an ``IDiffTensor<float, D>`` that adds the parts of a warp's calls once
+        (``codegen.slang_helpers.WAVE_TENSOR``), into the copy of the gradient the call's number
+        picks: a tensor every call reads in full. Not inside a struct or through ``_CONCRETE``,
+        which declare the parameter's own type."""
         a = self.args[j]
         return (
             a.kind == "tensor"
