@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_arch_build import statuses_built_for_sm_90
 from test_cli import cli
-from test_cuda_step import needs_nvrtc
 
 import slangspec
 from parity import F32 as TOL
@@ -249,10 +247,3 @@ def test_a_constructor_makes_a_struct_per_call(kd, tdev):
     mine = function_overloads(c_api, "kinds", "Spring.__init", text)
     assert mine == function_overloads(kd._front_end(), "kinds", "Spring.__init", text)
     assert sorted([p.name for p in o.params] for o in mine) == [["a", "k"], ["k"]]
-
-
-@needs_nvrtc
-def test_methods_build_for_cuda_without_a_gpu(tmp_path):
-    manifest = tmp_path / "warm.toml"
-    manifest.write_text(MANIFEST.format(path=KINDS))
-    assert statuses_built_for_sm_90(manifest, tmp_path / "cache") == ["built", "built"]

@@ -13,6 +13,8 @@ import torch
 from test_arch_build import statuses_built_for_sm_90
 from test_cli import cli
 from test_cuda_step import needs_nvrtc
+from test_instances import MANIFEST as METHODS
+from test_struct_arrays import MANIFEST as STRUCT_ARRAYS
 
 import slangspec
 from parity import F32 as TOL
@@ -241,7 +243,9 @@ def test_a_new_conforming_struct_is_a_new_description(tmp_path, tdev):
 
 
 @needs_nvrtc
-def test_interface_calls_build_for_cuda_without_a_gpu(tmp_path):
+def test_interfaces_methods_and_arrays_of_structs_build_for_cuda_without_a_gpu(tmp_path):
     manifest = tmp_path / "warm.toml"
-    manifest.write_text(MANIFEST.format(path=KINDS))
-    assert statuses_built_for_sm_90(manifest, tmp_path / "cache") == ["built", "built"]
+    text = MANIFEST + METHODS + STRUCT_ARRAYS
+    manifest.write_text(text.format(path=KINDS))
+    statuses = statuses_built_for_sm_90(manifest, tmp_path / "cache")
+    assert statuses == ["built"] * 6

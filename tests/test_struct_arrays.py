@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_arch_build import statuses_built_for_sm_90
 from test_cli import cli
-from test_cuda_step import needs_nvrtc
 
 import slangspec
 from parity import F32 as TOL
@@ -213,10 +211,3 @@ def test_both_front_ends_describe_arrays_of_structs_alike(kd, tmp_path):
     t = info.params[0].type
     assert (t.kind, t.name, t.shape, t.differentiable) == ("struct", "Cluster[3]", (3,), True)
     assert t.fields[0].type.shape == (2,)
-
-
-@needs_nvrtc
-def test_arrays_of_structs_build_for_cuda_without_a_gpu(tmp_path):
-    manifest = tmp_path / "warm.toml"
-    manifest.write_text(MANIFEST.format(path=KINDS))
-    assert set(statuses_built_for_sm_90(manifest, tmp_path / "cache")) == {"built"}
