@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import slangspec
 from hostile import ISSUE_NAMES, SOURCE, mangled_names
+from parity import compare, leaf, twin
 from slangspec.aot.warm import ManifestError, parse_manifest
 from slangspec.cli import main
 from slangspec.runtime.module_base import UnknownFunctionError
@@ -193,3 +194,89 @@ def test_double_math_is_refused_on_vulkan_and_right_on_cuda(kind, tdev, cache_di
         return
     torch.testing.assert_close(m.dsin(x), torch.sin(x) + torch.exp(x), rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(m.dsin, (x,))
+
+
+NAMED_LIKE_LOCALS = """
+import slangpy;
+[Differentiable]
+float v1(float a, float b) { return a * b + a; }
+[Differentiable]
+float g0(float a, float b) { return a * b - b; }
+[Differentiable]
+float _d(float a, float b) { return a - b * b; }
+[Differentiable]
+float p1(IDiffTensor<float, 1> w, float x)
+{
+    float s = 0.0;
+    for (int i = 0; i < 4; i++)
+    {
+        int idx[1] = { i };
+        s += w[idx] * x;
+    }
+    return s;
+}
+"""
+
+
+def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
+    # v1, g0, p1 and _d are also what the kernels call the second argument's value, the first's
+    # gradient, the second parameter's differential pair and the result's cotangent.
+    path = tmp_path / "named_like_locals.slang"
+    path.write_text(NAMED_LIKE_LOCALS)
+    m = slangspec.load(path, cache_dir=cache_dir)
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m.v1(a, b), at * bt + at, [a, b], [at, bt])
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m.g0(a, b), at * bt - bt, [a, b], [at, bt])
+    a, b = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    at, bt = twin(a), twin(b)
+    compare(m._d(a, b), at - bt * bt, [a, b], [at, bt])
+    w, x = leaf(4, tdev=tdev), leaf(6, tdev=tdev)
+    wt, xt = twin(w), twin(x)
+    compare(m.p1(w, x), wt.sum() * xt, [w, x], [wt, xt])
+
+
+TYPES_NAMED_LIKE_LOCALS = """
+import slangpy;
+struct a0 : IDifferentiable { float x; float y; };
+struct p1 : IDifferentiable { float a; };
+struct _d : IDifferentiable { float s; float t; };
+struct x1 : IDifferentiable { float k; };
+struct s0 : IDifferentiable
+{
+    float w;
+    [Differentiable] float scaled(float v) { return w * v; }
+};
+[Differentiable]
+_d spread(a0 p, p1 q, x1 r)
+{
+    _d o;
+    o.s = p.x * q.a + r.k;
+    o.t = p.y * r.k;
+    return o;
+}
+[Differentiable]
+float weigh(a0 p[2], float k) { return (p[0].x + p[1].y) * k; }
+"""
+
+
+def test_structs_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
+    # a0, p1 and _d also name the kernels' first pointer, second differential pair and the
+    # result's cotangent; x1 a parameter of the wrapper a method is called through.
+    path = tmp_path / "types_named_like_locals.slang"
+    path.write_text(TYPES_NAMED_LIKE_LOCALS)
+    m = slangspec.load(path, cache_dir=cache_dir)
+    x, y, a, k = (leaf(5, tdev=tdev) for _ in range(4))
+    xt, yt, at, kt = (twin(t) for t in (x, y, a, k))
+    out = m.spread({"x": x, "y": y}, {"a": a}, {"k": k})
+    ref = torch.stack([xt * at + kt, yt * kt])
+    compare(torch.stack([out["s"], out["t"]]), ref, [x, y, a, k], [xt, yt, at, kt])
+    p, k = {"x": leaf(3, 2, tdev=tdev), "y": leaf(3, 2, tdev=tdev)}, leaf(3, tdev=tdev)
+    pt, kt = {n: twin(t) for n, t in p.items()}, twin(k)
+    ref = (pt["x"][:, 0] + pt["y"][:, 1]) * kt
+    compare(m.weigh(p, k), ref, [*p.values(), k], [*pt.values(), kt])
+    w, v = leaf(4, tdev=tdev), leaf(4, tdev=tdev)
+    wt, vt = twin(w), twin(v)
+    compare(m["s0.scaled"]({"w": w}, v), wt * vt, [w, v], [wt, vt])

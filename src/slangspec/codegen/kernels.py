@@ -15,6 +15,8 @@ A change to what is generated for a plan bumps ``formats.CODEGEN_FORMAT``.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from itertools import product
 
 from ..signatures.function_ref import (
@@ -26,8 +28,16 @@ from ..signatures.function_ref import (
 from ..signatures.generators import GENERATOR
 from ..signatures.scalars import SLANG
 from ..specializer.kinds import KIND
-from ..specializer.plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
+from ..specializer.plan import (
+    KERNEL_LOCAL,
+    RESULT,
+    ArgPlan,
+    OutputPlan,
+    ParamPlan,
+    SpecializationPlan,
+)
 from . import parameter_names as names
+from . import slang_helpers
 
 ENTRY_POINT = "slangspec_main"
 _CONCRETE = "slangspec_concrete"
@@ -35,90 +45,10 @@ _CONCRETE = "slangspec_concrete"
 parameters: the same call as a free function of the call's types (the structs the call names
 for interfaces, the struct first for a method's ``this``), which ``bwd_diff`` can
 differentiate."""
+_CONCRETE_PARAM = re.compile(r"x[0-9]+")
+"""The names of ``_CONCRETE``'s parameters."""
+_ALIAS = "slangspec_type"
 THREADS_PER_GROUP = 128
-_WANG = "slangspec_wang_hash"
-_WANG_HASH = f"""uint {_WANG}(uint s)
-{{
-    s = (s ^ 61u) ^ (s >> 16);
-    s *= 9u;
-    s = s ^ (s >> 4);
-    s *= 0x27d4eb2du;
-    return s ^ (s >> 15);
-}}
-"""
-"""Thomas Wang's 32-bit hash, which slangpy's ``wang_hash`` and ``rand_float`` use."""
-_ADD = "slangspec_accumulate"
-_ACCUMULATE = """void {add}({t}* g, int at, {t} v)
-{{
-    if (WaveActiveAllEqual(at))
-    {{
-        {t} sum = WaveActiveSum(v);
-        if (WaveIsFirstLane())
-            InterlockedAdd(g[at], sum);
-    }}
-    else
-        InterlockedAdd(g[at], v);
-}}
-"""
-"""An atomic add of a gradient's part (of scalar ``t``): once per warp where every call of
-the warp adds into one element (a parameter every call reads), else once per call."""
-_WAVE_TENSOR = "slangspec_WaveDiffTensor"
-_WAVE_DIFF_TENSOR = f"""public struct {_WAVE_TENSOR}<let D : int> : IDiffTensor<float, D>
-{{
-    public DiffTensor<float, D> t;
-    public int copy;
-
-    float _read_primal_each<each I : __BuiltinIntegerType>(expand each I idx)
-    {{
-        return t._read_primal_each(expand each idx);
-    }}
-    void _write_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
-    {{
-        t._write_grad_each(grad, expand each idx);
-    }}
-    void _accumulate_grad_each<each I : __BuiltinIntegerType>(float grad, expand each I idx)
-    {{
-        t._accumulate_grad_each(grad, expand each idx);
-    }}
-    void _add(int at, float grad)
-    {{
-        at += copy;
-        if (WaveActiveAllEqual(at))
-        {{
-            float sum = WaveActiveSum(grad);
-            if (WaveIsFirstLane())
-                t._grad_out.accumulate_buffer(at, sum);
-        }}
-        else
-            t._grad_out.accumulate_buffer(at, grad);
-    }}
-    void _load_bwd<I : __BuiltinIntegerType>(I idx[D], float grad)
-    {{
-        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
-    }}
-    void _load_bwd<I : __BuiltinIntegerType>(vector<I, D> idx, float grad)
-    {{
-        _add(_idx(idx, t._grad_out._strides, t._grad_out._offset), grad);
-    }}
-    [BackwardDerivative(_load_bwd)]
-    public float load<I : __BuiltinIntegerType>(I idx[D]) {{ return t._primal.load(idx); }}
-    [BackwardDerivative(_load_bwd)]
-    public float load<I : __BuiltinIntegerType>(vector<I, D> idx) {{ return t._primal.load(idx); }}
-    public __subscript<I : __BuiltinIntegerType>(I indices[D])->float
-    {{
-        [Differentiable] get {{ return load(indices); }}
-    }}
-    public __subscript<I : __BuiltinIntegerType>(vector<I, D> indices)->float
-    {{
-        [Differentiable] get {{ return load(indices); }}
-    }}
-    public property shape : uint[D] {{ get {{ return t.shape; }} }}
-}}
-"""
-"""An ``IDiffTensor<float, D>`` whose loads' gradients add into the tensor's gradient as
-``_ACCUMULATE`` adds: a whole tensor every call reads (weights a loop walks) takes one atomic
-add per warp and element instead of one per call, into the gradient's copy ``copy`` elements
-on, which the call's number picks so that fewer warps add into each element."""
 
 
 def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -150,6 +80,22 @@ def _element(a: ArgPlan) -> str:
     return f"vector<{a.scalar}, {a.elem[0]}>" if a.elem else a.scalar
 
 
+def _aliases(plan: SpecializationPlan) -> dict[str, str]:
+    """The types of ``plan`` that name a type as a kernel names its own parameters and locals
+    (``KERNEL_LOCAL``, ``_CONCRETE``'s ``x0``), each with the alias a kernel declares for it at
+    module scope, where the name is still the user's type, and writes in its place."""
+    texts = [p.slang_type for p in plan.params] + [a.slang_type for a in plan.args]
+    hidden = [
+        t
+        for t in dict.fromkeys([*texts, plan.result or ""])
+        if any(
+            KERNEL_LOCAL.fullmatch(n) or _CONCRETE_PARAM.fullmatch(n)
+            for n in re.findall(r"[A-Za-z_]\w*", t)
+        )
+    ]
+    return {t: f"{_ALIAS}{i}" for i, t in enumerate(hidden)}
+
+
 def _lanes(a: ArgPlan) -> list[tuple[int, ...]]:
     """Every index into the arrays of structs leaf ``a`` is taken in, row-major."""
     return _points(tuple(e for extents in a.arrays for e in extents))
@@ -162,11 +108,16 @@ class _Writer:
         self.params = ["uint3 _tid : SV_DispatchThreadID", f"uniform uint {names.THREADS}"]
         self.body: list[str] = []
         self.helpers: dict[str, str] = {}
+        self.aliases = _aliases(plan)
         if plan.call_rank:
             self.params.append(f"uniform int {names.CALL_SHAPE}[{plan.call_rank}]")
 
     def line(self, text: str) -> None:
         self.body.append("    " + text)
+
+    def typed(self, text: str) -> str:
+        """How the kernel writes the type ``text``: itself, or its alias (``_aliases``)."""
+        return self.aliases.get(text, text)
 
     def in_mask(self, j: int) -> bool:
         return self.mask is not None and self.mask[j] == "1"
@@ -235,12 +186,12 @@ class _Writer:
         if a.kind == "uniform" and a.elem:
             # Tuples of numbers bind as arrays of scalars, which every parameter layout packs.
             self.params.append(f"uniform {a.scalar} {name}[{a.elem[0]}]")
-            self.line(f"{a.slang_type} v{j};")
+            self.line(f"{self.typed(a.slang_type)} v{j};")
             for k in range(a.elem[0]):
                 self.line(f"v{j}[{k}] = {name}[{k}];")
             return f"v{j}"
         if a.kind == "uniform":
-            self.params.append(f"uniform {a.slang_type} {name}")
+            self.params.append(f"uniform {self.typed(a.slang_type)} {name}")
             return name
         if a.kind == "grid":
             return self.grid(j, a)
@@ -253,22 +204,23 @@ class _Writer:
             if a.call_dims:
                 return self.slice(j, a, binding)
             if self.in_mask(j) and self.plan.sums_per_warp(j):
-                self.helpers[_WAVE_TENSOR] = _WAVE_DIFF_TENSOR
+                self.helpers[slang_helpers.WAVE_TENSOR] = slang_helpers.WAVE_DIFF_TENSOR
                 copy = names.gradient_copy(j)
                 self.params.append(f"uniform uint {copy}[2]")
                 at = f"int(_tid.x / {copy}[0] * {copy}[1])"
-                self.line(f"{_WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name}, {at} }};")
+                self.line(f"{slang_helpers.WAVE_TENSOR}<{struct_rank}> w{j} = {{ {name}, {at} }};")
                 return f"w{j}"
             return name
         if a.kind == "target":
-            self.line(f"{a.slang_type} v{j} = {{}};")
+            self.line(f"{self.typed(a.slang_type)} v{j} = {{}};")
             return f"v{j}"
         self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
         dims = a.call_dims + len(a.elem)
         strides = names.leaf_strides(j)
         if dims:
             self.params.append(f"uniform int {strides}[{dims}]")
-        self.read(f"v{j}", f"v{j}_o", name, strides, a.call_dims, a.scalar, a.elem, a.slang_type)
+        declare = self.typed(a.slang_type)
+        self.read(f"v{j}", f"v{j}_o", name, strides, a.call_dims, a.scalar, a.elem, declare)
         return f"v{j}"
 
     def tensor_binding(self, j: int, a: ArgPlan) -> str:
@@ -303,7 +255,7 @@ class _Writer:
         if a.slang_type == a.scalar:
             self.line(f"{a.slang_type} v{j} = {values[0]};")
             return f"v{j}"
-        self.line(f"{a.slang_type} v{j};")
+        self.line(f"{self.typed(a.slang_type)} v{j};")
         for k, value in enumerate(values):
             self.line(f"v{j}[{k}] = {value};")
         return f"v{j}"
@@ -323,14 +275,14 @@ class _Writer:
             return self.components(j, a, [f"{a.scalar}(_tid.{c})" for c in "xyz"[:width]])
         name = names.leaf(j)
         self.params.append(f"uniform uint {name}[{GENERATOR[a.binding].words}]")
-        self.helpers["wang"] = _WANG_HASH
+        self.helpers["wang"] = slang_helpers.WANG_HASH
         self.line(f"uint h{j} = _tid.x * {width}u;")
         self.line(f"for (uint w{j} = 0; w{j} < {name}[1]; w{j}++)")
-        self.line(f"    h{j} = {_WANG}(h{j});")
+        self.line(f"    h{j} = {slang_helpers.WANG}(h{j});")
         self.line(f"h{j} = h{j} ^ {name}[0];")
         hashes = []
         for k in range(width):
-            self.line(f"h{j} = {_WANG}(h{j});")
+            self.line(f"h{j} = {slang_helpers.WANG}(h{j});")
             self.line(f"uint h{j}_{k} = h{j};")
             hashes.append(f"h{j}_{k}")
         if a.binding == "wang_hash":
@@ -363,7 +315,7 @@ class _Writer:
         leaves = range(p.first, p.first + p.count)
         if not p.struct:
             return self.value(p.first, self.plan.args[p.first])
-        self.line(f"{p.slang_type} s{k}{' = {}' if p.direction == 'out' else ''};")
+        self.line(f"{self.typed(p.slang_type)} s{k}{' = {}' if p.direction == 'out' else ''};")
         for j in leaves:
             a = self.plan.args[j]
             if a.kind == "target":
@@ -405,7 +357,7 @@ class _Writer:
         self.params.append(f"uniform {SLANG[a.scalar].storage}* {name}")
         self.params.append(f"uniform int {strides}[{rank + len(a.elem)}]")
         self.params.append(f"uniform uint {copy}[2]")
-        self.helpers[f"accumulate {a.scalar}"] = _ACCUMULATE.format(add=_ADD, t=a.scalar)
+        self.helpers[f"accumulate {a.scalar}"] = slang_helpers.accumulate(a.scalar)
         terms = [f"int(_tid.x / {copy}[0] * {copy}[1])"]
         terms += [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
         self.line(f"int _g{j} = {' + '.join(terms)};")
@@ -413,7 +365,7 @@ class _Writer:
             at = " + ".join(
                 [f"_g{j}", *(f"{k} * {strides}[{rank + d}]" for d, k in enumerate(point))]
             )
-            self.line(f"{_ADD}({name}, {at}, {expr}{_access(a, point)});")
+            self.line(f"{slang_helpers.ADD}({name}, {at}, {expr}{_access(a, point)});")
 
     def cotangent(self, o: int, out: OutputPlan, target: str) -> None:
         """Read output ``o``'s cotangent into ``target`` (declared), at its own strides: torch
@@ -438,12 +390,14 @@ class _Writer:
                 "export static const int[call_data_len] call_group_shape_vector = {};",
             ]
         params = ",\n    ".join(self.params)
-        concrete = _concrete(p)
+        aliases = [f"typealias {alias} = {t};" for t, alias in self.aliases.items()]
+        concrete = _concrete(p, self.typed)
         return "\n".join(
             [
                 f"// slangspec generated: {_callee(p)} {self.mask or 'forward'}",
                 f"// {p.signature}",
                 *imports,
+                *aliases,
                 "",
                 *self.helpers.values(),
                 *concrete,
@@ -459,16 +413,16 @@ class _Writer:
         )
 
 
-def _concrete(plan: SpecializationPlan) -> list[str]:
-    """The definition of ``_CONCRETE`` for a plan that needs it (``SpecializationPlan.wrapped``);
-    none for another."""
+def _concrete(plan: SpecializationPlan, typed: Callable[[str], str]) -> list[str]:
+    """The definition of ``_CONCRETE`` for a plan that needs it (``SpecializationPlan.wrapped``),
+    its types written as ``typed`` writes them; none for another."""
     if not plan.wrapped:
         return []
     declared = []
     for k, p in enumerate(plan.params):
         frozen = plan.differentiable and p.direction == "in" and not p.differentiable
         direction = "" if p.direction == "in" else f"{p.direction} "
-        declared.append(f"{'no_diff ' if frozen else ''}{direction}{p.slang_type} x{k}")
+        declared.append(f"{'no_diff ' if frozen else ''}{direction}{typed(p.slang_type)} x{k}")
     passed = [f"x{k}" for k in range(len(plan.params))]
     callee, ref = _callee(plan), parse_function_ref(plan.function)
     if ref.owner is not None and plan.params and plan.params[0].name == "this":
@@ -480,7 +434,7 @@ def _concrete(plan: SpecializationPlan) -> list[str]:
         call = f"{callee}({', '.join(passed)})"
     return [
         *(["[Differentiable]"] if plan.differentiable else []),
-        f"{plan.result or 'void'} {_CONCRETE}({', '.join(declared)})",
+        f"{typed(plan.result) if plan.result else 'void'} {_CONCRETE}({', '.join(declared)})",
         "{",
         f"    {'return ' if plan.result else ''}{call};",
         "}",
@@ -520,7 +474,7 @@ def forward_source(plan: SpecializationPlan) -> str:
     w.index()
     exprs = [w.argument(k, p) for k, p in enumerate(plan.params)]
     call = f"{_called(plan)}({', '.join(exprs)})"
-    w.line(f"{plan.result} _r = {call};" if plan.result else f"{call};")
+    w.line(f"{w.typed(plan.result)} _r = {call};" if plan.result else f"{call};")
     for o, out in enumerate(plan.outputs):
         if not plan.is_whole(out):
             w.store(names.output(o), out.scalar, out.elem, _output_value(plan, exprs, out))
@@ -550,7 +504,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
             name, t, struct = f"d{out.source}", p.slang_type, p.struct
         if name not in declared:
             declared.add(name)
-            w.line(f"{t}{'.Differential' if struct else ''} {name};")
+            w.line(f"{w.typed(t)}{'.Differential' if struct else ''} {name};")
         w.cotangent(o, out, name + _member(out.path))
     passed = []
     for k, p in enumerate(plan.params):

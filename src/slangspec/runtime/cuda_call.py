@@ -320,13 +320,14 @@ def backward_call(
         if mask[i] != "1":
             continue
         namespace[f"dtype{i}"] = dtype = getattr(torch, a.dtype)
-        if a.row.grad_binding == "pointer" and not plan.accumulates(a):
+        pointer = a.row.grad_binding == "pointer"
+        if pointer and not plan.accumulates(a):
             tail = f" + {a.elem}" if a.elem else ""
             body.append(f"gs{i} = shape{tail}")
             body.append(f"g{i} = empty(gs{i}, strides(gs{i}), dtype=dtype{i}, device=dev)")
             summed.append(i)
-        elif a.row.grad_binding == "pointer" or plan.sums_per_warp(i):
-            if a.row.grad_binding == "pointer":
+        elif pointer or plan.sums_per_warp(i):
+            if pointer:
                 # Added into by the kernel in place, at strides 0 where it is broadcast, in the
                 # copy of it the call's number picks.
                 body.append(f"gst{i} = added_strides(t{i}.shape, {a.call_dims}, {plan.call_rank})")

@@ -219,10 +219,13 @@ class NumbersRow(ValueRow):
         return format_arg(NumbersForm(kind, len(value)))
 
     def to_torch(self, value: Any, device: Any) -> Any:
-        if of_dicts(value) or nested(value):
-            bound = stacked(value) if of_dicts(value) else as_array(value, numbers_kind(value))
-            return row_of(bound).to_torch(bound, device)
-        return value
+        if of_dicts(value):
+            bound = stacked(value)
+        elif nested(value):
+            bound = as_array(value, numbers_kind(value))
+        else:
+            return value
+        return row_of(bound).to_torch(bound, device)
 
     def tensors(self, value: Any) -> list[Any]:
         return tensors_of(value) if of_dicts(value) else []

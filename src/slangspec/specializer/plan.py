@@ -8,6 +8,7 @@ signature string alone (``resolve`` builds it). A change to its fields or their 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 
 from ..define import frozen
@@ -16,6 +17,11 @@ from ..signatures.scalars import SLANG
 from ..signatures.text import argument_label
 from .info import Direction, FunctionInfo, TypeInfo
 from .kinds import LEAF_KIND, ArgKind, Kind, LeafBinding, declared_kind
+
+KERNEL_LOCAL = re.compile(r"_\w*|[adghpsvw][0-9]+(_\w+)?")
+"""The names a generated kernel gives its parameters and locals (``a0``, ``a0_st``, ``v1_o``,
+``g2_copy``, ``h0_3``, ``_d``, ``_idx``): a function named so is called through ``_CONCRETE``,
+as the kernel's own ``v2`` would hide a function ``v2``; codegen names a type so by an alias."""
 
 RESULT = -1
 """The ``source`` of an output that is the function's result."""
@@ -121,17 +127,18 @@ class SpecializationPlan:
 
     @property
     def wrapped(self) -> bool:
-        """Whether a kernel calls the function through ``_CONCRETE``: a method, or a function
-        with interface parameters."""
-        method = parse_function_ref(self.function).owner is not None
-        return method or any(p.interface for p in self.params)
+        """Whether a kernel calls the function through ``_CONCRETE``: a method, a function
+        with interface parameters, or one whose name a kernel's own locals would hide."""
+        ref = parse_function_ref(self.function)
+        hidden = KERNEL_LOCAL.fullmatch(ref.name) is not None
+        return ref.owner is not None or hidden or any(p.interface for p in self.params)
 
     def sums_per_warp(self, j: int) -> bool:
         """Whether a backward kernel that computes whole-tensor leaf ``j``'s gradient passes it
-        as an ``IDiffTensor<float, D>`` that adds the parts of a warp's calls once (codegen's
-        ``_WAVE_TENSOR``), into the copy of the gradient the call's number picks: a tensor
-        every call reads in full. Not inside a struct or through ``_CONCRETE``, which declare
-        the parameter's own type."""
+        as an ``IDiffTensor<float, D>`` that adds the parts of a warp's calls once
+        (``codegen.slang_helpers.WAVE_TENSOR``), into the copy of the gradient the call's number
+        picks: a tensor every call reads in full. Not inside a struct or through ``_CONCRETE``,
+        which declare the parameter's own type."""
         a = self.args[j]
         return (
             a.kind == "tensor"

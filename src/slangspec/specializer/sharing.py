@@ -23,14 +23,15 @@ def shared(leaves: Sequence[ArgPlan], call_rank: int, classes: CallClasses) -> t
         own = classes.get((a.index, a.path), "x" * a.call_dims)
         return "1" * (call_rank - a.call_dims) + own
 
+    dims = [padded(a) for a in leaves]
     wide = [False] * call_rank
-    for a in leaves:
+    for a, own in zip(leaves, dims, strict=True):
         if a.call_dims:
-            for d, c in enumerate(padded(a)):
+            for d, c in enumerate(own):
                 wide[d] = wide[d] or c != "1"
     return tuple(
-        replace(a, broadcast=any(w and c == "1" for w, c in zip(wide, padded(a), strict=True)))
+        replace(a, broadcast=any(w and c == "1" for w, c in zip(wide, own, strict=True)))
         if a.kind == "elementwise"
         else a
-        for a in leaves
+        for a, own in zip(leaves, dims, strict=True)
     )
