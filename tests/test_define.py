@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 
 import pytest
@@ -111,3 +112,50 @@ def test_what_it_does_not_make_is_refused_when_the_class_is_defined():
         @frozen
         class Bag:
             items: list = dataclasses.field(default_factory=list)
+
+
+KEYWORD, EMPTY = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
+
+
+def _parameters(cls):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+
+def test_classes_of_one_shape_keep_their_own_names_and_defaults():
+    """Classes with as many fields of each sort share one compiled ``__init__`` shape; each
+    still takes its own field names, defaults and keyword-only fields, as a dataclass does."""
+
+    def two(name, first, second, default):
+        body = {"__annotations__": {first: "int", second: "int"}, second: default}
+        return type(name, (), body)
+
+    left, right = frozen(two("Left", "a", "b", 1)), frozen(two("Right", "u", "v", 2))
+    for ours, reference, names in (
+        (left, dataclasses.dataclass(frozen=True)(two("Left", "a", "b", 1)), ("a", "b")),
+        (right, dataclasses.dataclass(frozen=True)(two("Right", "u", "v", 2)), ("u", "v")),
+    ):
+        assert _parameters(ours) == _parameters(reference)
+        assert ours.__init__.__qualname__ == f"{ours.__name__}.__init__"
+        assert ours(5) == ours(**{names[0]: 5}) and repr(ours(5)) == repr(reference(5))
+        with pytest.raises(TypeError, match=names[0]):
+            ours()
+    assert left.__init__.__code__.co_code == right.__init__.__code__.co_code
+
+    @frozen(kw_only=True)
+    class Options:
+        """Keyword-only, with a default."""
+
+        size: int
+        mode: str = "fast"
+
+    assert _parameters(Options) == [("size", KEYWORD, EMPTY), ("mode", KEYWORD, "fast")]
+    assert Options(size=2) == Options(size=2, mode="fast") != Options(size=2, mode="slow")
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused():
+    with pytest.raises(TypeError, match=r"Late: a field without a default follows one with"):
+
+        @frozen
+        class Late:
+            early: int = 0
+            late: int

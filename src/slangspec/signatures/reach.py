@@ -52,6 +52,8 @@ class Uncertain(Error):
 
 @dataclass
 class _Decl:
+    """One top-level declaration of a module's text."""
+
     text: str
     names: set[str] = field(default_factory=set)
     """What it declares; empty for a common declaration."""

@@ -23,6 +23,8 @@ Direction = Literal["in", "out", "inout"]
 
 @frozen
 class FieldInfo:
+    """A struct's field: its name and type."""
+
     name: str
     type: TypeInfo
 
@@ -114,6 +116,8 @@ _TYPE_FIELDS = {
 
 @frozen
 class ParamInfo:
+    """A function's parameter: its name, type, whether it is ``no_diff``, and its direction."""
+
     name: str
     type: TypeInfo
     no_diff: bool
