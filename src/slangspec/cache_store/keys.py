@@ -87,12 +87,12 @@ def module_cache_fact(module_cache: str, toolchain: dict[str, Any]) -> str:
     return MODULES + key_of({"module_cache": module_cache, "toolchain": toolchain})
 
 
-MODULE_PATH = re.compile(r"[0-9a-f]{40}/[0-9]{1,4}/[A-Za-z0-9_.-]{1,200}\.slang-module")
+MODULE_PATH = r"[0-9a-f]{40}/[0-9]{1,4}/[A-Za-z0-9_.-]{1,200}\.slang-module"
 """``location.COMPILED_MODULE`` as a path read from the server must match it: a directory per
 session digest, one per session of it, the module's file."""
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHA256 = r"[0-9a-f]{64}"
 
 
 def are_compiled_modules(value: dict[str, Any]) -> bool:
@@ -101,12 +101,12 @@ def are_compiled_modules(value: dict[str, Any]) -> bool:
     not resist forgery)."""
     return all(
         isinstance(path, str)
-        and MODULE_PATH.fullmatch(path)
+        and re.fullmatch(MODULE_PATH, path)
         and isinstance(listed, list)
         and len(listed) == 2
         and is_blob_name(listed[0], "module")
         and isinstance(listed[1], str)
-        and _SHA256.fullmatch(listed[1])
+        and re.fullmatch(_SHA256, listed[1])
         for path, listed in value.items()
     )
 
@@ -134,7 +134,7 @@ def is_shader_listing(value: dict[str, Any]) -> bool:
         and len(listed) == 2
         and is_blob_name(listed[0], "shaders")
         and isinstance(listed[1], str)
-        and _SHA256.fullmatch(listed[1]) is not None
+        and re.fullmatch(_SHA256, listed[1]) is not None
     )
 
 

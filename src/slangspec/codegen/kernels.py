@@ -39,7 +39,6 @@ from ..specializer.plan import (
 from . import parameter_names as names
 from . import slang_helpers
 
-ENTRY_POINT = "slangspec_main"
 _CONCRETE = "slangspec_concrete"
 """The function a kernel calls in place of a method, or of a function with interface
 parameters: the same call as a free function of the call's types (the structs the call names
@@ -403,7 +402,7 @@ class _Writer:
                 *concrete,
                 '[shader("compute")]',
                 f"[numthreads({THREADS_PER_GROUP}, 1, 1)]",
-                f"void {ENTRY_POINT}(\n    {params})",
+                f"void {names.ENTRY_POINT}(\n    {params})",
                 "{",
                 *body_start,
                 *self.body,

@@ -2,6 +2,8 @@
 them, a CUDA call packs them by them. Leaves are numbered by their place in the plan's
 ``args``, outputs by theirs in its ``outputs``."""
 
+ENTRY_POINT = "slangspec_main"
+"""The kernel's own name."""
 THREADS = "_n"
 """How many threads run the call: one per point of the call shape."""
 CALL_SHAPE = "_shape"

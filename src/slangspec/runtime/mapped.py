@@ -89,17 +89,17 @@ def _index_of(fid: str, names: list[str], name: str) -> int:
     return names.index(name)
 
 
-_VECTOR_NAME = re.compile(r"(bool|int|uint|half|float|double|int64_t|uint64_t)([1-4])")
+_VECTOR_NAME = r"(bool|int|uint|half|float|double|int64_t|uint64_t)([1-4])"
 
 
 def _type_name(name: str) -> str:
     """A Slang type's name as reflection writes it (``float3`` as ``vector<float,3>``)."""
     name = name.replace(" ", "")
-    m = _VECTOR_NAME.fullmatch(name)
+    m = re.fullmatch(_VECTOR_NAME, name)
     return f"vector<{m.group(1)},{m.group(2)}>" if m else name
 
 
-_TOKEN = re.compile(r"\w+|\S")
+_TOKEN = r"\w+|\S"
 
 
 def generic_arguments(
@@ -142,7 +142,7 @@ def _unified(declared: str, mapped: str, generics: Sequence[str]) -> dict[str, s
     if declared in generics:
         return {declared: mapped.replace(" ", "")}
     pattern, seen = [], set()
-    for token in _TOKEN.findall(declared):
+    for token in re.findall(_TOKEN, declared):
         if token in generics and token not in seen:
             seen.add(token)
             pattern.append(f"(?P<{token}>[^,<>]+)")

@@ -12,6 +12,7 @@ import time
 import warnings
 from typing import Any, Literal, Protocol
 
+from .. import codegen
 from ..cache_store import (
     FORWARD,
     CacheWarning,
@@ -22,7 +23,6 @@ from ..cache_store import (
     key_of,
     source_name,
 )
-from ..codegen import kernel_source
 from ..define import frozen
 from ..settings import compile_counts
 from ..specializer import FunctionInfo, SpecializationPlan, device_problem
@@ -128,7 +128,7 @@ class Builder:
             # The call's tensors require grad: its backward (all of them, the last mask) is
             # built with its forward, one Slang link and one NVRTC run for both.
             labels.append(plan.backward_masks[-1])
-        sources = {label: kernel_source(plan, label) for label in labels}
+        sources = {label: codegen.kernel_source(plan, label) for label in labels}
         generated = time.perf_counter()
         built = self._compile(sources)
         done = time.perf_counter()
@@ -191,7 +191,7 @@ class Builder:
             piece = "forward kernel" if label == FORWARD else f"backward kernel for grads {label}"
             what = f"{found.plan.signature}: its {piece}"
             with needing_slang(what):
-                source = kernel_source(found.plan, label)
+                source = codegen.kernel_source(found.plan, label)
                 generated = time.perf_counter()
                 name, kernel = self._compile({label: source})[label]
             done = time.perf_counter()

@@ -22,8 +22,8 @@ _TOKEN = re.compile(
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<punct>[<>,.]))"
 )
-_INTEGER = re.compile(r"([+-]?\d+)([uUlL]*)")
-_FLOAT = re.compile(r"([+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)([fFhHlL]?)")
+_INTEGER = r"([+-]?\d+)([uUlL]*)"
+_FLOAT = r"([+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)([fFhHlL]?)"
 
 
 CONSTRUCTOR = "__init"
@@ -61,10 +61,10 @@ class FunctionRef:
 
 
 def _number(token: str) -> Literal:
-    m = _INTEGER.fullmatch(token)
+    m = re.fullmatch(_INTEGER, token)
     if m:
         return Literal(f"{int(m.group(1))}{m.group(2).lower()}")
-    m = _FLOAT.fullmatch(token)
+    m = re.fullmatch(_FLOAT, token)
     if m:
         return Literal(f"{float(m.group(1))!r}{m.group(2).lower()}")
     raise FunctionNameError(f"{token!r} is not a number Slang reads")

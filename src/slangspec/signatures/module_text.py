@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..define import frozen
 
-_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFINE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _LINE_BREAKS = ("\n", "\r", "\0")
 
 
@@ -42,7 +42,7 @@ def checked_defines(defines: Mapping[str, str]) -> dict[str, str]:
     whose value is not one line, either of which the preprocessor would read as more than a
     define."""
     for name, value in defines.items():
-        if not (isinstance(name, str) and _DEFINE_NAME.fullmatch(name)):
+        if not (isinstance(name, str) and re.fullmatch(_DEFINE_NAME, name)):
             raise ValueError(f"define {name!r}: expected an identifier")
         if not isinstance(value, str) or any(c in value for c in _LINE_BREAKS):
             raise ValueError(

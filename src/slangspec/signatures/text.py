@@ -137,7 +137,7 @@ ArgForm = (
 TYPE_KEY = "_type"
 """The key of a dict that names the struct its fields are of, as slangpy's dicts do: the
 concrete type of a value for an interface parameter."""
-TYPE_NAME = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+TYPE_NAME = r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*"
 """How a dict names a struct: an identifier, with its namespaces before it."""
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
@@ -145,7 +145,7 @@ _GRID_RE = re.compile(r"grid\[D(\d+)(,strided)?\]")
 _GENERATOR_RE = re.compile(rf"({'|'.join(GENERATOR)})(?:\[D([1-9]\d*)\])?")
 _RESULT_RE = re.compile(r"_result\[D(\d+)\]")
 _NUMBERS_RE = re.compile(r"\(([fib])([1-9]\d*)\)")
-_FIELD_RE = re.compile(r"[A-Za-z_]\w*")
+_FIELD_RE = r"[A-Za-z_]\w*"
 
 
 def format_arg(form: ArgForm) -> str:
@@ -224,10 +224,10 @@ def _parse_dict(text: str) -> DictForm:
     fields: list[tuple[str, ArgForm]] = []
     for part in split_outside_brackets(body, ","):
         name, sep, inner = part.partition(":")
-        if not sep or not _FIELD_RE.fullmatch(name):
+        if not sep or not re.fullmatch(_FIELD_RE, name):
             raise ValueError(f"malformed dict field {part!r} in {text!r}")
         if name == TYPE_KEY:
-            if not (inner.startswith("@") and TYPE_NAME.fullmatch(inner[1:])):
+            if not (inner.startswith("@") and re.fullmatch(TYPE_NAME, inner[1:])):
                 raise ValueError(f"dict signature {text!r}: expected {TYPE_KEY}:@<struct name>")
             fields.append((name, TypeNameForm(inner[1:])))
             continue

@@ -11,7 +11,7 @@ from .generators import GENERATOR, GENERATOR_CLASS, Generator, packed, rebuilt
 from .text import GeneratorForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
-_GENERATOR_SPEC = re.compile(rf"({'|'.join(GENERATOR)})(?:\[([1-9]\d*)\])?")
+_GENERATOR_SPEC = rf"({'|'.join(GENERATOR)})(?:\[([1-9]\d*)\])?"
 
 
 @functools.cache
@@ -50,7 +50,7 @@ class GeneratorRow(ValueRow):
         text = spec_text(spec)
         if text is None:
             return None
-        m = _GENERATOR_SPEC.fullmatch(text)
+        m = re.fullmatch(_GENERATOR_SPEC, text)
         if m:
             return format_arg(GeneratorForm(m.group(1), int(m.group(2)) if m.group(2) else None))
         if text.split("[")[0] in GENERATOR:

@@ -12,8 +12,8 @@ from typing import Any
 from .text import GridForm, ResultForm, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
-_GRID_SPEC = re.compile(r"grid\[(\d+)\]( strided)?")
-_RESULT_SPEC = re.compile(r"_result\[(\d+)\]")
+_GRID_SPEC = r"grid\[(\d+)\]( strided)?"
+_RESULT_SPEC = r"_result\[(\d+)\]"
 
 
 @functools.cache
@@ -57,7 +57,7 @@ class GridRow(ValueRow):
         text = spec_text(spec)
         if text is None:
             return None
-        m = _GRID_SPEC.fullmatch(text)
+        m = re.fullmatch(_GRID_SPEC, text)
         if m:
             return format_arg(GridForm(int(m.group(1)), bool(m.group(2))))
         if text.startswith("grid[D"):
@@ -92,7 +92,7 @@ class ResultShapeRow(ValueRow):
         text = spec_text(spec)
         if text is None:
             return None
-        m = _RESULT_SPEC.fullmatch(text)
+        m = re.fullmatch(_RESULT_SPEC, text)
         if m:
             return format_arg(ResultForm(int(m.group(1))))
         if text.startswith("_result[D"):

@@ -22,7 +22,7 @@ from .value_row import (
 from .value_struct import DictRow
 from .value_tensor import NumpyRow, TensorRow
 
-_NUMBERS_SPEC = re.compile(r"(float|int|bool)\[([1-9]\d*)\]")
+_NUMBERS_SPEC = r"(float|int|bool)\[([1-9]\d*)\]"
 """A tuple of Python numbers: ``float[3]`` is three floats (a ``float3`` or ``float[3]``)."""
 
 
@@ -254,7 +254,7 @@ class NumbersRow(ValueRow):
         text = spec_text(spec)
         if text is None:
             return None
-        m = _NUMBERS_SPEC.fullmatch(text)
+        m = re.fullmatch(_NUMBERS_SPEC, text)
         if m:
             letter = {"float": "f", "int": "i", "bool": "b"}[m.group(1)]
             return format_arg(NumbersForm(letter, int(m.group(2))))

@@ -29,12 +29,12 @@ from .value_row import (
     tensors_of,
 )
 
-_FIELD = re.compile(r"[A-Za-z_]\w*")
+_FIELD = r"[A-Za-z_]\w*"
 
 
 @functools.cache
 def _type_name_form(name: str) -> str:
-    if not TYPE_NAME.fullmatch(name):
+    if not re.fullmatch(TYPE_NAME, name):
         raise ValueError(
             f"cannot name the struct {name!r}; expected a struct's name, an identifier with "
             "its namespaces (ns::Circle)"
@@ -98,7 +98,7 @@ def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
 def _spec_dict_signature(fields: dict[str, Any]) -> str:
     """The argument signature of a struct's fields, each an argument spec of its own."""
     for name in fields:
-        if not _FIELD.fullmatch(name):
+        if not re.fullmatch(_FIELD, name):
             raise ValueError(f"argument spec: {name!r} is not a struct field name")
     forms = tuple(
         sorted(
@@ -110,7 +110,7 @@ def _spec_dict_signature(fields: dict[str, Any]) -> str:
 
 
 def _spec_type_name(spec: Any) -> TypeNameForm:
-    if not (isinstance(spec, str) and TYPE_NAME.fullmatch(spec.strip())):
+    if not (isinstance(spec, str) and re.fullmatch(TYPE_NAME, spec.strip())):
         raise ValueError(f"argument spec: {TYPE_KEY} {spec!r}: expected a struct's name")
     return TypeNameForm(spec.strip())
 

@@ -17,8 +17,8 @@ from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 _PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))
 _PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
 """The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
-_TENSOR_SPEC = re.compile(r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?")
-_DIM = re.compile(r"\d+|[A-Za-z_]\w*")
+_TENSOR_SPEC = r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?"
+_DIM = r"\d+|[A-Za-z_]\w*"
 _NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 TENSOR_FORMS: dict[tuple[Any, ...], str] = {}
@@ -93,12 +93,12 @@ class TensorRow(ValueRow):
         if text.startswith("["):
             parse_arg(text)
             return text
-        m = _TENSOR_SPEC.fullmatch(text)
+        m = re.fullmatch(_TENSOR_SPEC, text)
         if not m or m.group(1) not in MANIFEST_DTYPES:
             return None
         dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
         for d in dims:
-            if not _DIM.fullmatch(d):
+            if not re.fullmatch(_DIM, d):
                 raise ValueError(f"argument spec {spec!r}: dimension {d!r} is not an int or a name")
         shape = [int(d) if d.isdigit() else _NAMED_EXTENT for d in dims]
         dtype = MANIFEST_DTYPES[m.group(1)]

@@ -16,9 +16,9 @@ from ..define import frozen
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import FunctionInfo
 
-_VECTOR = re.compile(r"vector<\s*\w+\s*,\s*(\w+)\s*>")
-_MATRIX = re.compile(r"matrix<\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*>")
-_ARRAY = re.compile(r"\w+((?:\[\s*\w+\s*\])+)")
+_VECTOR = r"vector<\s*\w+\s*,\s*(\w+)\s*>"
+_MATRIX = r"matrix<\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*>"
+_ARRAY = r"\w+((?:\[\s*\w+\s*\])+)"
 _VALUE_KINDS = frozenset({"int", "uint"})
 
 
@@ -96,13 +96,13 @@ def generic_values(info: FunctionInfo, declared: dict[str, str]) -> GenericValue
 def _dims(type_name: str) -> list[tuple[str, int]]:
     """Each name standing for an extent in ``type_name``, with its place among the trailing
     dimensions a value of it takes (1: the last)."""
-    m = _VECTOR.fullmatch(type_name)
+    m = re.fullmatch(_VECTOR, type_name)
     if m:
         return [(m.group(1), 1)]
-    m = _MATRIX.fullmatch(type_name)
+    m = re.fullmatch(_MATRIX, type_name)
     if m:
         return [(m.group(1), 2), (m.group(2), 1)]
-    m = _ARRAY.fullmatch(type_name)
+    m = re.fullmatch(_ARRAY, type_name)
     if m:
         extents = re.findall(r"\[\s*(\w+)\s*\]", m.group(1))
         return [(e, len(extents) - i) for i, e in enumerate(extents)]
