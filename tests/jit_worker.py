@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 
 import slangspec
+from slangspec import codegen
 from slangspec.cache_store import disk, remote
 from slangspec.compile.server import client as server_client
-from slangspec.runtime import backend, miss_path, module
+from slangspec.runtime import backend, module
 from slangspec.runtime.module_base import BuildModule, load_module
 from slangspec.settings import compile_counts
 from slangspec.signatures import call_signature
@@ -40,7 +41,7 @@ def forbid_compile() -> None:
     def refuse(*_a, **_k):
         raise AssertionError("a warm process must not resolve, generate or reflect")
 
-    miss_path.kernel_source = refuse
+    codegen.kernel_source = refuse
     backend.SlangBackend.front_end = refuse
     module.Module.function_overloads = refuse
 

@@ -490,11 +490,12 @@ def test_keywords_map_and_inferred_generics_compile_before_any_eager_call(cache_
 
 WARM = """
 import sys, torch, slangspec
-from slangspec.runtime import backend, miss_path, module
+from slangspec import codegen
+from slangspec.runtime import backend, module
 def refuse(*a, **k):
     raise AssertionError("a warm process must not resolve, generate or reflect")
 if sys.argv[3:] == ["warm"]:
-    miss_path.kernel_source = refuse
+    codegen.kernel_source = refuse
     backend.SlangBackend.front_end = module.Module.function_overloads = refuse
 sf = slangspec.load(sys.argv[2], cache_dir=sys.argv[1])
 dev = "cuda" if sf.device_kind == "cuda" else "cpu"

@@ -118,7 +118,8 @@ def test_a_gradient_slang_cannot_take_through_an_interface_is_refused_by_name(kd
 
 
 def test_a_fresh_load_calls_the_named_struct_from_the_cache(kd, cache_dir, tdev, monkeypatch):
-    from slangspec.runtime import backend, miss_path, module
+    from slangspec import codegen
+    from slangspec.runtime import backend, module
 
     def refuse(*args, **kwargs):
         raise AssertionError("served from the cache, nothing is resolved or reflected")
@@ -127,7 +128,7 @@ def test_a_fresh_load_calls_the_named_struct_from_the_cache(kd, cache_dir, tdev,
     want = kd.scaled_area({"_type": "Disc", "radius": r}, 2.0)
     want.sum().backward()
     hits = slangspec.Cache(cache_dir).stats()["hits"]
-    monkeypatch.setattr(miss_path, "kernel_source", refuse)
+    monkeypatch.setattr(codegen, "kernel_source", refuse)
     monkeypatch.setattr(backend.SlangBackend, "front_end", refuse)
     monkeypatch.setattr(module.Module, "function_overloads", refuse)
     fresh = slangspec.load(KINDS, cache_dir=cache_dir)

@@ -10,8 +10,9 @@ import torch
 from click.testing import CliRunner
 
 import slangspec
+from slangspec import codegen
 from slangspec.cli import main
-from slangspec.runtime import backend, miss_path, module
+from slangspec.runtime import backend, module
 from slangspec.settings import compile_counts
 from slangspec.specializer.reflect import function_overloads
 
@@ -171,7 +172,7 @@ def _refuse(*_args, **_kwargs):
 
 
 def _served_from_cache(monkeypatch) -> None:
-    monkeypatch.setattr(miss_path, "kernel_source", _refuse)
+    monkeypatch.setattr(codegen, "kernel_source", _refuse)
     monkeypatch.setattr(backend.SlangBackend, "front_end", _refuse)
     monkeypatch.setattr(module.Module, "function_overloads", _refuse)
 
