@@ -215,12 +215,21 @@ float p1(IDiffTensor<float, 1> w, float x)
     }
     return s;
 }
+interface IScale : IDifferentiable { [Differentiable] float apply(float v); };
+struct Twice : IScale
+{
+    float k;
+    [Differentiable] float apply(float v) { return 2.0 * k * v; }
+};
+[Differentiable]
+float x0(IScale s, float v) { return s.apply(v) + v; }
 """
 
 
 def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
     # v1, g0, p1 and _d are also what the kernels call the second argument's value, the first's
-    # gradient, the second parameter's differential pair and the result's cotangent.
+    # gradient, the second parameter's differential pair and the result's cotangent; a function
+    # with an interface parameter is called through a wrapper, which must not name one x0.
     path = tmp_path / "named_like_locals.slang"
     path.write_text(NAMED_LIKE_LOCALS)
     m = slangspec.load(path, cache_dir=cache_dir)
@@ -236,6 +245,9 @@ def test_functions_named_like_the_kernels_own_locals(cache_dir, tdev, tmp_path):
     w, x = leaf(4, tdev=tdev), leaf(6, tdev=tdev)
     wt, xt = twin(w), twin(x)
     compare(m.p1(w, x), wt.sum() * xt, [w, x], [wt, xt])
+    k, v = leaf(5, tdev=tdev), leaf(5, tdev=tdev)
+    kt, vt = twin(k), twin(v)
+    compare(m.x0({"_type": "Twice", "k": k}, v), 2 * kt * vt + vt, [k, v], [kt, vt])
 
 
 TYPES_NAMED_LIKE_LOCALS = """

@@ -9,7 +9,7 @@ SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
 PLAN_FORMAT = 9
 """Specialization plans: bumped whenever a plan's fields or meaning change."""
-CODEGEN_FORMAT = 7
+CODEGEN_FORMAT = 8
 """Generated sources: bumped whenever they change for the same plan."""
 CACHE_FORMAT = 1
 """Cache entries: bumped whenever the entry layout or the preimage changes shape."""

@@ -44,8 +44,10 @@ _CONCRETE = "slangspec_concrete"
 parameters: the same call as a free function of the call's types (the structs the call names
 for interfaces, the struct first for a method's ``this``), which ``bwd_diff`` can
 differentiate."""
-_CONCRETE_PARAM = re.compile(r"x[0-9]+")
-"""The names of ``_CONCRETE``'s parameters."""
+_CONCRETE_PARAM = "slangspec_x"
+"""What ``_CONCRETE``'s parameters are named after (``slangspec_x0``, ...): names a user's
+module cannot take, since the wrapper calls the user's function, whose name its parameters
+would hide."""
 _ALIAS = "slangspec_type"
 THREADS_PER_GROUP = 128
 
@@ -81,16 +83,13 @@ def _element(a: ArgPlan) -> str:
 
 def _aliases(plan: SpecializationPlan) -> dict[str, str]:
     """The types of ``plan`` that name a type as a kernel names its own parameters and locals
-    (``KERNEL_LOCAL``, ``_CONCRETE``'s ``x0``), each with the alias a kernel declares for it at
+    (``KERNEL_LOCAL``), each with the alias a kernel declares for it at
     module scope, where the name is still the user's type, and writes in its place."""
     texts = [p.slang_type for p in plan.params] + [a.slang_type for a in plan.args]
     hidden = [
         t
         for t in dict.fromkeys([*texts, plan.result or ""])
-        if any(
-            KERNEL_LOCAL.fullmatch(n) or _CONCRETE_PARAM.fullmatch(n)
-            for n in re.findall(r"[A-Za-z_]\w*", t)
-        )
+        if any(KERNEL_LOCAL.fullmatch(n) for n in re.findall(r"[A-Za-z_]\w*", t))
     ]
     return {t: f"{_ALIAS}{i}" for i, t in enumerate(hidden)}
 
@@ -421,12 +420,14 @@ def _concrete(plan: SpecializationPlan, typed: Callable[[str], str]) -> list[str
     for k, p in enumerate(plan.params):
         frozen = plan.differentiable and p.direction == "in" and not p.differentiable
         direction = "" if p.direction == "in" else f"{p.direction} "
-        declared.append(f"{'no_diff ' if frozen else ''}{direction}{typed(p.slang_type)} x{k}")
-    passed = [f"x{k}" for k in range(len(plan.params))]
+        declared.append(
+            f"{'no_diff ' if frozen else ''}{direction}{typed(p.slang_type)} {_CONCRETE_PARAM}{k}"
+        )
+    passed = [f"{_CONCRETE_PARAM}{k}" for k in range(len(plan.params))]
     callee, ref = _callee(plan), parse_function_ref(plan.function)
     if ref.owner is not None and plan.params and plan.params[0].name == "this":
         method = FunctionRef(ref.name, ref.args).text
-        call = f"x0.{method}({', '.join(passed[1:])})"
+        call = f"{passed[0]}.{method}({', '.join(passed[1:])})"
     elif ref.owner is not None and ref.name == CONSTRUCTOR:
         call = f"{ref.owner.text}({', '.join(passed)})"
     else:
