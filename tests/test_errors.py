@@ -625,3 +625,29 @@ def test_every_exception_of_the_package_is_one_family():
                 found.append(cls)
                 assert issubclass(cls, family), f"{info.name}.{cls.__name__}"
     assert len(found) > 20
+
+
+def test_every_warning_the_package_gives_is_of_its_family():
+    """Each ``warnings.warn`` in the source names a ``slangspec.SlangspecWarning``: a filter on
+    the family sees every warning slangspec gives, a lost gradient's too."""
+    import ast
+    import importlib
+
+    src = Path(slangspec.__file__).parent
+    wrong = []
+    for path in sorted(src.rglob("*.py")):
+        calls = [
+            node
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "warnings.warn"
+        ]
+        if not calls:
+            continue
+        name = ".".join(("slangspec", *path.relative_to(src).with_suffix("").parts))
+        module = importlib.import_module(name.removesuffix(".__init__"))
+        for call in calls:
+            given = call.args[1:2] or [k.value for k in call.keywords if k.arg == "category"]
+            category = eval(ast.unparse(given[0]), vars(module)) if given else UserWarning
+            if not issubclass(category, slangspec.SlangspecWarning):
+                wrong.append(f"{name}:{call.lineno} warns a {category.__name__}")
+    assert wrong == []

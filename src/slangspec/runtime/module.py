@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..cache_store import FORWARD
+from ..errors import SlangspecWarning
 from ..signatures import ArgumentError, call_signature, result_shape
 from ..signatures.text import (
     ArgForm,
@@ -330,7 +331,7 @@ class Function(BuildFunction):
         which = ", ".join(argument_label(i, names[i]) for i in trained)
         warnings.warn(
             f"{why}, so {which} requiring grad gets no gradient from it: {fix}",
-            UserWarning,
+            SlangspecWarning,
             stacklevel=4,
         )
 

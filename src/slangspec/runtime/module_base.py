@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 import xxhash
 
 from ..cache_store import FORWARD, kernel_lease, key_of, make_room_for_slots, module_facts
-from ..errors import Error
+from ..errors import Error, SlangspecWarning
 from ..settings import check_all, configure_logging, setting
 from ..signatures.function_ref import (
     CONSTRUCTOR,
@@ -168,6 +168,7 @@ class BuildModule:
                 f"module '{self.name}': the functions {', '.join(shadowed)} share their names "
                 f"with attributes of the module; call them as m[{shadowed[0]!r}] or "
                 f"m.functions.{shadowed[0]}",
+                SlangspecWarning,
                 stacklevel=2,
             )
         return sorted({*attributes, *names})
