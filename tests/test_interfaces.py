@@ -117,6 +117,38 @@ def test_a_gradient_slang_cannot_take_through_an_interface_is_refused_by_name(kd
         kd.scaled_area({"_type": "Quad", "size": size.requires_grad_()}, 2.0)
 
 
+PLAIN_INTERFACE = """
+import slangpy;
+interface IScale { [Differentiable] float apply(float v); };
+struct Twice : IScale, IDifferentiable
+{
+    float k;
+    [Differentiable] float apply(float v) { return 2.0 * k * v; }
+};
+[Differentiable]
+float scaled(IScale s, float v) { return s.apply(v) + v; }
+"""
+
+
+def test_an_interface_that_is_not_differentiable_is_named_where_a_gradient_is_lost(
+    cache_dir, tdev, tmp_path
+):
+    """Its struct is IDifferentiable, but a value passed as the interface is not: the warning
+    names the interface to make IDifferentiable, not the struct that already is."""
+    path = tmp_path / "plain_interface.slang"
+    path.write_text(PLAIN_INTERFACE)
+    m = slangspec.load(path, cache_dir=cache_dir)
+    k, v = leaf(4, tdev=tdev), leaf(4, tdev=tdev)
+    with pytest.warns(
+        slangspec.SlangspecWarning,
+        match=r"plain_interface::scaled: interface IScale is not IDifferentiable .*make IScale ",
+    ):
+        y = m.scaled({"_type": "Twice", "k": k}, v)
+    y.sum().backward()
+    assert k.grad is None
+    torch.testing.assert_close(v.grad, 2.0 * k.detach() + 1.0, **TOL)
+
+
 def test_a_fresh_load_calls_the_named_struct_from_the_cache(kd, cache_dir, tdev, monkeypatch):
     from slangspec import codegen
     from slangspec.runtime import backend, module

@@ -306,10 +306,15 @@ class Function(BuildFunction):
                     and form_grad(_leaf_form(forms[a.index], a.path))
                 }
             )
-            structs = " and ".join(dict.fromkeys(plan.params[i].slang_type for i in trained))
-            why = (
-                f"{self.id}: struct {structs} is not IDifferentiable (or its parameter is no_diff)"
+            # Through an interface parameter, the interface must be IDifferentiable too.
+            held = [plan.params[i] for i in trained]
+            named = dict.fromkeys(
+                f"interface {p.interface}" if p.interface else f"struct {p.slang_type}"
+                for p in held
             )
+            structs = " and ".join(dict.fromkeys(p.interface or p.slang_type for p in held))
+            why = f"{self.id}: {' and '.join(named)} is not IDifferentiable (or its parameter is "
+            why += "no_diff)"
             fix = f"make {structs} conform to IDifferentiable, or pass detached tensors"
             if not trained:
                 trained = [
