@@ -6,6 +6,7 @@ a tensor type's row has a case per name it is declared by, interface and struct 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import get_args
@@ -370,3 +371,73 @@ def test_a_call_whose_only_argument_is_a_generator_takes_the_result_shape(m, tde
     for mode in (f, torch.compile(f, fullgraph=True)):
         got = mode(torch.empty(2, 3, device=tdev))
         assert got.shape == (2, 3) and bool(((got >= 2.0) & (got < 3.0)).all())
+
+
+class _Recorded(Exception):
+    """Raised by a function that only notes how a case calls it."""
+
+
+def _how_called(case: Case) -> tuple[tuple, dict]:
+    """The arguments ``case`` calls its function with, the function not run."""
+    calls = []
+
+    def record(*args, **keywords):
+        calls.append((args, keywords))
+        raise _Recorded
+
+    with pytest.raises(_Recorded):
+        case.call(record, *case.inputs("cpu"))
+    return calls[0]
+
+
+# What the kernels name of Slang itself and of slangpy's library, besides the tensor types the
+# table of kinds binds.
+SLANG_WORDS = {
+    *("Differentiable", "SV_DispatchThreadID", "compute", "numthreads", "shader", "uniform"),
+    *("for", "if", "return", "void", "asfloat", "lerp"),
+    *("int", "int2", "uint", "uint3", "float"),
+}
+
+
+def test_every_name_a_kernel_declares_is_its_own(m):
+    """A kernel's own parameters and locals (``a0``, ``v1``, ``_idx``, ...) hide any type or
+    function of the user's module of the same name, so codegen writes such a type through an
+    alias and calls such a function through a wrapper (``KERNEL_LOCAL``), and names the rest
+    ``slangspec_...``. Each kind's kernels, forward and backward, name nothing else besides
+    the call's own types and function and Slang's words: a new local outside ``KERNEL_LOCAL``
+    fails here, not on the first module that declares a type of its name."""
+    from slangspec.cache_store import FORWARD
+    from slangspec.codegen import kernel_source, slang_helpers
+    from slangspec.specializer.plan import KERNEL_LOCAL
+
+    bindings = {
+        name
+        for row in KINDS
+        for name in (row.binding, row.grad_binding, row.backward_binding, *row.names)
+        if name
+    }
+    unowned: dict[str, str] = {}
+    for case in (case for cases in CASES.values() for case in cases):
+        args, keywords = _how_called(case)
+        plan = m[case.function].plan(*args, **keywords)
+        types = [plan.function, plan.result or ""]
+        types += [p.slang_type for p in plan.params] + [a.slang_type for a in plan.args]
+        theirs = set(re.findall(r"[A-Za-z_]\w*", " ".join(types)))
+        helpers = [slang_helpers.WANG_HASH, slang_helpers.WAVE_DIFF_TENSOR]
+        helpers += [slang_helpers.accumulate(a.scalar) for a in plan.args]
+        for label in (FORWARD, *plan.backward_masks):
+            text = kernel_source(plan, label)
+            for helper in helpers:  # a helper's body names no type or function of the user's
+                text = text.replace(helper, "")
+            text = re.sub(r"(?m)^\s*(//|import ).*$", "", text)
+            text = re.sub(r"\.\s*[A-Za-z_]\w*|\b\d\w*", "", text)  # fields, methods, numbers
+            for name in set(re.findall(r"[A-Za-z_]\w*", text)):
+                if not (
+                    name in theirs
+                    or name in bindings
+                    or name in SLANG_WORDS
+                    or name.startswith("slangspec_")
+                    or KERNEL_LOCAL.fullmatch(name)
+                ):
+                    unowned.setdefault(name, f"{case.function} {label}")
+    assert unowned == {}
