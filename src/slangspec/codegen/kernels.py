@@ -27,6 +27,7 @@ from ..signatures.function_ref import (
 )
 from ..signatures.generators import GENERATOR
 from ..signatures.scalars import SLANG
+from ..signatures.text import IDENTIFIER
 from ..specializer.kinds import KIND
 from ..specializer.plan import (
     KERNEL_LOCAL,
@@ -89,7 +90,7 @@ def _aliases(plan: SpecializationPlan) -> dict[str, str]:
     hidden = [
         t
         for t in dict.fromkeys([*texts, plan.result or ""])
-        if any(KERNEL_LOCAL.fullmatch(n) for n in re.findall(r"[A-Za-z_]\w*", t))
+        if any(KERNEL_LOCAL.fullmatch(n) for n in re.findall(IDENTIFIER, t))
     ]
     return {t: f"{_ALIAS}{i}" for i, t in enumerate(hidden)}
 

@@ -137,7 +137,9 @@ ArgForm = (
 TYPE_KEY = "_type"
 """The key of a dict that names the struct its fields are of, as slangpy's dicts do: the
 concrete type of a value for an interface parameter."""
-TYPE_NAME = r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*"
+IDENTIFIER = r"[A-Za-z_]\w*"
+"""A Slang identifier: a struct's field, a type's name without its namespaces."""
+TYPE_NAME = rf"{IDENTIFIER}(?:::{IDENTIFIER})*"
 """How a dict names a struct: an identifier, with its namespaces before it."""
 
 _TENSOR_RE = re.compile(r"(np)?\[D(\d+),S(\d+),G([01]),V([x1-4]*)\]")
@@ -145,7 +147,6 @@ _GRID_RE = re.compile(r"grid\[D(\d+)(,strided)?\]")
 _GENERATOR_RE = re.compile(rf"({'|'.join(GENERATOR)})(?:\[D([1-9]\d*)\])?")
 _RESULT_RE = re.compile(r"_result\[D(\d+)\]")
 _NUMBERS_RE = re.compile(r"\(([fib])([1-9]\d*)\)")
-_FIELD_RE = r"[A-Za-z_]\w*"
 
 
 def format_arg(form: ArgForm) -> str:
@@ -224,7 +225,7 @@ def _parse_dict(text: str) -> DictForm:
     fields: list[tuple[str, ArgForm]] = []
     for part in split_outside_brackets(body, ","):
         name, sep, inner = part.partition(":")
-        if not sep or not re.fullmatch(_FIELD_RE, name):
+        if not sep or not re.fullmatch(IDENTIFIER, name):
             raise ValueError(f"malformed dict field {part!r} in {text!r}")
         if name == TYPE_KEY:
             if not (inner.startswith("@") and re.fullmatch(TYPE_NAME, inner[1:])):

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .text import (
+    IDENTIFIER,
     TYPE_KEY,
     TYPE_NAME,
     DictForm,
@@ -28,8 +29,6 @@ from .value_row import (
     spec_signature,
     tensors_of,
 )
-
-_FIELD = r"[A-Za-z_]\w*"
 
 
 @functools.cache
@@ -98,7 +97,7 @@ def _dict_form(value: dict[Any, Any], grad_on: bool) -> str:
 def _spec_dict_signature(fields: dict[str, Any]) -> str:
     """The argument signature of a struct's fields, each an argument spec of its own."""
     for name in fields:
-        if not re.fullmatch(_FIELD, name):
+        if not re.fullmatch(IDENTIFIER, name):
             raise ValueError(f"argument spec: {name!r} is not a struct field name")
     forms = tuple(
         sorted(
