@@ -307,14 +307,13 @@ class Function(BuildFunction):
                 }
             )
             # Through an interface parameter, the interface must be IDifferentiable too.
-            held = [plan.params[i] for i in trained]
-            named = dict.fromkeys(
-                f"interface {p.interface}" if p.interface else f"struct {p.slang_type}"
-                for p in held
-            )
-            structs = " and ".join(dict.fromkeys(p.interface or p.slang_type for p in held))
-            why = f"{self.id}: {' and '.join(named)} is not IDifferentiable (or its parameter is "
-            why += "no_diff)"
+            held = {
+                p.interface or p.slang_type: "interface" if p.interface else "struct"
+                for p in (plan.params[i] for i in trained)
+            }
+            structs = " and ".join(held)
+            named = " and ".join(f"{kind} {name}" for name, kind in held.items())
+            why = f"{self.id}: {named} is not IDifferentiable (or its parameter is no_diff)"
             fix = f"make {structs} conform to IDifferentiable, or pass detached tensors"
             if not trained:
                 trained = [
