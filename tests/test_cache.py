@@ -58,6 +58,7 @@ def test_key_changes_with_every_preimage_component():
         "signature_format",
         "plan_format",
         "codegen_format",
+        "binary_format",
         "slangspec",
         "slangpy",
         "slang",
@@ -159,6 +160,7 @@ def test_stored_preimage_is_compared_on_every_hit(tmp_path):
         ("signature_format", toolchain.SIGNATURE_FORMAT),
         ("plan_format", toolchain.PLAN_FORMAT),
         ("codegen_format", toolchain.CODEGEN_FORMAT),
+        ("binary_format", toolchain.BINARY_FORMAT),
     ],
 )
 def test_old_format_entry_is_never_served(tmp_path, tdev, field, current):

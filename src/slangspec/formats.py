@@ -11,6 +11,9 @@ PLAN_FORMAT = 9
 """Specialization plans: bumped whenever a plan's fields or meaning change."""
 CODEGEN_FORMAT = 8
 """Generated sources: bumped whenever they change for the same plan."""
+BINARY_FORMAT = 1
+"""Compiled kernels: bumped whenever the build of the same source changes (its options, the
+launch bounds ``compile.cuda.registers`` adds)."""
 CACHE_FORMAT = 1
 """Cache entries: bumped whenever the entry layout or the preimage changes shape."""
 SHIPPED_FORMAT = "slangspec-shipped-kernels"

@@ -187,7 +187,7 @@ def import_bundle(cache: CacheStore, file: str | Path, device: str | None = None
     key_here = setting(SECRET_ENV)
     skipped: list[dict[str, str]] = []
     local = toolchain(cache)
-    formats = ("cache_format", "signature_format", "plan_format", "codegen_format")
+    formats = ("cache_format", "signature_format", "plan_format", "codegen_format", "binary_format")
     mismatch = [f for f in formats if bundle["toolchain"].get(f) != local[f]]
     if "signature_format" in mismatch:
         return {

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..formats import CACHE_FORMAT, CODEGEN_FORMAT, PLAN_FORMAT, SIGNATURE_FORMAT, VERSION
+from ..formats import (
+    BINARY_FORMAT,
+    CACHE_FORMAT,
+    CODEGEN_FORMAT,
+    PLAN_FORMAT,
+    SIGNATURE_FORMAT,
+    VERSION,
+)
 from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
 _slangpy: Versions | None = None
@@ -23,6 +30,7 @@ def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
         "signature_format": SIGNATURE_FORMAT,
         "plan_format": PLAN_FORMAT,
         "codegen_format": CODEGEN_FORMAT,
+        "binary_format": BINARY_FORMAT,
         "slangspec": VERSION,
         **_slangpy,
     }

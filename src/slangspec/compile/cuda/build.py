@@ -24,9 +24,18 @@ from ...define import frozen
 from ...errors import Error
 from ...settings import compile_counts
 from ...signatures.module_text import ModuleText
+from .cubin import kernel_registers
 from .nvrtc import nvrtc
 from .prepared import PRELUDE_FILE, Prepared
-from .source import LIBRARY_FILE, KernelSource, cuda_source, slangpy_library, split_prelude
+from .registers import REGISTER_BUDGET, bounded, over_budget
+from .source import (
+    LIBRARY_FILE,
+    CudaSource,
+    KernelSource,
+    cuda_source,
+    slangpy_library,
+    split_prelude,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -143,7 +152,7 @@ def build(
     written = time.perf_counter()
     if prelude is not None:
         _keep_prelude(prelude, source.text)
-    cubin = nvrtc().compile(source.text, arch, source.half, name=f"{kernels[0].name}.cu")
+    cubin = cubin_of(source, arch, f"{kernels[0].name}.cu")
     _log.info(
         "CUDA build of %s for %s: Slang %.3f s, NVRTC %.3f s",
         ", ".join(k.name for k in kernels),
@@ -160,3 +169,23 @@ def build(
             )
         built[kernel.name] = BuiltKernel(cubin, entry.name, entry.layout, entry.group)
     return built
+
+
+def cubin_of(source: CudaSource, arch: str, name: str) -> bytes:
+    """NVRTC's cubin of ``source``, built again with launch bounds on the kernels that take
+    more registers than ``registers.REGISTER_BUDGET``."""
+    cubin = nvrtc().compile(source.text, arch, source.half, name=name)
+    groups = {entry.name: entry.group for entry in source.entries.values()}
+    try:
+        heavy = over_budget(kernel_registers(cubin), groups)
+    except ValueError:
+        return cubin  # NVRTC's own attributes unreadable: the kernels as ptxas gave them
+    text = bounded(source.text, heavy) if heavy else None
+    if text is None:
+        return cubin
+    _log.info(
+        "%s: over %d registers a thread, built again under launch bounds",
+        ", ".join(heavy),
+        REGISTER_BUDGET,
+    )
+    return nvrtc().compile(text, arch, source.half, name=name)
