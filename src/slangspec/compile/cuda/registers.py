@@ -3,7 +3,7 @@ enough of its threads to hide memory latency.
 
 Left alone, ptxas gives a kernel the registers its schedule wants: the backward kernel of a
 function that holds many values at once (a struct of weights, an unrolled loop over an array)
-takes 96 to 255, and a multiprocessor then runs 8 to 16 warps of it. These kernels wait on
+takes 96 to 255, and a multiprocessor then runs 8 to 20 warps of it. These kernels wait on
 memory and atomics, not arithmetic, and run faster with more warps and a few spilled values;
 but under a bound ptxas spends registers up to it, so a bound given to every kernel would
 lower the occupancy of small ones. A kernel over ``REGISTER_BUDGET`` after a first build is
