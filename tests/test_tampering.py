@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -335,6 +336,31 @@ def test_a_concurrent_clear_never_breaks_a_running_process(tmp_path):
         stop.set()
         clearer.join()
     assert all(r["ok"] for r in reports)
+
+
+def test_a_directory_a_clear_removes_between_listings_holds_nothing(tmp_path, monkeypatch):
+    """A clear in another process may remove a directory after its parent was listed and before
+    it is; the module cache's count and the module and blob listings then skip it."""
+    root = tmp_path / "cache"
+    root.mkdir()
+    tier = disk.DiskTier(root)
+    for config in ("a", "b"):
+        module = root / "slang" / config / "1" / "m.slang-module"
+        module.parent.mkdir(parents=True)
+        module.write_bytes(b"ir")
+    (tier.kernel_dir / "k_0.slang").write_text("source")
+    listing = os.scandir
+
+    def cleared_first(path=".", *rest):
+        if not isinstance(path, int) and Path(path).name in ("a", "kernels"):
+            shutil.rmtree(path)
+        return listing(path, *rest)
+
+    monkeypatch.setattr(os, "scandir", cleared_first)
+    tier.note_module_cache()
+    assert tier.size() > 0
+    assert location.compiled_modules(root, "m") == [root / "slang" / "b" / "1" / "m.slang-module"]
+    assert list(tier.blob_names()) == []
 
 
 def test_a_directory_where_a_kernel_source_belongs_is_replaced(tmp_path):

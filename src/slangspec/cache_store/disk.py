@@ -50,6 +50,7 @@ from .location import (
     compiled_modules,
     file_bytes,
     part,
+    present,
     tree_size,
     write_atomic,
 )
@@ -126,7 +127,7 @@ class DiskTier(DiskLeases):
             sqlite_wal_autocheckpoint=64,
             sqlite_journal_size_limit=256 << 10,
         )
-        for path in (self.root / INDEX).glob("cache.db*"):
+        for path in present(self.root / INDEX, "cache.db*"):
             with contextlib.suppress(OSError):
                 path.chmod(0o600)
         return index
@@ -357,8 +358,9 @@ class DiskTier(DiskLeases):
         return file_bytes([self.blob_path(name)])
 
     def blob_names(self) -> Iterator[str]:
-        for path in [*self.kernel_dir.glob("k_*.slang"), *self.binary_dir.glob("b_*.cubin")]:
-            yield path.stem
+        for directory, pattern in ((self.kernel_dir, "k_*.slang"), (self.binary_dir, "b_*.cubin")):
+            for path in present(directory, pattern):
+                yield path.stem
 
     # -- modules given as source strings --------------------------------------------------------
 
@@ -389,7 +391,7 @@ class DiskTier(DiskLeases):
     def damaged_modules(self) -> list[Path]:
         """Module files whose content no longer hashes to the directory they were written to."""
         damaged = []
-        for path in (self.root / MODULES).glob("*/*.slang"):
+        for path in present(self.root / MODULES, "*/*.slang"):
             try:
                 if xxhash.xxh3_64_hexdigest(path.read_bytes()) != path.parent.name:
                     damaged.append(path)
@@ -544,7 +546,7 @@ def _module_cache_files(root: Path) -> dict[str, int]:
     ``compile.cuda.build`` keep every file two levels down (``location.COMPILED_MODULE``)."""
     directory = root / SLANG
     files = {}
-    for path in directory.glob("*/*/*"):
+    for path in present(directory, "*/*/*"):
         with contextlib.suppress(FileNotFoundError):
             info = path.lstat()
             if not stat.S_ISDIR(info.st_mode):

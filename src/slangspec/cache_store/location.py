@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fnmatch
 import os
 import shutil
 import stat
@@ -197,10 +198,27 @@ def process_stat(pid: int) -> list[str] | None:
     return fields or None
 
 
+def present(directory: Path, pattern: str) -> list[Path]:
+    """What ``directory.glob(pattern)`` finds (``pattern``'s parts hold no ``**``), where a
+    ``cache clear`` in another process may remove any directory on the way: a directory gone
+    meanwhile holds nothing, where pathlib's glob raises FileNotFoundError."""
+    found = [directory]
+    for name in pattern.split("/"):
+        deeper = []
+        for parent in found:
+            with (
+                contextlib.suppress(FileNotFoundError, NotADirectoryError),
+                os.scandir(parent) as entries,
+            ):
+                deeper += [parent / e.name for e in entries if fnmatch.fnmatchcase(e.name, name)]
+        found = deeper
+    return found
+
+
 def compiled_modules(root: Path, name: str) -> list[Path]:
     """slangpy's compiled IR of the module ``name`` and the seals beside it: one file per
     session configuration, two levels down in the module cache."""
-    return list((root / SLANG).glob(COMPILED_MODULE.format(name=name) + "*"))
+    return present(root / SLANG, COMPILED_MODULE.format(name=name) + "*")
 
 
 def file_bytes(paths: list[Path]) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import xxhash
 
-from .location import COMPILED_MODULE, CacheWarning, write_atomic
+from .location import COMPILED_MODULE, CacheWarning, present, write_atomic
 
 SEAL = ".seal"
 
@@ -59,7 +59,7 @@ class ModuleSeals:
 
     def _modules(self) -> list[Path]:
         """The compiled modules, wherever slangpy keeps them (``location.COMPILED_MODULE``)."""
-        return sorted(self.root.glob(COMPILED_MODULE.format(name="*")))
+        return sorted(present(self.root, COMPILED_MODULE.format(name="*")))
 
     @staticmethod
     def _seal_of(module: Path) -> Path:
