@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache_store import CacheStore, binary_added, key_of, regenerated, source_name, travel
-from ..compile import toolchain
+from ..compile import FORMATS, toolchain
 from ..formats import BUNDLE_FORMAT, BUNDLE_VERSION
 from ..runtime.cache import regenerate_source
 from ..settings import setting
@@ -187,8 +187,7 @@ def import_bundle(cache: CacheStore, file: str | Path, device: str | None = None
     key_here = setting(SECRET_ENV)
     skipped: list[dict[str, str]] = []
     local = toolchain(cache)
-    formats = ("cache_format", "signature_format", "plan_format", "codegen_format", "binary_format")
-    mismatch = [f for f in formats if bundle["toolchain"].get(f) != local[f]]
+    mismatch = [f for f in FORMATS if bundle["toolchain"].get(f) != local[f]]
     if "signature_format" in mismatch:
         return {
             "records": 0,

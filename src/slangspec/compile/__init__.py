@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .slang.slangpy_install import wheel_stamp as wheel_stamp
     from .slang.vulkan_compiler import CompiledKernel as CompiledKernel
     from .slang.vulkan_compiler import Compiler as Compiler
+    from .toolchain_identity import FORMATS as FORMATS
     from .toolchain_identity import toolchain as toolchain
 
 _WHOLE = {
@@ -89,6 +90,7 @@ _HOME = {
     "wheel_stamp": ".slang.slangpy_install",
     "CompiledKernel": ".slang.vulkan_compiler",
     "Compiler": ".slang.vulkan_compiler",
+    "FORMATS": ".toolchain_identity",
     "toolchain": ".toolchain_identity",
 }
 

@@ -16,6 +16,15 @@ from ..formats import (
 )
 from .slang.slangpy_install import VersionMemo, Versions, slangpy_versions
 
+FORMATS = {
+    "cache_format": CACHE_FORMAT,
+    "signature_format": SIGNATURE_FORMAT,
+    "plan_format": PLAN_FORMAT,
+    "codegen_format": CODEGEN_FORMAT,
+    "binary_format": BINARY_FORMAT,
+}
+"""slangspec's formats, as a toolchain names them."""
+
 _slangpy: Versions | None = None
 
 
@@ -25,12 +34,4 @@ def toolchain(memo: VersionMemo | None = None) -> dict[str, Any]:
     global _slangpy
     if _slangpy is None:
         _slangpy = slangpy_versions(memo)
-    return {
-        "cache_format": CACHE_FORMAT,
-        "signature_format": SIGNATURE_FORMAT,
-        "plan_format": PLAN_FORMAT,
-        "codegen_format": CODEGEN_FORMAT,
-        "binary_format": BINARY_FORMAT,
-        "slangspec": VERSION,
-        **_slangpy,
-    }
+    return {**FORMATS, "slangspec": VERSION, **_slangpy}
