@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 from dispatch import timed
-from workloads import SPLAT, _gaussians, pixels
+from workloads import _gaussians, pixels, splat_source
 
 import slangspec
 
@@ -72,7 +72,7 @@ def main() -> None:
     dev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     n = args.gaussians
-    source = SPLAT.format(n=n, unroll="") + PROBE
+    source = splat_source(n) + PROBE
     m = slangspec.load_source(f"unroll_probe{n}", source, device=kind, cache_dir=tempfile.mkdtemp())
     frozen = _gaussians(n, dev)
     trained = {k: v.clone().requires_grad_(True) for k, v in frozen.items()}

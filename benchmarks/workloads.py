@@ -1,7 +1,9 @@
 """Training iterations of rendering-style programs, where every pixel (call) reads the same
 parameters: each in the broadcast form (the parameters a struct or an array of structs every
-call takes) and the tensor form (``IDiffTensor`` parameters the function indexes), against the
-same maths in torch eager and, for the tensor form, slangpy's functional API on the same Slang.
+call takes), the tensor form (``IDiffTensor`` parameters the function indexes) and the view form
+(the broadcast form's very body, written once below, over a struct of ``IDiffTensor`` members
+whose subscript reads one element: what a user can write today to keep a by-value body), against
+the same maths in torch eager and, for the tensor form, slangpy's functional API on the same Slang.
 
     SLANGPY_TORCH_BRIDGE=1 source .gpu/install.sh   # on the GPU machine
     python benchmarks/workloads.py [--device cuda] [--iters 10] [--only splat128 mlp]
@@ -39,6 +41,17 @@ import torch
 
 import slangspec
 
+SPLAT_BODY = """{{
+    float3 c = float3(0.0);
+    {unroll}
+    for (int i = 0; i < NG; i++)
+    {{
+        float2 d = pix - g[i].center;
+        c += g[i].color * exp(-dot(d, d) * g[i].scale);
+    }}
+    return c;
+}}"""
+
 SPLAT = """
 import slangpy;
 static const int NG = {n};
@@ -49,15 +62,37 @@ float at(IDiffTensor<float, 2> t, int i, int j) {{ int idx[2] = {{ i, j }}; retu
 
 [Differentiable]
 float3 broadcast_form(Gaussian g[NG], no_diff float2 pix)
+{body}
+
+struct GaussianView
 {{
-    float3 c = float3(0.0);
-    {unroll}
-    for (int i = 0; i < NG; i++)
+    IDiffTensor<float, 2> centers;
+    IDiffTensor<float, 1> scales;
+    IDiffTensor<float, 2> colors;
+    __subscript(int i) -> Gaussian
     {{
-        float2 d = pix - g[i].center;
-        c += g[i].color * exp(-dot(d, d) * g[i].scale);
+        [Differentiable] get
+        {{
+            int j[1] = {{ i }};
+            Gaussian r;
+            r.center = float2(at(centers, i, 0), at(centers, i, 1));
+            r.scale = scales[j];
+            r.color = float3(at(colors, i, 0), at(colors, i, 1), at(colors, i, 2));
+            return r;
+        }}
     }}
-    return c;
+}};
+
+[Differentiable]
+float3 view_body(GaussianView g, no_diff float2 pix)
+{body}
+
+[Differentiable]
+float3 view_form(IDiffTensor<float, 2> centers, IDiffTensor<float, 1> scales,
+                 IDiffTensor<float, 2> colors, no_diff float2 pix)
+{{
+    GaussianView g = {{ centers, scales, colors }};
+    return view_body(g, pix);
 }}
 
 [Differentiable]
@@ -76,6 +111,18 @@ float3 tensor_form(IDiffTensor<float, 2> centers, IDiffTensor<float, 1> scales,
     return c;
 }}
 """
+
+RASTER_BODY = """{{
+    float3 c = float3(0.0);
+    float w = 1e-4;
+    for (int i = 0; i < NT; i++)
+    {{
+        float k = coverage(pix, t[i].a, t[i].b, t[i].c);
+        c += t[i].color * k;
+        w += k;
+    }}
+    return c * (1.0 / w);
+}}"""
 
 RASTER = """
 import slangpy;
@@ -102,16 +149,35 @@ float coverage(float2 p, float2 a, float2 b, float2 c)
 
 [Differentiable]
 float3 broadcast_form(Triangle t[NT], no_diff float2 pix)
+{body}
+
+struct TriangleView
 {{
-    float3 c = float3(0.0);
-    float w = 1e-4;
-    for (int i = 0; i < NT; i++)
+    IDiffTensor<float, 2> verts;
+    IDiffTensor<float, 2> colors;
+    __subscript(int i) -> Triangle
     {{
-        float k = coverage(pix, t[i].a, t[i].b, t[i].c);
-        c += t[i].color * k;
-        w += k;
+        [Differentiable] get
+        {{
+            Triangle r;
+            r.a = float2(at(verts, i, 0), at(verts, i, 1));
+            r.b = float2(at(verts, i, 2), at(verts, i, 3));
+            r.c = float2(at(verts, i, 4), at(verts, i, 5));
+            r.color = float3(at(colors, i, 0), at(colors, i, 1), at(colors, i, 2));
+            return r;
+        }}
     }}
-    return c * (1.0 / w);
+}};
+
+[Differentiable]
+float3 view_body(TriangleView t, no_diff float2 pix)
+{body}
+
+[Differentiable]
+float3 view_form(IDiffTensor<float, 2> verts, IDiffTensor<float, 2> colors, no_diff float2 pix)
+{{
+    TriangleView t = {{ verts, colors }};
+    return view_body(t, pix);
 }}
 
 [Differentiable]
@@ -135,14 +201,7 @@ float3 tensor_form(IDiffTensor<float, 2> verts, IDiffTensor<float, 2> colors, no
 }}
 """
 
-MLP = """
-import slangpy;
-static const int H = 16;
-struct Mlp : IDifferentiable {{ float w1[2 * H]; float b1[H]; float w2[3 * H]; float b2[3]; }};
-
-[Differentiable]
-float3 broadcast_form(Mlp m, no_diff float2 pix)
-{{
+MLP_BODY = """{{
     float3 out = float3(m.b2[0], m.b2[1], m.b2[2]);
     [ForceUnroll]
     for (int h = 0; h < H; h++)
@@ -151,7 +210,16 @@ float3 broadcast_form(Mlp m, no_diff float2 pix)
         out += a * float3(m.w2[h], m.w2[H + h], m.w2[2 * H + h]);
     }}
     return out;
-}}
+}}"""
+
+MLP = """
+import slangpy;
+static const int H = 16;
+struct Mlp : IDifferentiable {{ float w1[2 * H]; float b1[H]; float w2[3 * H]; float b2[3]; }};
+
+[Differentiable]
+float3 broadcast_form(Mlp m, no_diff float2 pix)
+{body}
 
 [Differentiable]
 float at1(IDiffTensor<float, 1> t, int i) {{ int idx[1] = {{ i }}; return t[idx]; }}
@@ -169,7 +237,50 @@ float3 tensor_form(IDiffTensor<float, 1> w1, IDiffTensor<float, 1> b1, IDiffTens
     }}
     return out;
 }}
+
+struct ArrayView
+{{
+    IDiffTensor<float, 1> t;
+    __subscript(int i) -> float {{ [Differentiable] get {{ return at1(t, i); }} }}
+}};
+
+struct MlpView
+{{
+    IDiffTensor<float, 1> w1t;
+    IDiffTensor<float, 1> b1t;
+    IDiffTensor<float, 1> w2t;
+    IDiffTensor<float, 1> b2t;
+    property ArrayView w1 {{ get {{ ArrayView v = {{ w1t }}; return v; }} }}
+    property ArrayView b1 {{ get {{ ArrayView v = {{ b1t }}; return v; }} }}
+    property ArrayView w2 {{ get {{ ArrayView v = {{ w2t }}; return v; }} }}
+    property ArrayView b2 {{ get {{ ArrayView v = {{ b2t }}; return v; }} }}
+}};
+
+[Differentiable]
+float3 view_body(MlpView m, no_diff float2 pix)
+{body}
+
+[Differentiable]
+float3 view_form(IDiffTensor<float, 1> w1, IDiffTensor<float, 1> b1, IDiffTensor<float, 1> w2,
+                 IDiffTensor<float, 1> b2, no_diff float2 pix)
+{{
+    MlpView m = {{ w1, b1, w2, b2 }};
+    return view_body(m, pix);
+}}
 """
+
+
+def splat_source(n: int, unroll: str = "") -> str:
+    """The splatting module for ``n`` Gaussians, its loops under ``unroll`` (an attribute)."""
+    return SPLAT.format(n=n, unroll=unroll, body=SPLAT_BODY.format(unroll=unroll))
+
+
+def raster_source(n: int) -> str:
+    return RASTER.format(n=n, body=RASTER_BODY.format())
+
+
+def mlp_source() -> str:
+    return MLP.format(body=MLP_BODY.format())
 
 
 @dataclass
@@ -242,7 +353,7 @@ def workloads(small: bool, unroll: bool = False) -> list[Workload]:
         made.append(
             Workload(
                 f"splat{n}",
-                SPLAT.format(n=n, unroll="[ForceUnroll]" if unroll else ""),
+                splat_source(n, "[ForceUnroll]" if unroll else ""),
                 n,
                 _gaussians,
                 lambda p: (p,),
@@ -253,7 +364,7 @@ def workloads(small: bool, unroll: bool = False) -> list[Workload]:
     made.append(
         Workload(
             f"raster{counts[2]}",
-            RASTER.format(n=counts[2]),
+            raster_source(counts[2]),
             counts[2],
             _triangles,
             lambda p: (_triangle_dict(p),),
@@ -264,7 +375,7 @@ def workloads(small: bool, unroll: bool = False) -> list[Workload]:
     made.append(
         Workload(
             "mlp",
-            MLP.format(),
+            mlp_source(),
             0,
             _mlp,
             lambda p: (p,),
@@ -341,8 +452,8 @@ def module_file(w: Workload, where: Path) -> Path:
 
 
 def write_manifest(chosen: list[Workload], where: Path, kind: str, broadcast: bool = True) -> Path:
-    """A ``specialize warm`` manifest of the calls ``chosen``'s two forms make (one signature
-    each, the crop's and the image's alike, every parameter trained; the tensor form's alone
+    """A ``specialize warm`` manifest of the calls ``chosen``'s Slang forms make (one signature
+    each, the crop's and the image's alike, every parameter trained; all but the broadcast form
     without ``broadcast``), beside their modules."""
     pix = pixels(8, "cpu")
     blocks = []
@@ -352,7 +463,8 @@ def write_manifest(chosen: list[Workload], where: Path, kind: str, broadcast: bo
         params = leaves(w.params(w.count, "cpu"))
         functions = []
         calls = [("broadcast_form", w.broadcast_args(params))] if broadcast else []
-        for name, args in [*calls, ("tensor_form", w.tensor_args(params))]:
+        calls += [(name, w.tensor_args(params)) for name in ("tensor_form", "view_form")]
+        for name, args in calls:
             plan = getattr(m, name).plan(*args, pix)
             mask = max(plan.backward_masks, key=lambda mask: mask.count("1"))
             functions.append(
@@ -414,6 +526,7 @@ def main() -> None:
         forms: dict[str, Callable] = {
             "broadcast": lambda p, pix, m=m, w=w: m.broadcast_form(*w.broadcast_args(p), pix),
             "tensor": lambda p, pix, m=m, w=w: m.tensor_form(*w.tensor_args(p), pix),
+            "view": lambda p, pix, m=m, w=w: m.view_form(*w.tensor_args(p), pix),
             "torch": w.torch_form,
         }
         if args.no_broadcast:
