@@ -164,13 +164,17 @@ def _declared(tokens: list[tuple[str, str, bool]]) -> set[str]:
     return set()
 
 
-def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
+def _attributes_end(tokens: list[tuple[str, str, bool]]) -> int:
+    """Where a declaration's leading attributes (``[Differentiable]`` and the like) end."""
     at = 0
-    attribute_refs: set[str] = set()
     while at < len(tokens) and tokens[at][1] == "[":
-        end = _skip_group(tokens, at)
-        attribute_refs |= {t[1] for t in tokens[at:end] if t[0] == "ident"}
-        at = end
+        at = _skip_group(tokens, at)
+    return at
+
+
+def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
+    at = _attributes_end(tokens)
+    attribute_refs = {t[1] for t in tokens[:at] if t[0] == "ident"}
     text = "".join((_SPACED if spaced else "") + t for _, t, spaced in tokens).strip()
     rest = tokens[at:]
     head = next((i for i, t in enumerate(rest) if t[1] in ("{", ";")), len(rest))
@@ -182,6 +186,22 @@ def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
         attribute_refs,
         {t[1] for t in rest[:head] if t[0] == "ident"} if typed else set(),
     )
+
+
+Token = tuple[str, str, bool]
+"""A token of a module's text: its kind, its text, and whether space or a comment came before."""
+
+
+def declarations(source: str) -> list[tuple[set[str], list[Token]]] | None:
+    """The top-level declarations of ``source``, each with the names it declares (none for a
+    common one) and its tokens; None where that cannot be known for certain."""
+    try:
+        return [
+            (_declared(tokens[_attributes_end(tokens) :]), tokens)
+            for tokens in _split(_tokens(source))
+        ]
+    except Uncertain:
+        return None
 
 
 def reached_text(source: str, roots: Iterable[str]) -> str | None:
