@@ -40,8 +40,9 @@ _TOKEN = re.compile(
 _UNCERTAIN_PUNCT = {"#", '"', "'", "\\"}
 """The preprocessor, and the start of a comment or string that never ends."""
 _UNCERTAIN_WORDS = {"__LINE__", "__FILE__", "__COUNTER__", "__include", "implementing", "module"}
-_OPEN = {"(": ")", "[": "]", "{": "}"}
-_CLOSE = set(_OPEN.values())
+BRACKETS = {"(": ")", "[": "]", "{": "}"}
+"""Each bracket that opens a group, with the one that closes it."""
+CLOSING = set(BRACKETS.values())
 _TYPE_WORDS = {"struct", "class", "interface", "enum", "namespace", "typealias"}
 _SPACED = " "
 
@@ -94,9 +95,9 @@ def _split(tokens: list[tuple[str, str, bool]]) -> list[list[tuple[str, str, boo
         current.append(token)
         if token[0] != "punct":
             continue
-        if text in _OPEN:
-            stack.append(_OPEN[text])
-        elif text in _CLOSE:
+        if text in BRACKETS:
+            stack.append(BRACKETS[text])
+        elif text in CLOSING:
             if not stack or stack.pop() != text:
                 raise Uncertain("unbalanced " + text)
             following = tokens[i + 1][1] if i + 1 < len(tokens) else ""
@@ -111,14 +112,14 @@ def _split(tokens: list[tuple[str, str, bool]]) -> list[list[tuple[str, str, boo
     return decls
 
 
-def _skip_group(tokens: list[tuple[str, str, bool]], at: int) -> int:
+def group_end(tokens: list[tuple[str, str, bool]], at: int) -> int:
     """The index after the bracket group that opens at ``at``."""
     depth = 0
     for i in range(at, len(tokens)):
         text = tokens[i][1]
-        if text in _OPEN:
+        if text in BRACKETS:
             depth += 1
-        elif text in _CLOSE:
+        elif text in CLOSING:
             depth -= 1
             if depth == 0:
                 return i + 1
@@ -168,7 +169,7 @@ def _attributes_end(tokens: list[tuple[str, str, bool]]) -> int:
     """Where a declaration's leading attributes (``[Differentiable]`` and the like) end."""
     at = 0
     while at < len(tokens) and tokens[at][1] == "[":
-        at = _skip_group(tokens, at)
+        at = group_end(tokens, at)
     return at
 
 

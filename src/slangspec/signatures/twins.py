@@ -12,25 +12,11 @@ function not declared exactly once at the top level, or declared generic, has no
 
 from __future__ import annotations
 
-from .reach import Token, declarations
+from .reach import BRACKETS, CLOSING, Token, declarations, group_end
 
 TWIN = "slangspec_twin_"
 """What a twin's name starts with, before the function's."""
 _ASSIGNED_BY = set("+-*/%&|^")
-_OPEN = {"(": ")", "[": "]", "{": "}"}
-
-
-def _close(tokens: list[Token], at: int) -> int:
-    """The index after the bracket group that opens at ``at``."""
-    depth = 0
-    for i in range(at, len(tokens)):
-        if tokens[i][1] in _OPEN:
-            depth += 1
-        elif tokens[i][1] in _OPEN.values():
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(tokens)
 
 
 class _Function:
@@ -39,7 +25,7 @@ class _Function:
     def __init__(self, tokens: list[Token], name: int) -> None:
         self.tokens = tokens
         self.name = name
-        self.params_end = _close(tokens, name + 1)
+        self.params_end = group_end(tokens, name + 1)
         self.body = next(
             (i for i in range(self.params_end, len(tokens)) if tokens[i][1] == "{"), len(tokens)
         )
@@ -48,7 +34,7 @@ class _Function:
         for i in range(name + 2, self.params_end - 1):
             text = tokens[i][1]
             # A parameter list holds no comparison: '<' and '>' there bracket generic arguments.
-            depth += (text in _OPEN or text == "<") - (text in _OPEN.values() or text == ">")
+            depth += (text in BRACKETS or text == "<") - (text in CLOSING or text == ">")
             if text == "," and depth == 0:
                 self.params.append((start, i))
                 start = i + 1
@@ -64,8 +50,8 @@ class _Function:
             kind, text, _ = self.tokens[i]
             if text in (":", "="):
                 break
-            if text in _OPEN:
-                i = _close(self.tokens, i)
+            if text in BRACKETS:
+                i = group_end(self.tokens, i)
                 continue
             if kind == "ident":
                 name = text
@@ -97,7 +83,7 @@ def _only_indexed(tokens: list[Token], start: int, name: str) -> bool:
         if at >= len(tokens) or tokens[at][1] != "[":
             return False
         while at < len(tokens) and tokens[at][1] in ("[", "."):
-            at = _close(tokens, at) if tokens[at][1] == "[" else at + 2
+            at = group_end(tokens, at) if tokens[at][1] == "[" else at + 2
         after = [t[1] for t in tokens[at : at + 2]]
         before = [t[1] for t in tokens[max(i - 2, 0) : i]]
         assigned = after[:1] == ["="] and after[1:] != ["="]
