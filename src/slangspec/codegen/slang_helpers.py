@@ -16,6 +16,8 @@ WANG_HASH = f"""uint {WANG}(uint s)
 ADD = "slangspec_accumulate"
 ACCUMULATE = """void {add}({t}* g, int at, {t} v)
 {{
+    if (WaveActiveAllTrue(v == {t}(0)))
+        return;
     if (WaveActiveAllEqual(at))
     {{
         {t} sum = WaveActiveSum(v);
@@ -26,8 +28,9 @@ ACCUMULATE = """void {add}({t}* g, int at, {t} v)
         InterlockedAdd(g[at], v);
 }}
 """
-"""An atomic add of a gradient's part (of scalar ``t``): once per warp where every call of
-the warp adds into one element (a parameter every call reads), else once per call."""
+"""An atomic add of a gradient's part (of scalar ``t``): none where every call of the warp adds
+zero (a saturated sigmoid, a field of a struct the call did not use), once per warp where every
+call of the warp adds into one element (a parameter every call reads), else once per call."""
 
 
 def accumulate(scalar: str) -> str:
@@ -55,6 +58,8 @@ WAVE_DIFF_TENSOR = f"""public struct {WAVE_TENSOR}<let D : int> : IDiffTensor<fl
     }}
     void _add(int at, float grad)
     {{
+        if (WaveActiveAllTrue(grad == 0.0))
+            return;
         at += copy;
         if (WaveActiveAllEqual(at))
         {{
