@@ -408,6 +408,7 @@ def test_every_name_a_kernel_declares_is_its_own(m):
     fails here, not on the first module that declares a type of its name."""
     from slangspec.cache_store import FORWARD
     from slangspec.codegen import kernel_source, slang_helpers
+    from slangspec.signatures.text import IDENTIFIER
     from slangspec.specializer.plan import KERNEL_LOCAL
 
     bindings = {
@@ -422,7 +423,7 @@ def test_every_name_a_kernel_declares_is_its_own(m):
         plan = m[case.function].plan(*args, **keywords)
         types = [plan.function, plan.result or ""]
         types += [p.slang_type for p in plan.params] + [a.slang_type for a in plan.args]
-        theirs = set(re.findall(r"[A-Za-z_]\w*", " ".join(types)))
+        theirs = set(re.findall(IDENTIFIER, " ".join(types)))
         helpers = [slang_helpers.WANG_HASH, slang_helpers.WAVE_DIFF_TENSOR]
         helpers += [slang_helpers.accumulate(a.scalar) for a in plan.args]
         for label in (FORWARD, *plan.backward_masks):
@@ -430,8 +431,8 @@ def test_every_name_a_kernel_declares_is_its_own(m):
             for helper in helpers:  # a helper's body names no type or function of the user's
                 text = text.replace(helper, "")
             text = re.sub(r"(?m)^\s*(//|import ).*$", "", text)
-            text = re.sub(r"\.\s*[A-Za-z_]\w*|\b\d\w*", "", text)  # fields, methods, numbers
-            for name in set(re.findall(r"[A-Za-z_]\w*", text)):
+            text = re.sub(rf"\.\s*{IDENTIFIER}|\b\d\w*", "", text)  # fields, methods, numbers
+            for name in set(re.findall(IDENTIFIER, text)):
                 if not (
                     name in theirs
                     or name in bindings

@@ -32,13 +32,13 @@ from ..signatures.function_ref import (
 from ..signatures.module_text import ModuleText, check_source, checked_defines
 from ..signatures.preimage import module_closure, preimage
 from ..signatures.reach import REACHED, reached_text
+from ..signatures.text import IDENTIFIER
 from ..specializer import FunctionInfo, SpecializationPlan
 from .backend import Backend, Reflected, needing_slang, toolchain_of
 from .cache import Cache
 from .devices import device_kind
 from .miss_path import Builder
 
-_IDENT = re.compile(r"[A-Za-z_]\w*")
 M = TypeVar("M", bound="BuildModule")
 _A = TypeVar("_A")
 
@@ -303,7 +303,7 @@ class BuildModule:
         where that can be known for certain."""
         sources = self._function_sources.get(function)
         if sources is None:
-            reached = reached_text(self.text.text, _IDENT.findall(function))
+            reached = reached_text(self.text.text, re.findall(IDENTIFIER, function))
             sources = dict(self.sources)
             if reached is not None:
                 sources[self.path.name] = REACHED + xxhash.xxh3_128_hexdigest(reached.encode())
@@ -541,7 +541,7 @@ def load_module(
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no Slang module at {p}")
-    if p.suffix != ".slang" or not _IDENT.fullmatch(p.stem):
+    if p.suffix != ".slang" or not re.fullmatch(IDENTIFIER, p.stem):
         raise ValueError(f"{p}: expected a '<identifier>.slang' file name")
     device, includes, defines, cache = _opened(options, cache)
     return kind(p.stem, p.resolve().parent, includes, defines, device, cache)
@@ -557,7 +557,7 @@ def load_module_source(
 ) -> M:
     """A ``kind`` of module for a source string (see ``slangspec.load_source``), run from
     ``cache`` when given, else from the one ``options`` name."""
-    if not _IDENT.fullmatch(name):
+    if not re.fullmatch(IDENTIFIER, name):
         raise ValueError(f"module name {name!r} must be an identifier")
     check_source(name, source)
     device, includes, defines, cache = _opened(options, cache)

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from .scalars import MANIFEST_DTYPES, NUMBER_OF_DTYPE, SLANG
-from .text import TensorForm, extent_classes, format_arg, parse_arg
+from .text import IDENTIFIER, TensorForm, extent_classes, format_arg, parse_arg
 from .value_row import Packing, Unpacking, ValueRow, register, spec_text
 
 _PASSED = list(dict.fromkeys(s.dtype for s in SLANG.values()))
 _PASSED_DTYPES = f"{', '.join(_PASSED[:-1])} or {_PASSED[-1]}"
 """The dtypes some parameter takes, for messages: "float16, float32, ... or bool"."""
 _TENSOR_SPEC = r"(\w+)\[([^\]]*)\](?:\s+(grad|nograd))?"
-_DIM = r"\d+|[A-Za-z_]\w*"
+_DIM = rf"\d+|{IDENTIFIER}"
 _NAMED_EXTENT = 5  # a named dimension is an extent larger than 4
 
 TENSOR_FORMS: dict[tuple[Any, ...], str] = {}
