@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import product
 
 from ..signatures.function_ref import (
     CONSTRUCTOR,
@@ -28,6 +27,7 @@ from ..signatures.function_ref import (
 from ..signatures.generators import GENERATOR
 from ..signatures.scalars import SLANG
 from ..signatures.text import IDENTIFIER
+from ..signatures.twins import TWIN, twin_module_name
 from ..specializer.kinds import KIND
 from ..specializer.plan import (
     KERNEL_LOCAL,
@@ -39,6 +39,8 @@ from ..specializer.plan import (
 )
 from . import parameter_names as names
 from . import slang_helpers
+from .element_text import member, points, subscript
+from .views import view
 
 _CONCRETE = "slangspec_concrete"
 """The function a kernel calls in place of a method, or of a function with interface
@@ -53,28 +55,15 @@ _ALIAS = "slangspec_type"
 THREADS_PER_GROUP = 128
 
 
-def _points(elem: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Every index of an element shape, row-major; one empty index for a scalar."""
-    return list(product(*(range(e) for e in elem)))
-
-
-def _subscript(index: tuple[int, ...]) -> str:
-    return "".join(f"[{k}]" for k in index)
-
-
-def _member(path: tuple[str, ...]) -> str:
-    return "".join(f".{name}" for name in path)
-
-
 def _access(a: ArgPlan, point: tuple[int, ...]) -> str:
     """Where leaf ``a``'s element at ``point`` (of its ``elem``) sits within its parameter's
     value: each step of its path after the indices of the arrays of structs it is taken in,
     then the rest of ``point``: ``[2].center[1]`` of field ``center`` of a ``Sphere[4]``."""
     at, parts = 0, []
     for name, extents in zip(a.path, a.arrays or ((),) * len(a.path), strict=True):
-        parts.append(f"{_subscript(point[at : at + len(extents)])}.{name}")
+        parts.append(f"{subscript(point[at : at + len(extents)])}.{name}")
         at += len(extents)
-    return "".join(parts) + _subscript(point[at:])
+    return "".join(parts) + subscript(point[at:])
 
 
 def _element(a: ArgPlan) -> str:
@@ -97,7 +86,7 @@ def _aliases(plan: SpecializationPlan) -> dict[str, str]:
 
 def _lanes(a: ArgPlan) -> list[tuple[int, ...]]:
     """Every index into the arrays of structs leaf ``a`` is taken in, row-major."""
-    return _points(tuple(e for extents in a.arrays for e in extents))
+    return points(tuple(e for extents in a.arrays for e in extents))
 
 
 class _Writer:
@@ -173,11 +162,11 @@ class _Writer:
             return
         if declare:
             self.line(f"{declare} {target};")
-        for point in _points(elem):
+        for point in points(elem):
             at = " + ".join(
                 [offset, *(f"{k} * {strides}[{call_dims + d}]" for d, k in enumerate(point))]
             )
-            self.line(f"{target}{_subscript(point)} = {load.format(f'{pointer}[{at}]')};")
+            self.line(f"{target}{subscript(point)} = {load.format(f'{pointer}[{at}]')};")
 
     def value(self, j: int, a: ArgPlan) -> str:
         """Declare leaf ``j``'s value for this thread; returns the expression to pass."""
@@ -312,6 +301,8 @@ class _Writer:
         """The expression passed for parameter ``k``: its one leaf's value, or a struct
         assembled from its leaves."""
         leaves = range(p.first, p.first + p.count)
+        if p.view:
+            return self.view(k, p)
         if not p.struct:
             return self.value(p.first, self.plan.args[p.first])
         self.line(f"{self.typed(p.slang_type)} s{k}{' = {}' if p.direction == 'out' else ''};")
@@ -324,8 +315,20 @@ class _Writer:
             # value every struct takes.
             each = a.kind == "elementwise"
             for lane in _lanes(a):
-                at = _access(a, lane) if a.arrays else _member(a.path)
-                self.line(f"s{k}{at} = {value}{_subscript(lane) if each else ''};")
+                at = _access(a, lane) if a.arrays else member(a.path)
+                self.line(f"s{k}{at} = {value}{subscript(lane) if each else ''};")
+        return f"s{k}"
+
+    def view(self, k: int, p: ParamPlan) -> str:
+        """Declare parameter ``k``'s view (``ParamPlan.view``, ``views.view``)."""
+        made = view(self.plan, k, p, self.in_mask, self.typed)
+        self.params += made.params
+        for scalar in made.scalars:
+            self.helpers[f"accumulate {scalar}"] = slang_helpers.accumulate(scalar)
+        self.helpers[made.name] = made.definition
+        self.line(f"{made.name} s{k};")
+        for line in made.fills:
+            self.line(line.format(local=f"s{k}"))
         return f"s{k}"
 
     def store(
@@ -339,11 +342,11 @@ class _Writer:
         """Store the value ``expr`` (of ``scalar`` over ``elem``) row-major into ``target``;
         with ``leaf``, ``expr`` is a value of its parameter, where the leaf sits."""
         self.params.append(f"uniform {SLANG[scalar].storage}* {target}")
-        points = _points(elem)
+        every = points(elem)
         store = SLANG[scalar].store
-        for flat, point in enumerate(points):
-            at = f"_tid.x * {len(points)} + {flat}" if elem else "_tid.x"
-            value = expr + (_subscript(point) if leaf is None else _access(leaf, point))
+        for flat, point in enumerate(every):
+            at = f"_tid.x * {len(every)} + {flat}" if elem else "_tid.x"
+            value = expr + (subscript(point) if leaf is None else _access(leaf, point))
             self.line(f"{target}[{at}] = {store.format(value)};")
 
     def accumulate(self, j: int, a: ArgPlan, expr: str) -> None:
@@ -360,7 +363,7 @@ class _Writer:
         terms = [f"int(_tid.x / {copy}[0] * {copy}[1])"]
         terms += [f"_idx[{d}] * {strides}[{d}]" for d in range(rank)]
         self.line(f"int _g{j} = {' + '.join(terms)};")
-        for point in _points(a.elem):
+        for point in points(a.elem):
             at = " + ".join(
                 [f"_g{j}", *(f"{k} * {strides}[{rank + d}]" for d, k in enumerate(point))]
             )
@@ -378,6 +381,8 @@ class _Writer:
     def source(self, body_start: list[str]) -> str:
         p = self.plan
         imports = [f"import {p.module};"]
+        if any(q.view for q in p.params):
+            imports.append(f"import {twin_module_name(p.module, _callee(p))};")
         if p.call_ids or any(a.kind == "tensor" for a in p.args):
             imports.append("import slangpy;")
         if p.call_ids:
@@ -444,13 +449,16 @@ def _concrete(plan: SpecializationPlan, typed: Callable[[str], str]) -> list[str
 
 
 def _called(plan: SpecializationPlan) -> str:
-    """The function a kernel calls: the plan's, or ``_CONCRETE`` standing for it."""
-    return _CONCRETE if plan.wrapped else _callee(plan)
+    """The function a kernel calls: the plan's, its twin where it passes views, or
+    ``_CONCRETE`` standing for it."""
+    if plan.wrapped:
+        return _CONCRETE
+    return TWIN + _callee(plan) if any(p.view for p in plan.params) else _callee(plan)
 
 
 def _output_value(plan: SpecializationPlan, exprs: list[str], o: OutputPlan) -> str:
     base = "_r" if o.source == RESULT else exprs[o.source]
-    return base + _member(o.path)
+    return base + member(o.path)
 
 
 def _callee(plan: SpecializationPlan) -> str:
@@ -506,7 +514,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
         if name not in declared:
             declared.add(name)
             w.line(f"{w.typed(t)}{'.Differential' if struct else ''} {name};")
-        w.cotangent(o, out, name + _member(out.path))
+        w.cotangent(o, out, name + member(out.path))
     passed = []
     for k, p in enumerate(plan.params):
         if p.direction == "out":
@@ -514,7 +522,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
                 passed.append(f"d{k}")
             continue
         value = w.argument(k, p)
-        if p.differentiable:
+        if p.differentiable and not p.view:
             d = f", d{k}" if p.direction == "inout" else ""
             w.line(f"var p{k} = diffPair({value}{d});")
             value = f"p{k}"
@@ -525,7 +533,7 @@ def backward_source(plan: SpecializationPlan, mask: str) -> str:
     for k, p in enumerate(plan.params):
         for j in range(p.first, p.first + p.count):
             a = plan.args[j]
-            if w.in_mask(j) and a.row.grad_binding == "pointer":
+            if w.in_mask(j) and a.row.grad_binding == "pointer" and not p.view:
                 if plan.accumulates(a):
                     w.accumulate(j, a, f"p{k}.d")
                 else:

@@ -16,6 +16,13 @@ from .reach import BRACKETS, CLOSING, Token, declarations, group_end
 
 TWIN = "slangspec_twin_"
 """What a twin's name starts with, before the function's."""
+ARRAY_OF = "slangspec_IArrayOf"
+"""The interface a twin's array parameters are bound by: one element at a time, differentiably."""
+ARRAY_INTERFACE = f"""interface {ARRAY_OF}<T : IDifferentiable>
+{{
+    __subscript(int i) -> T {{ [Differentiable] get; }}
+}}"""
+_PLAIN_MODIFIERS = {"in"}
 _ASSIGNED_BY = set("+-*/%&|^")
 
 
@@ -132,3 +139,87 @@ def twin(source: str, function: str, generic: dict[str, str]) -> str | None:
         out.append(tokens[i])
         i += 1
     return "".join((" " if spaced else "") + text for _, text, spaced in out).strip()
+
+
+def _array_element(f: _Function, span: tuple[int, int], name: str) -> str | None:
+    """The element type of a parameter declared as a one-dimensional array (``T g[N]`` or
+    ``T[N] g``), as its text writes it; None for any other parameter, or one with a modifier
+    other than ``in``."""
+    tokens = f.tokens[span[0] : span[1]]
+    words = [t[1] for t in tokens]
+    if words[0] in _PLAIN_MODIFIERS:
+        tokens, words = tokens[1:], words[1:]
+    if words.count("[") != 1 or words.count(name) != 1 or any(w in (":", "=") for w in words):
+        return None
+    bracket, at = words.index("["), words.index(name)
+    element = tokens[: min(bracket, at)]
+    if not element or element[0][0] != "ident" or element[0][1] in _MODIFIERS:
+        return None
+    if bracket < at and (group_end(tokens, bracket) != at or at != len(words) - 1):
+        return None
+    if at < bracket and (bracket != at + 1 or group_end(tokens, bracket) != len(words)):
+        return None
+    return "".join((" " if spaced else "") + text for _, text, spaced in element).strip()
+
+
+_MODIFIERS = {"out", "inout", "ref", "no_diff", "const", "uniform", "static", "constref"}
+
+
+def viewed_arrays(source: str, function: str) -> dict[str, str]:
+    """The parameters of ``function`` a twin takes as views: the one-dimensional arrays its
+    body only indexes, each with its element type; empty where it has no twin."""
+    f = _function(source, function)
+    if f is None:
+        return {}
+    indexed = set(indexed_parameters(source, function))
+    found = {}
+    for span in f.params:
+        name = f.param_name(span)
+        if name in indexed:
+            element = _array_element(f, span, name)
+            if element is not None:
+                found[name] = element
+    return found
+
+
+def twins(source: str) -> dict[str, str]:
+    """The twin of each function of ``source`` that has array parameters to view, by the
+    function's name: those parameters bound by ``ARRAY_OF`` of their element type."""
+    made = {}
+    for names, _ in declarations(source) or []:
+        for name in sorted(names):
+            arrays = viewed_arrays(source, name)
+            text = twin(source, name, {p: f"{ARRAY_OF}<{e}>" for p, e in arrays.items()})
+            if arrays and text is not None:
+                made[name] = text
+    return made
+
+
+def twin_module_name(module: str, function: str) -> str:
+    """The name of the module that holds the twin of ``function`` of ``module``."""
+    return f"{module}__{TWIN}{function}"
+
+
+def twin_module(module: str, source: str, function: str) -> str | None:
+    """The text of the module that holds the twin of ``function`` of module ``module`` (whose
+    text is ``source``): the module and what it imports imported, ``ARRAY_INTERFACE``, the
+    twin; None where the function has no twin."""
+    made = twins(source).get(function)
+    if made is None:
+        return None
+    imports = [
+        "".join((" " if spaced else "") + text for _, text, spaced in tokens).strip()
+        for names, tokens in declarations(source) or []
+        if not names and tokens[0][1] in ("import", "__exported")
+    ]
+    return "\n".join([f"import {module};", *imports, ARRAY_INTERFACE, made, ""])
+
+
+def imported_twins(module: str, kernel: str) -> list[str]:
+    """The functions of ``module`` whose twins' modules the kernel source ``kernel`` imports."""
+    prefix = f"import {twin_module_name(module, '')}"
+    return [
+        line[len(prefix) : -1]
+        for line in kernel.splitlines()
+        if line.startswith(prefix) and line.endswith(";")
+    ]

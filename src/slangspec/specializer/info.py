@@ -150,6 +150,9 @@ class FunctionInfo:
     call_ids: bool = False
     """Its module asks slangpy for the call's index (``CallShapeInfo::get_call_id()``), which
     each kernel that calls it then sets."""
+    viewed: tuple[tuple[str, str], ...] = ()
+    """The array parameters its twin (``signatures.twins``) takes as views, each with its
+    element type, where the module loaded with the twin; a kernel may call the twin instead."""
 
     @property
     def declaration(self) -> str:
@@ -181,6 +184,7 @@ class FunctionInfo:
             "returns": self.returns.to_json(),
             "generics": [[g.name, g.constraint, list(g.scalars)] for g in self.generics],
             "call_ids": self.call_ids,
+            "viewed": [list(v) for v in self.viewed],
         }
 
     @classmethod
@@ -204,6 +208,7 @@ class FunctionInfo:
             generics,
             data["elsewhere"],
             data["call_ids"],
+            tuple((name, element) for name, element in data["viewed"]),
         )
         plain = [str, str, bool, bool, bool] + [str, bool, str] * len(params)
         values = [info.module, info.name, info.differentiable, info.elsewhere, info.call_ids]
@@ -212,6 +217,9 @@ class FunctionInfo:
         for g in generics:
             plain += [str, str, *[str] * len(g.scalars)]
             values += [g.name, g.constraint, *g.scalars]
+        for name, element in info.viewed:
+            plain += [str, str]
+            values += [name, element]
         if (
             info.to_json() != data
             or any(type(v) is not t for v, t in zip(values, plain, strict=True))

@@ -70,6 +70,9 @@ class ParamPlan:
     first: int
     count: int
     interface: str = ""  # the interface it is declared as ("" for none): slang_type is a struct
+    view: bool = False
+    """An array the kernel passes as a view that reads one element at a time and adds each
+    read's gradient in place, to the function's twin (``FunctionInfo.viewed``)."""
 
 
 @frozen

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from itertools import product
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..signatures.function_ref import CONSTRUCTOR, FunctionRef, parse_function_ref
 from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
+from ..signatures.twins import twin_module, twin_module_name, viewed_arrays
 from .generic_values import declared_generics
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import (
@@ -169,7 +171,8 @@ def function_overloads(
     if not f.is_overloaded:
         declared = declared_generics(text, name)
         info = _describe(module.layout, f, module_name, name, declared, owner=owner)
-        return (replace(_with_conformances(module, info), call_ids=call_ids),)
+        viewed = _viewed(module, module_name, text, name) if owner is None and not declared else ()
+        return (replace(_with_conformances(module, info), call_ids=call_ids, viewed=viewed),)
     own = {
         tuple(p.type.full_name for p in d.as_function().parameters)
         for d in module.module_decl.children
@@ -189,6 +192,33 @@ def function_overloads(
         info = replace(_with_conformances(module, info), elsewhere=not mine, call_ids=call_ids)
         overloads.append(info)
     return tuple(sorted(overloads, key=lambda i: (i.elsewhere, i.declaration)))
+
+
+def _viewed(
+    module: spy.SlangModule, module_name: str, text: str, name: str
+) -> tuple[tuple[str, str], ...]:
+    """The array parameters of function ``name`` its twin takes as views, where Slang takes
+    the twin's module (``signatures.twins``) in the session that loaded ``module``."""
+    arrays = viewed_arrays(text, name)
+    twin = twin_module(module_name, text, name) if arrays else None
+    if twin is None or not _loads(module, twin_module_name(module_name, name), twin):
+        return ()
+    return tuple(arrays.items())
+
+
+def _loads(module: Any, name: str, text: str) -> bool:
+    """Whether Slang takes module ``name`` of ``text`` in the session that loaded ``module``
+    (loaded there once it does): a ``FrontEnd``'s, or slangpy's."""
+    if hasattr(module, "load_source"):
+        return module.load_source(name, text)
+    import slangpy as spy
+
+    path = str(Path(module.path).with_name(f"{name}.slang"))
+    try:
+        module.session.load_module_from_source(name, text, path)
+    except spy.SlangCompileError:
+        return False
+    return True
 
 
 def _describe(

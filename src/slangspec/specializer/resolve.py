@@ -49,6 +49,7 @@ from .leaf_plans import (
 from .messages import PY_NAMES, ShapeClassError, a_dtype, a_or_an, describe, refusal, shape_text
 from .plan import RESULT, ArgPlan, OutputPlan, ParamPlan, SpecializationPlan
 from .sharing import shared
+from .views import with_views
 
 
 class _Resolver:
@@ -531,7 +532,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
                 chosen = {c for c, b in zip(capable, bits, strict=True) if b == "1"}
                 masks.append("".join("1" if i in chosen else "0" for i in range(len(args))))
     r = info.returns
-    return SpecializationPlan(
+    plan = SpecializationPlan(
         PLAN_FORMAT,
         SIGNATURE_FORMAT,
         call.text,
@@ -548,6 +549,7 @@ def resolve(info: FunctionInfo, call: CallSignature) -> SpecializationPlan:
         tuple(masks),
         info.call_ids,
     )
+    return with_views(info, plan)
 
 
 def _has_vectors(t: TypeInfo) -> bool:

@@ -29,9 +29,17 @@ from ...codegen.uniforms import Layout, Unpackable
 from ...define import frozen
 from ...signatures.module_text import ModuleText
 from ...signatures.preimage import search_paths, unchanged
-from ..slang.api import EntryPoint, SlangSession, global_session, shader_path, slangpy_directory
+from ..slang.api import (
+    EntryPoint,
+    SlangCompileError,
+    SlangSession,
+    global_session,
+    shader_path,
+    slangpy_directory,
+)
 from ..slang.com_session import Session
 from ..slang.reflection import FrontEnd
+from ..slang.twinned import twin_modules
 from .parameter_layout import entry_layout
 
 
@@ -244,7 +252,16 @@ def front_end(
     def made() -> FrontEnd:
         loaded = _loaded(module, include_paths, defines, owner, library, content)
         layout = loaded.session.layout(loaded.module)
-        return FrontEnd(owner, layout, loaded.session.module_decl(loaded.module), loaded)
+
+        def load(name: str, text: str) -> bool:
+            path = module.path.with_name(f"{name}.slang")
+            try:
+                owner.run(lambda: loaded.session.load(name, path, text))
+            except SlangCompileError:
+                return False
+            return True
+
+        return FrontEnd(owner, layout, loaded.session.module_decl(loaded.module), loaded, load)
 
     return owner.run(made)
 
@@ -273,6 +290,8 @@ def cuda_source(
 
     def compiled() -> tuple[bytes, list[tuple[Layout | None, int]]]:
         loaded = _loaded(module, include_paths, defines, owner, library, content)
+        for name, text in twin_modules(module, [k.source for k in kernels]).items():
+            loaded.session.load(name, module.path.with_name(f"{name}.slang"), text)
         parts = [(k.name, k.path, k.source, k.name) for k in kernels]
         return loaded.session.compile(parts, _entry)
 

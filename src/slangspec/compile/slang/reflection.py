@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any
 
@@ -317,8 +317,21 @@ class FrontEnd:
     ``module_decl`` as slangpy's ``SlangModule`` has them. ``keep`` is what must live as long
     as the reflection does (the session that loaded the module)."""
 
-    def __init__(self, owner: SlangSession, layout: int, decl: int, keep: object) -> None:
+    def __init__(
+        self,
+        owner: SlangSession,
+        layout: int,
+        decl: int,
+        keep: object,
+        load: Callable[[str, str], bool],
+    ) -> None:
         self._keep = keep
+        self._load = load
         api = _Api(owner)
         self.layout = ProgramLayout(api, layout)
         self.module_decl = DeclReflection(api, decl)
+
+    def load_source(self, name: str, text: str) -> bool:
+        """Load module ``name`` from ``text`` into the session that loaded this one (a twin's
+        module, which imports it); whether Slang took it."""
+        return self._load(name, text)

@@ -28,6 +28,7 @@ from ...signatures.module_text import ModuleText
 from ...signatures.preimage import imported_names, search_paths, unchanged
 from .api import SlangCompileError
 from .block_layout import uniform_block
+from .twinned import twin_modules
 
 _log = logging.getLogger(__name__)
 LIBRARY = "slangpy"
@@ -195,6 +196,13 @@ class Compiler:
         self._loaded(session, module, from_file)
         compile_counts["kernel"] += 1
         slang = session.slang
+        for twin, text in twin_modules(module, [source]).items():
+            if twin not in session.modules:
+                path = str(module.path.with_name(f"{twin}.slang"))
+                try:
+                    session.modules[twin] = slang.load_module_from_source(twin, text, path)
+                except spy.SlangCompileError as exc:
+                    raise SlangCompileError(str(exc)) from None
         self.kernel_dir.mkdir(parents=True, exist_ok=True)
         generated = slang.load_module_from_source(
             name, source, str(self.kernel_dir / f"{name}.slang")
