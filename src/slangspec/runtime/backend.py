@@ -201,6 +201,7 @@ class SlangBackend(abc.ABC):
     def __init__(self, module: Sources) -> None:
         self.module = module
         self._module_guard: ModuleCacheGuard | None = None
+        self._crash_checked = False
 
     @property
     def module_guard(self) -> ModuleCacheGuard:
@@ -225,6 +226,7 @@ class SlangBackend(abc.ABC):
 
     def compile(self, sources: dict[str, str]) -> dict[str, Kernel]:
         """Store generated sources (by name) and compile them together (see ``_retried``)."""
+        self._refuse_known_crash()
         cache = self.module.cache
 
         def attempt() -> dict[str, Kernel]:
@@ -258,9 +260,24 @@ class SlangBackend(abc.ABC):
             self._module_written()
             return self._front_end(None)
 
+        self._refuse_known_crash()
         module = self._retried(attempt, lambda: False, apart)
         self.module.cache.files.note_module_cache()
         return module
+
+    def _refuse_known_crash(self) -> None:
+        """``SlangCompileError`` where the module or a file it imports holds what crashes
+        Slang (``signatures.slang_crashes``), before Slang reads them; checked once."""
+        if self._crash_checked:
+            return
+        from ..compile import SlangCompileError
+        from ..signatures.slang_crashes import known_crash
+
+        m = self.module
+        found = known_crash(m.text, m.include_paths)
+        if found is not None:
+            raise self._named(SlangCompileError(found), m.text.path)
+        self._crash_checked = True
 
     def _module_written(self) -> None:
         """A module given as a source string, written where Slang finds it, again when a

@@ -58,9 +58,18 @@ def module_closure(
     toolchain versions.
     """
     closure: dict[str, str] = {}
-    for path, data, _ in _import_graph(entry, search, content):
+    for path, data in module_files(entry, search, content):
         closure[_name_of(path, entry, search)] = xxhash.xxh3_128_hexdigest(data)
     return dict(sorted(closure.items()))
+
+
+def module_files(
+    entry: Path, search: Sequence[Path], content: bytes | None = None
+) -> Iterator[tuple[Path, bytes]]:
+    """A module's file and every Slang file it imports, transitively, each once, with its bytes
+    (the module's own ``content``, when given, instead of its file's)."""
+    for path, data, _ in _import_graph(entry, search, content):
+        yield path, data
 
 
 def imported_back(module: ModuleText, search: Sequence[Path]) -> bool:
