@@ -17,7 +17,9 @@ from .reach import BRACKETS, CLOSING, Token, declarations, group_end
 TWIN = "slangspec_twin_"
 """What a twin's name starts with, before the function's."""
 ARRAY_OF = "slangspec_IArrayOf"
-"""The interface a twin's array parameters are bound by: one element at a time, differentiably."""
+"""The interface a twin's array parameters are bound by: one element at a time, differentiably.
+Twins' modules are generated sources: a change to what they hold bumps
+``formats.CODEGEN_FORMAT``."""
 ARRAY_INTERFACE = f"""interface {ARRAY_OF}<T : IDifferentiable>
 {{
     __subscript(int i) -> T {{ [Differentiable] get; }}
