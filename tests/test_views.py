@@ -12,11 +12,14 @@ import slangspec
 from slangspec.compile import SlangCompileError
 from slangspec.signatures.twins import (
     ARRAY_OF,
+    STRUCT,
     TWIN,
     imported_twins,
+    struct_arrays,
     twin_module,
     twin_module_name,
     twins,
+    viewed_arrays,
 )
 
 SOURCE = """
@@ -48,6 +51,23 @@ float poly(float w[4], float x)
         p *= x;
     }
     return acc;
+}
+
+struct Poly : IDifferentiable { float a[4]; float3 c[2]; }
+
+[Differentiable]
+float3 soa(Poly q, float x)
+{
+    float acc = 0.0;
+    float p = 1.0;
+    for (int i = 0; i < 4; i++)
+    {
+        acc += q.a[i] * p;
+        p *= x;
+    }
+    // float3(acc) rather than acc: here Slang 2026.12's backward of acc * float3, acc carried
+    // through the loop, gave NaN gradients, by value and through a view alike.
+    return float3(acc, acc, acc) * (q.c[0] + 2.0 * q.c[1]);
 }
 
 [Differentiable]
@@ -98,7 +118,7 @@ def doubled_leaves(g: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def test_the_twin_of_each_function_whose_arrays_are_only_indexed():
     made = twins(SOURCE)
-    assert sorted(made) == ["doubled", "poly", "splat"]  # splat_whole passes its array whole
+    assert sorted(made) == ["doubled", "poly", "soa", "splat"]  # splat_whole passes g whole
     assert made["splat"].startswith(
         f"[Differentiable] float3 {TWIN}splat<V0 : slangspec_IArrayOf<Gaussian>>( V0 g,"
     )
@@ -143,6 +163,35 @@ def test_an_array_of_scalars_as_a_view(m, tdev):
     want.sum().backward()
     torch.testing.assert_close(w.grad.double(), rw.grad, **TOL)
     torch.testing.assert_close(x.grad.double(), rx.grad, **TOL)
+
+
+def test_a_struct_of_arrays_as_a_view(m, tdev):
+    q = {
+        "a": torch.rand(4, device=tdev).requires_grad_(),
+        "c": torch.rand(2, 3, device=tdev).requires_grad_(),
+    }
+    x = torch.rand(200, device=tdev).requires_grad_()
+    assert [p.view for p in m.soa.plan(q, x).params] == [True, False]
+    ref = doubled_leaves(q)
+    rx = x.detach().double().requires_grad_()
+    y = m.soa(q, x)
+    acc = sum(ref["a"][i] * rx**i for i in range(4))
+    want = acc[:, None] * (ref["c"][0] + 2.0 * ref["c"][1])
+    torch.testing.assert_close(y.double(), want, **TOL)
+    cot = torch.rand_like(y)
+    (y * cot).sum().backward()
+    (want * cot.double()).sum().backward()
+    for k in q:
+        torch.testing.assert_close(q[k].grad.double(), ref[k].grad, **TOL)
+    torch.testing.assert_close(x.grad.double(), rx.grad, **TOL)
+
+
+def test_a_struct_of_arrays_is_read_from_its_declaration():
+    source = "struct S { float a[4]; float3 b; int c[2]; float f(int i) { return a[i]; } };"
+    assert struct_arrays(source, "S") == {"a": "float", "c": "int"}
+    assert viewed_arrays(SOURCE, "soa") == {"q": STRUCT + "Poly"}
+    body = "float g(S s) { return s.b.x + s.a[0]; }"  # a field that is no array: by value
+    assert viewed_arrays(source + body, "g") == {}
 
 
 def test_a_twin_slang_refuses_leaves_its_function_by_value_and_the_others_viewed(m, tdev):

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from ..define import frozen
 from ..signatures.scalars import SLANG
-from ..signatures.twins import ARRAY_OF
-from ..specializer.plan import ParamPlan, SpecializationPlan
+from ..signatures.twins import ARRAY_OF, struct_of_arrays
+from ..specializer.plan import ArgPlan, ParamPlan, SpecializationPlan
 from . import parameter_names as names
 from . import slang_helpers
 from .element_text import member, points, subscript
@@ -52,11 +52,60 @@ def view(
     typed: Callable[[str], str],
 ) -> View:
     """The view of parameter ``k`` (``p``) in a kernel whose mask ``in_mask`` reads, its types
-    written as ``typed`` writes them."""
-    rank, name = plan.call_rank, f"{VIEW}{k}"
-    element = typed(_ARRAY.fullmatch(p.slang_type).group(1))
+    written as ``typed`` writes them: of an array, or of a struct of arrays (a view of each
+    array field, as the struct's property of its name)."""
+    name, leaves = f"{VIEW}{k}", range(p.first, p.first + p.count)
+    array = _ARRAY.fullmatch(p.slang_type)
+    if array is not None:
+        element = typed(array.group(1))
+        return _array_view(
+            plan, name, element, p.struct, [(j, plan.args[j].path) for j in leaves], in_mask
+        )
+    parts = {plan.args[j].path[0]: j for j in leaves}
+    views = {
+        field: _array_view(
+            plan, f"{name}_{field}", _element(plan.args[j]), False, [(j, ())], in_mask
+        )
+        for field, j in parts.items()
+    }
+    lines = [f"struct {name} : {struct_of_arrays(p.slang_type)}", "{"]
+    for field, v in views.items():
+        lines += [
+            f"    {v.name} v_{field};",
+            f"    typealias F_{field} = {v.name};",
+            f"    property F_{field} {field} {{ get {{ return v_{field}; }} }}",
+        ]
+    return View(
+        [q for v in views.values() for q in v.params],
+        name,
+        "\n".join([*(v.definition for v in views.values()), *lines, "};", ""]),
+        [
+            f.replace("{local}", f"{{local}}.v_{field}")
+            for field, v in views.items()
+            for f in v.fills
+        ],
+        {s for v in views.values() for s in v.scalars},
+    )
+
+
+def _element(a: ArgPlan) -> str:
+    """The element of an array field leaf ``a``: its scalar, or a vector of them."""
+    return a.scalar if len(a.elem) == 1 else f"vector<{a.scalar}, {a.elem[1]}>"
+
+
+def _array_view(
+    plan: SpecializationPlan,
+    name: str,
+    element: str,
+    struct: bool,
+    leaves: list[tuple[int, tuple[str, ...]]],
+    in_mask: Callable[[int], bool],
+) -> View:
+    """The view type ``name`` of an array of ``element`` (a struct where ``struct``), each leaf
+    ``j`` of ``leaves`` the part of an element at its path."""
+    rank = plan.call_rank
     params, fields, reads, adds, fills, scalars = [], [], [], [], [], set()
-    for j in range(p.first, p.first + p.count):
+    for j, path in leaves:
         a = plan.args[j]
         leaf, strides = names.leaf(j), names.leaf_strides(j)
         storage, dims = SLANG[a.scalar].storage, len(a.elem)
@@ -66,7 +115,7 @@ def view(
         fills += [f"{{local}}.{strides}[{e}] = {strides}[{e}];" for e in range(dims)]
         for point in points(a.elem[1:]):
             value = SLANG[a.scalar].load.format(f"{leaf}[{_offset('i', strides, point)}]")
-            reads.append(f"r{member(a.path)}{subscript(point)} = {value};")
+            reads.append(f"r{member(path)}{subscript(point)} = {value};")
         if not in_mask(j) or not a.differentiable:
             continue
         scalars.add(a.scalar)
@@ -84,7 +133,7 @@ def view(
         fills += [f"{{local}}.{gstrides}[{e}] = {gstrides}[{rank + e}];" for e in range(dims)]
         for point in points(a.elem[1:]):
             offset = f"{at} + {_offset('i', gstrides, point)}"
-            part = f"d{member(a.path)}{subscript(point)}"
+            part = f"d{member(path)}{subscript(point)}"
             adds.append(f"{slang_helpers.ADD}({grad}, {offset}, {part});")
     definition = "\n".join(
         [
@@ -93,7 +142,7 @@ def view(
             *(f"    {f}" for f in fields),
             f"    [BackwardDerivative(load_bwd)] {element} load(int i)",
             "    {",
-            f"        {element} r{' = {}' if p.struct else ''};",
+            f"        {element} r{' = {}' if struct else ''};",
             *(f"        {line}" for line in reads),
             "        return r;",
             "    }",

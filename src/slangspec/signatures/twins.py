@@ -24,6 +24,8 @@ ARRAY_INTERFACE = f"""interface {ARRAY_OF}<T : IDifferentiable>
 {{
     __subscript(int i) -> T {{ [Differentiable] get; }}
 }}"""
+STRUCT = "struct "
+"""What ``viewed_arrays`` writes before the name of a struct of arrays it views."""
 _PLAIN_MODIFIERS = {"in"}
 _ASSIGNED_BY = set("+-*/%&|^")
 
@@ -165,11 +167,68 @@ def _array_element(f: _Function, span: tuple[int, int], name: str) -> str | None
 
 
 _MODIFIERS = {"out", "inout", "ref", "no_diff", "const", "uniform", "static", "constref"}
+_NOT_FIELDS = {"static", "typealias", "property", "__init", "__subscript", "struct", "interface"}
+
+
+def struct_arrays(source: str, struct: str) -> dict[str, str]:
+    """The one-dimensional array fields of the struct ``struct`` declared once at the top level
+    of ``source``, each with its element type as the text writes it."""
+    found = [
+        tokens
+        for names, tokens in declarations(source) or []
+        if names == {struct} and any(t[1] == "struct" for t in tokens)
+    ]
+    if len(found) != 1:
+        return {}
+    tokens = found[0]
+    body = next((i for i, t in enumerate(tokens) if t[1] == "{"), None)
+    if body is None:
+        return {}
+    fields: dict[str, str] = {}
+    start, i, end = body + 1, body + 1, group_end(tokens, body) - 1
+    while i < end:
+        text = tokens[i][1]
+        if text in BRACKETS:
+            i = group_end(tokens, i)
+            continue
+        if text == ";":
+            member = tokens[start:i]
+            words = [t[1] for t in member]
+            if (
+                len(words) >= 5
+                and words[-1] == "]"
+                and words.count("[") == 1
+                and group_end(member, words.index("[")) == len(words)
+                and member[words.index("[") - 1][0] == "ident"
+                and not set(words) & _NOT_FIELDS
+                and "(" not in words
+            ):
+                at = words.index("[")
+                fields[words[at - 1]] = "".join(
+                    (" " if spaced else "") + t for _, t, spaced in member[: at - 1]
+                ).strip()
+            start = i + 1
+        i += 1
+    return fields
+
+
+def _members_used(tokens: list[Token], start: int, name: str) -> set[str]:
+    """The members of ``name`` the tokens from ``start`` on name (``name.member``)."""
+    return {
+        tokens[i + 2][1]
+        for i in range(start, len(tokens) - 2)
+        if tokens[i][1] == name
+        and tokens[i + 1][1] == "."
+        and tokens[i + 2][0] == "ident"
+        and (not i or tokens[i - 1][1] != ".")
+    }
 
 
 def viewed_arrays(source: str, function: str) -> dict[str, str]:
-    """The parameters of ``function`` a twin takes as views: the one-dimensional arrays its
-    body only indexes, each with its element type; empty where it has no twin."""
+    """The parameters of ``function`` a twin takes as views, each with what it views: a
+    one-dimensional array its body only indexes, with its element type; a struct whose array
+    fields are all its body reads of it, each indexed (a struct of arrays), with ``STRUCT``
+    and the struct's name. Empty where the function has no twin."""
     f = _function(source, function)
     if f is None:
         return {}
@@ -177,22 +236,58 @@ def viewed_arrays(source: str, function: str) -> dict[str, str]:
     found = {}
     for span in f.params:
         name = f.param_name(span)
-        if name in indexed:
-            element = _array_element(f, span, name)
-            if element is not None:
-                found[name] = element
+        if name not in indexed:
+            continue
+        element = _array_element(f, span, name)
+        if element is not None:
+            found[name] = element
+            continue
+        words = [t[1] for t in f.tokens[span[0] : span[1]] if t[1] not in _PLAIN_MODIFIERS]
+        if len(words) == 2 and words[1] == name and f.tokens[span[1] - 2][0] == "ident":
+            fields = struct_arrays(source, words[0])
+            used = _members_used(f.tokens, f.body, name)
+            if fields and used and used <= set(fields):
+                found[name] = STRUCT + words[0]
     return found
 
 
+def struct_of_arrays(struct: str) -> str:
+    """The interface a twin's struct-of-arrays parameter of type ``struct`` is bound by: each
+    array field a property whose type is bound by ``ARRAY_OF`` of its element."""
+    return f"slangspec_IViewOf_{struct}"
+
+
+def _interfaces(source: str, viewed: dict[str, str]) -> list[str]:
+    """``ARRAY_INTERFACE`` and the interface of each struct of arrays in ``viewed``."""
+    made = [ARRAY_INTERFACE]
+    for struct in sorted({v[len(STRUCT) :] for v in viewed.values() if v.startswith(STRUCT)}):
+        lines = [f"interface {struct_of_arrays(struct)}", "{"]
+        for field, element in struct_arrays(source, struct).items():
+            lines += [
+                f"    associatedtype F_{field} : {ARRAY_OF}<{element}>;",
+                f"    property F_{field} {field} {{ get; }}",
+            ]
+        made.append("\n".join([*lines, "}"]))
+    return made
+
+
+def _bounds(viewed: dict[str, str]) -> dict[str, str]:
+    return {
+        p: struct_of_arrays(v[len(STRUCT) :]) if v.startswith(STRUCT) else f"{ARRAY_OF}<{v}>"
+        for p, v in viewed.items()
+    }
+
+
 def twins(source: str) -> dict[str, str]:
-    """The twin of each function of ``source`` that has array parameters to view, by the
-    function's name: those parameters bound by ``ARRAY_OF`` of their element type."""
+    """The twin of each function of ``source`` that has parameters to view, by the function's
+    name: those parameters bound by ``ARRAY_OF`` of their element type, or by their struct's
+    ``struct_of_arrays``."""
     made = {}
     for names, _ in declarations(source) or []:
         for name in sorted(names):
-            arrays = viewed_arrays(source, name)
-            text = twin(source, name, {p: f"{ARRAY_OF}<{e}>" for p, e in arrays.items()})
-            if arrays and text is not None:
+            viewed = viewed_arrays(source, name)
+            text = twin(source, name, _bounds(viewed)) if viewed else None
+            if text is not None:
                 made[name] = text
     return made
 
@@ -206,7 +301,8 @@ def twin_module(module: str, source: str, function: str) -> str | None:
     """The text of the module that holds the twin of ``function`` of module ``module`` (whose
     text is ``source``): the module and what it imports imported, ``ARRAY_INTERFACE``, the
     twin; None where the function has no twin."""
-    made = twins(source).get(function)
+    viewed = viewed_arrays(source, function)
+    made = twin(source, function, _bounds(viewed)) if viewed else None
     if made is None:
         return None
     imports = [
@@ -214,7 +310,7 @@ def twin_module(module: str, source: str, function: str) -> str | None:
         for names, tokens in declarations(source) or []
         if not names and tokens[0][1] in ("import", "__exported")
     ]
-    return "\n".join([f"import {module};", *imports, ARRAY_INTERFACE, made, ""])
+    return "\n".join([f"import {module};", *imports, *_interfaces(source, viewed), made, ""])
 
 
 def imported_twins(module: str, kernel: str) -> list[str]:

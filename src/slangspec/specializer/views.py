@@ -40,8 +40,16 @@ def _views(info: FunctionInfo, plan: SpecializationPlan) -> set[int]:
 
 
 def _one_array(p: ParamPlan, a: ArgPlan) -> bool:
-    """Whether leaf ``a`` of array parameter ``p`` is a field of its elements (a struct's) or
-    the elements themselves, one array deep."""
-    if p.struct:
+    """Whether leaf ``a`` of parameter ``p`` is one array deep: a field of an array of structs'
+    elements, the elements of an array, or an array field of a struct of arrays (of scalars
+    or vectors)."""
+    if not p.struct:
+        return not a.path and bool(a.elem)
+    if p.slang_type.endswith("]"):
         return len(a.path) == 1 and len(a.arrays) == 1 and len(a.arrays[0]) == 1
-    return not a.path and bool(a.elem)
+    return (
+        p.slang_type.isidentifier()
+        and len(a.path) == 1
+        and not any(a.arrays)
+        and 1 <= len(a.elem) <= 2
+    )
