@@ -106,13 +106,13 @@ def test_members_of_a_struct_of_arrays_are_indexed_and_the_generic_list_reads_wh
     assert f"{TWIN}f<V0 : IMlp>( V0 m, IDiffTensor<float, 2> t, float x)" in made
 
 
-def test_the_twin_over_a_view_computes_the_function_and_its_gradients(tmp_path):
+def test_the_twin_over_a_view_computes_the_function_and_its_gradients(tmp_path, tdev):
     made = twin(SPLAT, "splat", {"g": "IArrayOf<Gaussian>"})
     assert made is not None
     m = slangspec.load_source("twinned", SPLAT + made + VIEWED, cache_dir=tmp_path)
     torch.manual_seed(0)
-    centers, scales, colors = torch.rand(6, 2), torch.rand(6, 1) * 4, torch.rand(6, 3)
-    pix = torch.rand(5, 5, 2)
+    centers, scales = torch.rand(6, 2, device=tdev), torch.rand(6, 1, device=tdev) * 4
+    colors, pix = torch.rand(6, 3, device=tdev), torch.rand(5, 5, 2, device=tdev)
     by_value = [{"center": centers[i], "scale": scales[i, 0], "color": colors[i]} for i in range(6)]
     trained = [{k: v.clone().requires_grad_() for k, v in g.items()} for g in by_value]
     y = m.splat(trained, pix)
