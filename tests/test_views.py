@@ -186,6 +186,15 @@ def test_a_struct_of_arrays_as_a_view(m, tdev):
     torch.testing.assert_close(x.grad.double(), rx.grad, **TOL)
 
 
+def test_an_unrolled_loop_keeps_its_arrays_by_value():
+    looped = (
+        "float f(float w[4]) { float a = 0.0; for (int i = 0; i < 4; i++) a += w[i]; return a; }"
+    )
+    assert viewed_arrays(looped, "f") == {"w": "float"}
+    assert viewed_arrays(looped.replace("for (", "[ForceUnroll] for ("), "f") == {}
+    assert viewed_arrays(looped.replace("for (", "[unroll] for ("), "f") == {}
+
+
 def test_a_struct_of_arrays_is_read_from_its_declaration():
     source = "struct S { float a[4]; float3 b; int c[2]; float f(int i) { return a[i]; } };"
     assert struct_arrays(source, "S") == {"a": "float", "c": "int"}

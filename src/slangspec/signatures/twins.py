@@ -224,13 +224,24 @@ def _members_used(tokens: list[Token], start: int, name: str) -> set[str]:
     }
 
 
+_UNROLL = {"ForceUnroll", "unroll"}
+
+
+def _unrolled(f: _Function) -> bool:
+    """Whether the function's body unrolls a loop (``[ForceUnroll]``, ``[unroll]``): its
+    indices are constants then, which Slang's backward takes by value at little cost, while
+    over a view the same unrolled body builds slowly and runs slower (an MLP's 16 units)."""
+    body = f.tokens[f.body :]
+    return any(body[i][1] == "[" and body[i + 1][1] in _UNROLL for i in range(len(body) - 1))
+
+
 def viewed_arrays(source: str, function: str) -> dict[str, str]:
     """The parameters of ``function`` a twin takes as views, each with what it views: a
     one-dimensional array its body only indexes, with its element type; a struct whose array
     fields are all its body reads of it, each indexed (a struct of arrays), with ``STRUCT``
-    and the struct's name. Empty where the function has no twin."""
+    and the struct's name. Empty where the function has no twin, or unrolls a loop."""
     f = _function(source, function)
-    if f is None:
+    if f is None or _unrolled(f):
         return {}
     indexed = set(indexed_parameters(source, function))
     found = {}
