@@ -21,9 +21,11 @@ gradients are first checked against torch's (float64) on a crop. Per form: the m
 an iteration after warm-up (synchronized), and the peak memory its backward adds
 (``torch.cuda.max_memory_allocated`` over what was allocated before it). The forms take turns
 iteration by iteration, so that a shared host's drift hits them alike. ``SLANGSPEC_DETERMINISTIC``
-is read as usual: set it to measure the per-call store. Slang 2026.12 does not build the
-backward of ``Triangle t[1000]`` (by value): it ran out of 24 GB within a 30-minute warm on the CPU
-machine, so raster1000 runs with ``--no-broadcast``.
+is read as usual: set it to measure the per-call store. A looped broadcast form's array goes to
+its twin as a view (docs/calling.md); an unrolled one, as the MLP's, stays by value. Slang
+2026.12 did not build the backward of ``Triangle t[1000]`` by value (24 GB within a 30-minute warm
+on the CPU machine); as a view it builds, but on an H100 raster1000's backward kernels did not
+launch (the view's and the tensor form's alike).
 """
 
 from __future__ import annotations
