@@ -20,7 +20,7 @@ file is keyed, as for an imported module.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import Error
@@ -176,7 +176,7 @@ def _attributes_end(tokens: list[tuple[str, str, bool]]) -> int:
 def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
     at = _attributes_end(tokens)
     attribute_refs = {t[1] for t in tokens[:at] if t[0] == "ident"}
-    text = "".join((_SPACED if spaced else "") + t for _, t, spaced in tokens).strip()
+    text = joined(tokens)
     rest = tokens[at:]
     head = next((i for i, t in enumerate(rest) if t[1] in ("{", ";")), len(rest))
     typed = any(t[1] in _TYPE_WORDS for t in rest[:head])
@@ -191,6 +191,11 @@ def _decl(tokens: list[tuple[str, str, bool]]) -> _Decl:
 
 Token = tuple[str, str, bool]
 """A token of a module's text: its kind, its text, and whether space or a comment came before."""
+
+
+def joined(tokens: Sequence[Token]) -> str:
+    """The text of ``tokens``, one space where space or a comment stood before a token."""
+    return "".join((_SPACED if spaced else "") + t for _, t, spaced in tokens).strip()
 
 
 def declarations(source: str) -> list[tuple[set[str], list[Token]]] | None:

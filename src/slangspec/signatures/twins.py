@@ -12,7 +12,7 @@ function not declared exactly once at the top level, or declared generic, has no
 
 from __future__ import annotations
 
-from .reach import BRACKETS, CLOSING, Token, declarations, group_end
+from .reach import BRACKETS, CLOSING, Token, declarations, group_end, joined
 
 TWIN = "slangspec_twin_"
 """What a twin's name starts with, before the function's."""
@@ -142,7 +142,7 @@ def twin(source: str, function: str, generic: dict[str, str]) -> str | None:
             continue
         out.append(tokens[i])
         i += 1
-    return "".join((" " if spaced else "") + text for _, text, spaced in out).strip()
+    return joined(out)
 
 
 def _array_element(f: _Function, span: tuple[int, int], name: str) -> str | None:
@@ -163,7 +163,7 @@ def _array_element(f: _Function, span: tuple[int, int], name: str) -> str | None
         return None
     if at < bracket and (bracket != at + 1 or group_end(tokens, bracket) != len(words)):
         return None
-    return "".join((" " if spaced else "") + text for _, text, spaced in element).strip()
+    return joined(element)
 
 
 _MODIFIERS = {"out", "inout", "ref", "no_diff", "const", "uniform", "static", "constref"}
@@ -204,9 +204,7 @@ def struct_arrays(source: str, struct: str) -> dict[str, str]:
                 and "(" not in words
             ):
                 at = words.index("[")
-                fields[words[at - 1]] = "".join(
-                    (" " if spaced else "") + t for _, t, spaced in member[: at - 1]
-                ).strip()
+                fields[words[at - 1]] = joined(member[: at - 1])
             start = i + 1
         i += 1
     return fields
@@ -317,7 +315,7 @@ def twin_module(module: str, source: str, function: str) -> str | None:
     if made is None:
         return None
     imports = [
-        "".join((" " if spaced else "") + text for _, text, spaced in tokens).strip()
+        joined(tokens)
         for names, tokens in declarations(source) or []
         if not names and tokens[0][1] in ("import", "__exported")
     ]
