@@ -19,6 +19,7 @@ file is keyed, as for an imported module.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ def _split(tokens: list[tuple[str, str, bool]]) -> list[list[tuple[str, str, boo
     return decls
 
 
-def group_end(tokens: list[tuple[str, str, bool]], at: int) -> int:
+def group_end(tokens: Sequence[tuple[str, str, bool]], at: int) -> int:
     """The index after the bracket group that opens at ``at``."""
     depth = 0
     for i in range(at, len(tokens)):
@@ -198,14 +199,17 @@ def joined(tokens: Sequence[Token]) -> str:
     return "".join((_SPACED if spaced else "") + t for _, t, spaced in tokens).strip()
 
 
-def declarations(source: str) -> list[tuple[set[str], list[Token]]] | None:
+@functools.lru_cache(maxsize=8)
+def declarations(source: str) -> tuple[tuple[frozenset[str], tuple[Token, ...]], ...] | None:
     """The top-level declarations of ``source``, each with the names it declares (none for a
-    common one) and its tokens; None where that cannot be known for certain."""
+    common one) and its tokens; None where that cannot be known for certain. Split once for
+    the last few texts: describing one function, or compiling its kernels, looks at its
+    module's declarations many times."""
     try:
-        return [
-            (_declared(tokens[_attributes_end(tokens) :]), tokens)
+        return tuple(
+            (frozenset(_declared(tokens[_attributes_end(tokens) :])), tuple(tokens))
             for tokens in _split(_tokens(source))
-        ]
+        )
     except Uncertain:
         return None
 

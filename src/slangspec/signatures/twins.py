@@ -12,6 +12,8 @@ function not declared exactly once at the top level, or declared generic, has no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .reach import BRACKETS, CLOSING, Token, declarations, group_end, joined
 
 TWIN = "slangspec_twin_"
@@ -33,7 +35,7 @@ _ASSIGNED_BY = set("+-*/%&|^")
 class _Function:
     """The one top-level declaration of a function: where its name, parameters and body are."""
 
-    def __init__(self, tokens: list[Token], name: int) -> None:
+    def __init__(self, tokens: Sequence[Token], name: int) -> None:
         self.tokens = tokens
         self.name = name
         self.params_end = group_end(tokens, name + 1)
@@ -81,7 +83,7 @@ def _function(source: str, function: str) -> _Function | None:
     return None
 
 
-def _only_indexed(tokens: list[Token], start: int, name: str) -> bool:
+def _only_indexed(tokens: Sequence[Token], start: int, name: str) -> bool:
     """Whether every use of ``name`` in ``tokens`` from ``start`` on is an index of it, or of
     one of its members, that nothing assigns to or increments."""
     for i in range(start, len(tokens)):
@@ -210,7 +212,7 @@ def struct_arrays(source: str, struct: str) -> dict[str, str]:
     return fields
 
 
-def _members_used(tokens: list[Token], start: int, name: str) -> set[str]:
+def _members_used(tokens: Sequence[Token], start: int, name: str) -> set[str]:
     """The members of ``name`` the tokens from ``start`` on name (``name.member``)."""
     return {
         tokens[i + 2][1]
