@@ -151,8 +151,9 @@ class FunctionInfo:
     """Its module asks slangpy for the call's index (``CallShapeInfo::get_call_id()``), which
     each kernel that calls it then sets."""
     viewed: tuple[tuple[str, str], ...] = ()
-    """The array parameters its twin (``signatures.twins``) takes as views, each with its
-    element type, where the module loaded with the twin; a kernel may call the twin instead."""
+    """The parameters its twin (``signatures.twins``) takes as views, each with what
+    ``twins.viewed_arrays`` says it views (an array's element type, or a struct of arrays),
+    where Slang took the twin's module; a kernel may call the twin instead."""
 
     @property
     def declaration(self) -> str:

@@ -71,8 +71,9 @@ class ParamPlan:
     count: int
     interface: str = ""  # the interface it is declared as ("" for none): slang_type is a struct
     view: bool = False
-    """An array the kernel passes as a view that reads one element at a time and adds each
-    read's gradient in place, to the function's twin (``FunctionInfo.viewed``)."""
+    """An array (or a struct of arrays) the kernel passes to the function's twin as a view
+    that reads one element at a time and adds each read's gradient in place
+    (``FunctionInfo.viewed``)."""
 
 
 @frozen

@@ -197,7 +197,7 @@ def function_overloads(
 def _viewed(
     module: spy.SlangModule, module_name: str, text: str, name: str
 ) -> tuple[tuple[str, str], ...]:
-    """The array parameters of function ``name`` its twin takes as views, where Slang takes
+    """The parameters of function ``name`` its twin takes as views, where Slang takes
     the twin's module (``signatures.twins``) in the session that loaded ``module``."""
     arrays = viewed_arrays(text, name)
     twin = twin_module(module_name, text, name) if arrays else None
