@@ -402,21 +402,29 @@ def leaves(p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone().requires_grad_() for k, v in p.items()}
 
 
-def check(w: Workload, forms: dict[str, Callable], dev: str) -> None:
-    """Each form's gradients against torch's in float64, on a crop of the image."""
+def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callable]:
+    """Each form's gradients against torch's in float64, on a crop of the image; the forms
+    that ran (one whose kernels do not launch is named, with why, and left out)."""
     pix = pixels(32, dev)
     base = w.params(w.count, dev)
     ref = {k: v.double().requires_grad_() for k, v in base.items()}
     target = torch.rand(32, 32, 3, device=dev, dtype=torch.float64)
     ((w.torch_form(ref, pix.double()) - target) ** 2).mean().backward()
+    ran = {}
     for name, form in forms.items():
         p = leaves(base)
-        ((form(p, pix) - target.float()) ** 2).mean().backward()
+        try:
+            ((form(p, pix) - target.float()) ** 2).mean().backward()
+        except RuntimeError as e:
+            print(f"{w.name:10s} {name:10s} did not run: {str(e).splitlines()[0][:160]}")
+            continue
+        ran[name] = form
         for k, v in p.items():
             err = (v.grad.double() - ref[k].grad).abs().max().item()
             scale = ref[k].grad.abs().max().item() + 1e-12
             if err > 1e-3 * scale + 1e-6:
                 raise AssertionError(f"{w.name} {name}: gradient of {k} off by {err:.3g}")
+    return ran
 
 
 def measure(forms: dict[str, Callable], params, pix, target, iters: int, sync) -> dict:
@@ -538,7 +546,10 @@ def main() -> None:
 
             theirs = spy.Module.load_from_source(spy_device, f"workload_{w.name}", w.source)
             forms["slangpy"] = lambda p, pix, t=theirs, w=w: t.tensor_form(*w.tensor_args(p), pix)
-        check(w, {k: v for k, v in forms.items() if k != "torch"}, dev)
+        forms = check(w, {k: v for k, v in forms.items() if k != "torch"}, dev)
+        forms["torch"] = w.torch_form
+        if "tensor" not in forms:
+            continue
         pix = pixels(side, dev)
         target = torch.rand(side, side, 3, device=dev)
         results = measure(forms, w.params(w.count, dev), pix, target, args.iters, sync)

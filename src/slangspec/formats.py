@@ -9,7 +9,7 @@ SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
 PLAN_FORMAT = 10
 """Specialization plans: bumped whenever a plan's fields or meaning change."""
-CODEGEN_FORMAT = 10
+CODEGEN_FORMAT = 11
 """Generated sources: bumped whenever they change for the same plan."""
 BINARY_FORMAT = 1
 """Compiled kernels: bumped whenever the build of the same source changes (its options, the

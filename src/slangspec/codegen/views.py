@@ -2,7 +2,9 @@
 place of an array every call reads whole. Element ``i`` is read from the leaves' tensors at
 their strides; in a backward kernel, its gradient is added where each leaf in the mask keeps
 it, as ``slang_helpers.ACCUMULATE`` adds (into the copy of the gradient the call's number
-picks, at the gradient's strides)."""
+picks, at the gradient's strides). The subscript is recomputed in the backward pass rather
+than kept: a loop over the array would otherwise keep every element it read, in the thread's
+local memory (a 1000-element loop took more than a GPU could give its threads)."""
 
 from __future__ import annotations
 
@@ -152,7 +154,7 @@ def _array_view(
             "    }",
             f"    __subscript(int i) -> {element}",
             "    {",
-            "        [Differentiable] get { return load(i); }",
+            "        [Differentiable] [PreferRecompute] get { return load(i); }",
             "    }",
             "};",
             "",
