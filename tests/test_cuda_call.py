@@ -182,3 +182,42 @@ def test_a_function_with_no_parameters_gets_a_launcher(cache_dir, monkeypatch):
         assert shape == () and out.shape == () and out.dtype == dtype
         assert struct.unpack_from("<I4xQ", buffer) == (1, out.data_ptr())
     assert launches == [(1, 32)] * 2
+
+
+HOARDER = """
+extern "C" __global__ void hoard(float* out, int n)
+{
+    volatile float kept[WORDS];
+    for (int i = 0; i < WORDS; i++)
+        kept[i] = out[i % n];
+    out[threadIdx.x % n] = kept[(threadIdx.x * 7919) % WORDS];
+}
+"""
+
+
+@pytest.mark.parametrize("words", [8, 200_000])
+def test_a_launch_refused_for_local_memory_says_so(tdev, words):
+    if tdev != "cuda":
+        pytest.skip("a CUDA launch")
+    from slangspec.compile.cuda.nvrtc import nvrtc
+    from slangspec.runtime.cuda_api import CudaDriverError, P, check, driver, primary_context
+    from slangspec.runtime.cuda_driver import launch_failed
+
+    major, minor = torch.cuda.get_device_capability()
+    cubin = nvrtc().compile(HOARDER.replace("WORDS", str(words)), f"sm_{major}{minor}")
+    check(driver().cuCtxSetCurrent(primary_context(torch.cuda.current_device())), "cuCtxSetCurrent")
+    module, function = P(), P()
+    check(driver().cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+    check(driver().cuModuleGetFunction(ctypes.byref(function), module, b"hoard"), "get")
+    out = torch.ones(64, device="cuda")
+    args = (ctypes.c_void_p(out.data_ptr()), ctypes.c_int(64))
+    params = (ctypes.c_void_p * 2)(*(ctypes.addressof(a) for a in args))
+    grid = 132 * 16
+    result = driver().cuLaunchKernel(function, grid, 1, 1, 128, 1, 1, 0, None, params, None)
+    if words == 8:
+        assert result == 0
+        torch.cuda.synchronize()
+        return
+    assert result != 0
+    with pytest.raises(CudaDriverError, match=r"800,\d{3} bytes of local memory a thread"):
+        launch_failed(function, result)

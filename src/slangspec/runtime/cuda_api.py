@@ -28,6 +28,7 @@ def driver() -> ctypes.CDLL:
     # that fit a C int.
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
     lib.cuFuncGetParamInfo.argtypes = [P, SIZE, ctypes.POINTER(SIZE), ctypes.POINTER(SIZE)]
+    lib.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, P]
     lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
     lib.cuLinkCreate_v2.argtypes = [UINT, P, P, ctypes.POINTER(P)]

@@ -30,7 +30,7 @@ from ..specializer.kinds import KIND
 from ..specializer.plan import SpecializationPlan
 from .call_rows import uniform_value
 from .cuda_api import P, check, driver
-from .cuda_driver import DriverKernel
+from .cuda_driver import DriverKernel, launch_failed
 from .shapes import MAX_EXTENT, added_strides, contiguous_strides, gradient_copies
 
 ForwardCall = Callable[[Sequence[Any]], "tuple[tuple[torch.Tensor, ...], tuple[int, ...]] | None"]
@@ -160,6 +160,7 @@ def _namespace(kernel: DriverKernel, torch_device: torch.device, make_current: C
         "index": torch_device.index,
         "P": P,
         "check": check,
+        "launch_failed": launch_failed,
         "pack_into": struct.Struct(kernel.block.format).pack_into,
         "buffer": parts.buffer,
         "lock": parts.lock,
@@ -204,7 +205,7 @@ def _launch(packed: list[str], refused: str, zero: Sequence[tuple[str, str]] = (
         f"        return {refused}",
         "    result = launch(function, (n + G - 1) // G, 1, 1, G, 1, 1, 0, stream, None, extra)",
         "if result:",
-        "    check(result, 'cuLaunchKernel')",
+        "    launch_failed(function, result)",
     ]
     return lines
 

@@ -72,6 +72,30 @@ class LaunchParts(NamedTuple):
     launch: Any
 
 
+_LOCAL_SIZE_BYTES = 3  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+_REFUSED_FOR_MEMORY = (1, 2)  # CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY
+_MUCH_LOCAL_MEMORY = 16384
+
+
+def launch_failed(function: P, result: int) -> None:
+    """Raise the driver's refusal (``result``) to launch ``function``; where the kernel takes
+    so much local memory a thread that it is the likely cause, say so and what to do."""
+    try:
+        check(result, "cuLaunchKernel")
+    except CudaDriverError as e:
+        local = ctypes.c_int()
+        driver().cuFuncGetAttribute(ctypes.byref(local), _LOCAL_SIZE_BYTES, function)
+        if result not in _REFUSED_FOR_MEMORY or local.value < _MUCH_LOCAL_MEMORY:
+            raise
+        raise CudaDriverError(
+            f"{e}: the kernel takes {local.value:,} bytes of local memory a thread, more "
+            "than the GPU gives all the threads it keeps at once. A backward pass keeps what "
+            "each iteration of a loop computed: read the loop's values from tensors (an "
+            "IDiffTensor parameter, or an array a differentiable function only indexes, which "
+            "is passed as a view; docs/calling.md), or loop fewer times"
+        ) from None
+
+
 def _function(module: Any, name: str) -> P:
     function = P()
     check(
@@ -133,4 +157,4 @@ class DriverKernel:
                 self._function, groups, 1, 1, self._group, 1, 1, 0, P(stream), None, self._extra
             )
         if result:
-            check(result, "cuLaunchKernel")
+            launch_failed(self._function, result)
