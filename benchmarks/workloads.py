@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -272,6 +273,15 @@ float3 view_form(IDiffTensor<float, 1> w1, IDiffTensor<float, 1> b1, IDiffTensor
 """
 
 
+def recomputed(source: str) -> str:
+    """``source`` with the tensor and view forms' reads marked ``[PreferRecompute]``: Slang's
+    backward then reads them again instead of keeping each in the thread's local memory."""
+    source = re.sub(
+        r"\[Differentiable\]\n(float at1?\()", r"[Differentiable] [PreferRecompute]\n\1", source
+    )
+    return source.replace("[Differentiable] get", "[Differentiable] [PreferRecompute] get")
+
+
 def splat_source(n: int, unroll: str = "") -> str:
     """The splatting module for ``n`` Gaussians, its loops under ``unroll`` (an attribute)."""
     return SPLAT.format(n=n, unroll=unroll, body=SPLAT_BODY.format(unroll=unroll))
@@ -348,7 +358,7 @@ def _mlp_torch(p: dict[str, torch.Tensor], pix: torch.Tensor) -> torch.Tensor:
     return torch.tanh(pix @ w1.T + p["b1"]) @ w2.T + p["b2"]
 
 
-def workloads(small: bool, unroll: bool = False) -> list[Workload]:
+def workloads(small: bool, unroll: bool = False, recompute: bool = False) -> list[Workload]:
     counts = (8, 16, 24) if small else (128, 512, 1000)
     made = []
     for n in counts[:2]:
@@ -385,6 +395,9 @@ def workloads(small: bool, unroll: bool = False) -> list[Workload]:
             _mlp_torch,
         )
     )
+    if recompute:
+        for w in made:
+            w.source = recomputed(w.source)
     return made
 
 
@@ -506,6 +519,11 @@ def main() -> None:
         action="store_true",
         help="the splats' loops (both forms) under [ForceUnroll], as docs/calling.md advises",
     )
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="the tensor and view forms' reads under [PreferRecompute], as docs/calling.md advises",
+    )
     p.add_argument("--cache", type=Path, default=None, help="the cache to use (default: a new one)")
     p.add_argument(
         "--manifest",
@@ -518,7 +536,11 @@ def main() -> None:
     dev = "cuda" if kind == "cuda" else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     side = 64 if args.small else 1024
-    chosen = [w for w in workloads(args.small, args.unroll) if not args.only or w.name in args.only]
+    chosen = [
+        w
+        for w in workloads(args.small, args.unroll, args.recompute)
+        if not args.only or w.name in args.only
+    ]
     if args.manifest is not None:
         args.manifest.mkdir(parents=True, exist_ok=True)
         print(f"wrote {write_manifest(chosen, args.manifest, kind, not args.no_broadcast)}")
