@@ -428,7 +428,7 @@ def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callab
         p = leaves(base)
         try:
             ((form(p, pix) - target.float()) ** 2).mean().backward()
-        except RuntimeError as e:
+        except Exception as e:  # a launch the driver refuses, through slangspec or slangpy
             print(f"{w.name:10s} {name:10s} did not run: {str(e).splitlines()[0][:160]}")
             continue
         ran[name] = form
