@@ -24,8 +24,9 @@ iteration by iteration, so that a shared host's drift hits them alike. ``SLANGSP
 is read as usual: set it to measure the per-call store. A looped broadcast form's array goes to
 its twin as a view (docs/calling.md); an unrolled one, as the MLP's, stays by value. Slang
 2026.12 did not build the backward of ``Triangle t[1000]`` by value (24 GB within a 30-minute warm
-on the CPU machine); as a view it builds, but on an H100 raster1000's backward kernels did not
-launch (the view's and the tensor form's alike).
+on the CPU machine); as a view it builds and launches. A form whose kernels the driver refuses
+(raster1000's hand-written view keeps 722,040 bytes a thread without ``--recompute``) or that runs
+out of GPU memory (torch eager's rasterizer at full size) is named, and the others measured.
 """
 
 from __future__ import annotations
