@@ -416,6 +416,10 @@ def leaves(p: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone().requires_grad_() for k, v in p.items()}
 
 
+def _did_not_run(workload: str, form: str, e: Exception) -> None:
+    print(f"{workload:10s} {form:10s} did not run: {str(e).splitlines()[0][:160]}")
+
+
 def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callable]:
     """Each form's gradients against torch's in float64, on a crop of the image; the forms
     that ran (one whose kernels do not launch is named, with why, and left out)."""
@@ -430,7 +434,7 @@ def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callab
         try:
             ((form(p, pix) - target.float()) ** 2).mean().backward()
         except Exception as e:  # a launch the driver refuses, through slangspec or slangpy
-            print(f"{w.name:10s} {name:10s} did not run: {str(e).splitlines()[0][:160]}")
+            _did_not_run(w.name, name, e)
             continue
         ran[name] = form
         for k, v in p.items():
@@ -441,7 +445,9 @@ def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callab
     return ran
 
 
-def measure(forms: dict[str, Callable], params, pix, target, iters: int, sync) -> dict:
+def measure(
+    workload: str, forms: dict[str, Callable], params, pix, target, iters: int, sync
+) -> dict:
     """Median seconds per iteration and peak extra bytes of the backward, per form, the forms
     taking turns; a form that runs out of GPU memory (torch's soft rasterizer at full size) is
     named and left out."""
@@ -449,7 +455,9 @@ def measure(forms: dict[str, Callable], params, pix, target, iters: int, sync) -
     peaks: dict[str, int] = {name: 0 for name in forms}
     cuda = torch.cuda.is_available() and pix.is_cuda
     for step in range(iters + 2):
-        for name, form in list(forms.items()):
+        for name, form in forms.items():
+            if name not in times:
+                continue
             p = leaves(params)
             sync()
             start = time.perf_counter()
@@ -462,8 +470,8 @@ def measure(forms: dict[str, Callable], params, pix, target, iters: int, sync) -
                 loss.backward()
                 sync()
             except torch.OutOfMemoryError as e:
-                print(f"{'':10s} {name:10s} did not run: {str(e).splitlines()[0][:120]}")
-                del forms[name], times[name]
+                _did_not_run(workload, name, e)
+                del times[name]
                 torch.cuda.empty_cache()
                 continue
             took = time.perf_counter() - start
@@ -582,7 +590,7 @@ def main() -> None:
             continue
         pix = pixels(side, dev)
         target = torch.rand(side, side, 3, device=dev)
-        results = measure(forms, w.params(w.count, dev), pix, target, args.iters, sync)
+        results = measure(w.name, forms, w.params(w.count, dev), pix, target, args.iters, sync)
         tensor_time, tensor_peak = results["tensor"]
         for name, (seconds, peak) in results.items():
             ratios = [f"/tensor {seconds / tensor_time:5.2f}"]
