@@ -233,7 +233,10 @@ def test_an_error_in_the_module_is_slangs_own_at_its_line(tmp_path):
 
 def test_a_twins_module_imports_the_module_and_what_it_imports():
     source = "import slangpy;\n" + SOURCE
-    text = twin_module("views", source, "poly")
+    made = twin_module("views", source, "poly")
+    assert made.name == twin_module_name("views", "poly")
+    assert made.viewed == {"w": "float"}
+    text = made.text
     assert text.splitlines()[:2] == ["import views;", "import slangpy;"]
     assert f"{TWIN}poly<V0 : {ARRAY_OF}<float>>" in text
     assert twin_module("views", source, "splat_whole") is None

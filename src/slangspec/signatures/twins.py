@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..define import frozen
 from .reach import BRACKETS, CLOSING, Token, declarations, group_end, joined
 
 TWIN = "slangspec_twin_"
@@ -291,17 +292,24 @@ def _bounds(viewed: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _viewed_twin(source: str, function: str) -> tuple[dict[str, str], str] | None:
+    """The parameters of ``function`` its twin takes as views (``viewed_arrays``), and the
+    twin, those parameters bound by ``ARRAY_OF`` of their element type or by their struct's
+    ``struct_of_arrays``; None where it has none."""
+    viewed = viewed_arrays(source, function)
+    made = twin(source, function, _bounds(viewed)) if viewed else None
+    return None if made is None else (viewed, made)
+
+
 def twins(source: str) -> dict[str, str]:
     """The twin of each function of ``source`` that has parameters to view, by the function's
-    name: those parameters bound by ``ARRAY_OF`` of their element type, or by their struct's
-    ``struct_of_arrays``."""
+    name."""
     made = {}
     for names, _ in declarations(source) or []:
         for name in sorted(names):
-            viewed = viewed_arrays(source, name)
-            text = twin(source, name, _bounds(viewed)) if viewed else None
-            if text is not None:
-                made[name] = text
+            found = _viewed_twin(source, name)
+            if found is not None:
+                made[name] = found[1]
     return made
 
 
@@ -310,20 +318,31 @@ def twin_module_name(module: str, function: str) -> str:
     return f"{module}__{TWIN}{function}"
 
 
-def twin_module(module: str, source: str, function: str) -> str | None:
-    """The text of the module that holds the twin of ``function`` of module ``module`` (whose
-    text is ``source``): the module and what it imports imported, ``ARRAY_INTERFACE``, the
-    twin; None where the function has no twin."""
-    viewed = viewed_arrays(source, function)
-    made = twin(source, function, _bounds(viewed)) if viewed else None
-    if made is None:
+@frozen
+class TwinModule:
+    """The module that holds a function's twin: its name and text, and the parameters the twin
+    takes as views, each with what it views (``viewed_arrays``)."""
+
+    name: str
+    text: str
+    viewed: dict[str, str]
+
+
+def twin_module(module: str, source: str, function: str) -> TwinModule | None:
+    """The module that holds the twin of ``function`` of module ``module`` (whose text is
+    ``source``): the module and what it imports imported, ``ARRAY_INTERFACE``, the twin; None
+    where the function has no twin."""
+    found = _viewed_twin(source, function)
+    if found is None:
         return None
+    viewed, made = found
     imports = [
         joined(tokens)
         for names, tokens in declarations(source) or []
         if not names and tokens[0][1] in ("import", "__exported")
     ]
-    return "\n".join([f"import {module};", *imports, *_interfaces(source, viewed), made, ""])
+    text = "\n".join([f"import {module};", *imports, *_interfaces(source, viewed), made, ""])
+    return TwinModule(twin_module_name(module, function), text, viewed)
 
 
 def imported_twins(module: str, kernel: str) -> list[str]:

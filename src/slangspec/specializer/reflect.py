@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..signatures.function_ref import CONSTRUCTOR, FunctionRef, parse_function_ref
 from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
-from ..signatures.twins import twin_module, twin_module_name, viewed_arrays
+from ..signatures.twins import twin_module
 from .generic_values import declared_generics
 from .inference import SLANG_OF_DTYPE, SLANG_OF_PYTHON
 from .info import (
@@ -199,11 +199,10 @@ def _viewed(
 ) -> tuple[tuple[str, str], ...]:
     """The parameters of function ``name`` its twin takes as views, where Slang takes
     the twin's module (``signatures.twins``) in the session that loaded ``module``."""
-    arrays = viewed_arrays(text, name)
-    twin = twin_module(module_name, text, name) if arrays else None
-    if twin is None or not _loads(module, twin_module_name(module_name, name), twin):
+    twin = twin_module(module_name, text, name)
+    if twin is None or not _loads(module, twin.name, twin.text):
         return ()
-    return tuple(arrays.items())
+    return tuple(twin.viewed.items())
 
 
 def _loads(module: Any, name: str, text: str) -> bool:

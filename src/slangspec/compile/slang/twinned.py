@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...signatures.module_text import ModuleText
-from ...signatures.twins import imported_twins, twin_module, twin_module_name
+from ...signatures.twins import imported_twins, twin_module
 
 
 def twin_modules(module: ModuleText, kernels: Iterable[str]) -> dict[str, str]:
@@ -14,7 +14,7 @@ def twin_modules(module: ModuleText, kernels: Iterable[str]) -> dict[str, str]:
     made = {}
     for kernel in kernels:
         for function in imported_twins(module.name, kernel):
-            text = twin_module(module.name, module.text, function)
-            if text is not None:
-                made[twin_module_name(module.name, function)] = text
+            twin = twin_module(module.name, module.text, function)
+            if twin is not None:
+                made[twin.name] = twin.text
     return made
