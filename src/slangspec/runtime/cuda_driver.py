@@ -73,7 +73,10 @@ class LaunchParts(NamedTuple):
 
 
 _LOCAL_SIZE_BYTES = 3  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
-_REFUSED_FOR_MEMORY = (1, 2)  # CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY
+_REFUSED_FOR_MEMORY = {
+    1: "more than CUDA lets a thread keep (512 KiB)",  # CUDA_ERROR_INVALID_VALUE
+    2: "more than the GPU gives all the threads it keeps at once",  # CUDA_ERROR_OUT_OF_MEMORY
+}
 _MUCH_LOCAL_MEMORY = 16384
 
 
@@ -88,8 +91,8 @@ def launch_failed(function: P, result: int) -> None:
         if result not in _REFUSED_FOR_MEMORY or local.value < _MUCH_LOCAL_MEMORY:
             raise
         raise CudaDriverError(
-            f"{e}: the kernel takes {local.value:,} bytes of local memory a thread, more "
-            "than the GPU gives all the threads it keeps at once. A backward pass keeps what "
+            f"{e}: the kernel takes {local.value:,} bytes of local memory a thread, "
+            f"{_REFUSED_FOR_MEMORY[result]}. A backward pass keeps what "
             "each iteration of a loop computed: read the loop's values from tensors (an "
             "IDiffTensor parameter, or an array a differentiable function only indexes, which "
             "is passed as a view; docs/calling.md), or loop fewer times"
