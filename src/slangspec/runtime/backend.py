@@ -24,13 +24,13 @@ from ..signatures.module_text import ModuleText
 from .devices import DeviceUnavailableError
 
 if TYPE_CHECKING:
-    import slangpy as spy
     import torch
 
     from ..cache_store import Entry, ModuleCacheGuard, ShaderSnapshots
     from ..compile import CompiledKernel as CompiledKernel
-    from ..compile import FrontEnd, SlangCompileError
+    from ..compile import SlangCompileError
     from ..specializer import FunctionInfo
+    from ..specializer.reflect import Reflected
     from .cache import Cache
     from .cuda_driver import DriverKernel, Unloaded
     from .launch import Binding
@@ -39,8 +39,6 @@ RETRIES = 2
 T = TypeVar("T")
 Kernel: TypeAlias = "CompiledKernel | DriverKernel | Unloaded"
 Apart: TypeAlias = "tuple[Path, list[Path], ModuleText]"
-Reflected: TypeAlias = "spy.SlangModule | FrontEnd"
-"""A module through Slang's front-end: slangpy's on Vulkan, Slang's C API's on CUDA."""
 
 
 class SlangUnavailableError(DeviceUnavailableError):

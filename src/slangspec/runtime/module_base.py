@@ -16,7 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack
 
 import xxhash
 
@@ -34,10 +34,13 @@ from ..signatures.preimage import module_closure, preimage
 from ..signatures.reach import REACHED, reached_text
 from ..signatures.text import IDENTIFIER
 from ..specializer import FunctionInfo, SpecializationPlan
-from .backend import Backend, Reflected, needing_slang, toolchain_of
+from .backend import Backend, needing_slang, toolchain_of
 from .cache import Cache
 from .devices import device_kind
 from .miss_path import Builder
+
+if TYPE_CHECKING:
+    from ..specializer.reflect import Reflected
 
 M = TypeVar("M", bound="BuildModule")
 _A = TypeVar("_A")

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..cache_store import Entry
     from ..compile import Compiler
+    from ..compile.slang.vulkan_compiler import SlangpyFrontEnd
     from ..specializer import FunctionInfo
     from .vulkan_binding import VulkanBinding
 
@@ -88,15 +89,15 @@ class VulkanBackend(SlangBackend):
             return name is not None
         return name is not None and self.module.cache.read_blob(name) is not None
 
-    def _front_end(self, apart: Apart | None) -> spy.SlangModule:
+    def _front_end(self, apart: Apart | None) -> SlangpyFrontEnd:
         m = self.module
         if apart is None:
-            return self.compiler.load_module(m.text, m.include_paths, m.defines, m.content)
+            return self.compiler.front_end(m.text, m.include_paths, m.defines, m.content)
         from ..compile import Compiler
 
         private, include_paths, text = apart
         compiler = Compiler(self.device, private / "slang", private)
-        return compiler.load_module(text, include_paths, m.defines, m.content)
+        return compiler.front_end(text, include_paths, m.defines, m.content)
 
     def forget_session(self) -> None:
         m = self.module

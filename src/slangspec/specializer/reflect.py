@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from itertools import product
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..signatures.function_ref import CONSTRUCTOR, FunctionRef, parse_function_ref
 from ..signatures.scalars import SLANG, SLANG_NAME_OF_REFLECTED
@@ -29,6 +28,23 @@ from .kinds import TENSOR_TYPES, VALUE_KINDS
 
 if TYPE_CHECKING:
     import slangpy as spy
+
+
+class Reflected(Protocol):
+    """A module through Slang's front-end: slangpy's on Vulkan, ``compile.FrontEnd`` (Slang's
+    C API, shaped alike) on CUDA."""
+
+    @property
+    def layout(self) -> Any: ...
+
+    @property
+    def module_decl(self) -> Any: ...
+
+    def load_source(self, name: str, text: str) -> bool:
+        """Load module ``name`` from ``text`` into the session that loaded this one; whether
+        Slang took it."""
+        ...
+
 
 _SLANG_NAMES = dict(SLANG_NAME_OF_REFLECTED)
 CALL_SHAPE_INFO = "CallShapeInfo"
@@ -135,7 +151,7 @@ def _direction(p: spy.VariableReflection) -> Direction:
     return "in"
 
 
-def function_names(module: spy.SlangModule) -> list[str]:
+def function_names(module: Reflected) -> list[str]:
     """The functions ``module`` itself declares, generic ones aside (Slang's declaration
     reflection does not name those), sorted."""
     return sorted({d.name for d in module.module_decl.children if d.kind.name == "func"})
@@ -150,13 +166,13 @@ def _find(layout: spy.ProgramLayout, name: str) -> spy.FunctionReflection | None
     return None if owner is None else layout.find_function_by_name_in_type(owner, "$init")
 
 
-def has_function(module: spy.SlangModule, name: str) -> bool:
+def has_function(module: Reflected, name: str) -> bool:
     """Whether ``name`` is a function ``module`` can call (its own or one it imports)."""
     return _find(module.layout, name) is not None
 
 
 def function_overloads(
-    module: spy.SlangModule, module_name: str, name: str, text: str = ""
+    module: Reflected, module_name: str, name: str, text: str = ""
 ) -> tuple[FunctionInfo, ...]:
     """Reflect every overload of ``name`` in ``module``, whose own source is ``text``, ordered
     by declaration (so both front-ends list them alike); () when the module has no such
@@ -195,29 +211,14 @@ def function_overloads(
 
 
 def _viewed(
-    module: spy.SlangModule, module_name: str, text: str, name: str
+    module: Reflected, module_name: str, text: str, name: str
 ) -> tuple[tuple[str, str], ...]:
     """The parameters of function ``name`` its twin takes as views, where Slang takes
     the twin's module (``signatures.twins``) in the session that loaded ``module``."""
     twin = twin_module(module_name, text, name)
-    if twin is None or not _loads(module, twin.name, twin.text):
+    if twin is None or not module.load_source(twin.name, twin.text):
         return ()
     return tuple(twin.viewed.items())
-
-
-def _loads(module: Any, name: str, text: str) -> bool:
-    """Whether Slang takes module ``name`` of ``text`` in the session that loaded ``module``
-    (loaded there once it does): a ``FrontEnd``'s, or slangpy's."""
-    if hasattr(module, "load_source"):
-        return module.load_source(name, text)
-    import slangpy as spy
-
-    path = str(Path(module.path).with_name(f"{name}.slang"))
-    try:
-        module.session.load_module_from_source(name, text, path)
-    except spy.SlangCompileError:
-        return False
-    return True
 
 
 def _describe(
@@ -251,7 +252,7 @@ def _describe(
     )
 
 
-def _with_conformances(module: spy.SlangModule, info: FunctionInfo) -> FunctionInfo:
+def _with_conformances(module: Reflected, info: FunctionInfo) -> FunctionInfo:
     """``info`` with each interface type of its parameters listing the structs the module
     declares that conform to it."""
     found: dict[str, tuple[TypeInfo, ...]] = {}
@@ -326,7 +327,7 @@ def _generics(
     return tuple(GenericParam(n, declared.get(n, ""), tuple(sorted(accepted[n]))) for n in names)
 
 
-def unspecialized(module: spy.SlangModule, text: str, ref: FunctionRef) -> str | None:
+def unspecialized(module: Reflected, text: str, ref: FunctionRef) -> str | None:
     """Why the generic function ``ref`` names does not specialize with its arguments, when
     ``module`` has the function under ``ref``'s bare name; None when it does not."""
     layout = module.layout

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -60,6 +60,33 @@ class CompiledKernel:
         self.pipeline = kernel.pipeline
         self.group = self.pipeline.thread_group_size.x
         self.block: UniformBlock | None = uniform_block(kernel)
+
+
+class SlangpyFrontEnd:
+    """A user's module as slangpy's session loaded it, with the face reflection reads
+    (``compile.FrontEnd``'s): its layout and declarations, and ``load_source`` for a module
+    beside it."""
+
+    def __init__(self, module: spy.SlangModule, beside: Callable[[str, str], None]) -> None:
+        self.module = module
+        self._beside = beside
+
+    @property
+    def layout(self) -> spy.ProgramLayout:
+        return self.module.layout
+
+    @property
+    def module_decl(self) -> spy.DeclReflection:
+        return self.module.module_decl
+
+    def load_source(self, name: str, text: str) -> bool:
+        """Load module ``name`` from ``text`` into the session that loaded this one; whether
+        Slang took it."""
+        try:
+            self._beside(name, text)
+        except SlangCompileError:
+            return False
+        return True
 
 
 class Compiler:
@@ -134,9 +161,33 @@ class Compiler:
         content: str,
     ) -> spy.SlangModule:
         """The user's module through the Slang front-end, once per session."""
+        return self.front_end(module, include_paths, defines, content).module
+
+    def front_end(
+        self,
+        module: ModuleText,
+        include_paths: Sequence[Path],
+        defines: dict[str, str],
+        content: str,
+    ) -> SlangpyFrontEnd:
+        """``load_module``'s module as reflection reads it, with its session to load modules
+        beside it."""
         self.device.set_cuda_context_current()
         paths, from_file = search_paths(module, include_paths)
-        return self._loaded(self._session(paths, defines, content), module, from_file)
+        session = self._session(paths, defines, content)
+        loaded = self._loaded(session, module, from_file)
+        return SlangpyFrontEnd(loaded, lambda name, text: self._beside(session, module, name, text))
+
+    def _beside(self, session: _Session, module: ModuleText, name: str, text: str) -> None:
+        """Load module ``name`` of ``text`` (a twin's module, which imports ``module``) into
+        ``session``, once, at a path beside ``module``'s."""
+        if name in session.modules:
+            return
+        path = str(module.path.with_name(f"{name}.slang"))
+        try:
+            session.modules[name] = session.slang.load_module_from_source(name, text, path)
+        except spy.SlangCompileError as exc:
+            raise SlangCompileError(str(exc)) from None
 
     def _loaded(
         self, session: _Session, module: ModuleText, from_file: bool = False
@@ -197,12 +248,7 @@ class Compiler:
         compile_counts["kernel"] += 1
         slang = session.slang
         for twin, text in twin_modules(module, [source]).items():
-            if twin not in session.modules:
-                path = str(module.path.with_name(f"{twin}.slang"))
-                try:
-                    session.modules[twin] = slang.load_module_from_source(twin, text, path)
-                except spy.SlangCompileError as exc:
-                    raise SlangCompileError(str(exc)) from None
+            self._beside(session, module, twin, text)
         self.kernel_dir.mkdir(parents=True, exist_ok=True)
         generated = slang.load_module_from_source(
             name, source, str(self.kernel_dir / f"{name}.slang")
