@@ -151,7 +151,7 @@ def test_smoke_kernel_runs_and_checks_numbers(kind, tmp_path, cache_dir):
     shaders = slangspec.Cache(cache_dir).files.shader_cache()
     device = devices.open_device(kind, shaders)
     text = ModuleText("smoke", tmp_path / "smoke.slang", SMOKE)
-    module = Compiler(device, tmp_path / "slang", tmp_path).load_module(text, [], {}, "")
+    module = Compiler(device, tmp_path / "slang", tmp_path).front_end(text, [], {}, "").module
     program = module.session.link_program([module], [module.entry_point("smoke")])
     kernel = device.create_compute_kernel(program)
     usage = spy.BufferUsage.shader_resource | spy.BufferUsage.unordered_access

@@ -460,10 +460,8 @@ def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monk
     m = load(cache)
     # The front-end: Slang's C API on CUDA (as the compile path's face names it to the build
     # backend), slangpy's session on Vulkan.
-    owner, name = (
-        (compile_path, "front_end") if kind == "cuda" else (m.backend.compiler, "load_module")
-    )
-    load_module = getattr(owner, name)
+    owner = compile_path if kind == "cuda" else m.backend.compiler
+    load_module = owner.front_end
     calls = []
 
     def cleared_meanwhile(*args, **kwargs):
@@ -473,7 +471,7 @@ def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monk
             raise RuntimeError("filesystem error: cannot create directories")
         return load_module(*args, **kwargs)
 
-    monkeypatch.setattr(owner, name, cleared_meanwhile)
+    monkeypatch.setattr(owner, "front_end", cleared_meanwhile)
     y = m.poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
     torch.testing.assert_close(y, torch.full((4,), 4.0, device=tdev))
     assert len(calls) == 2

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .slang.slangpy_install import wheel_stamp as wheel_stamp
     from .slang.vulkan_compiler import CompiledKernel as CompiledKernel
     from .slang.vulkan_compiler import Compiler as Compiler
+    from .slang.vulkan_compiler import SlangpyFrontEnd as SlangpyFrontEnd
     from .toolchain_identity import FORMATS as FORMATS
     from .toolchain_identity import toolchain as toolchain
 
@@ -90,6 +91,7 @@ _HOME = {
     "wheel_stamp": ".slang.slangpy_install",
     "CompiledKernel": ".slang.vulkan_compiler",
     "Compiler": ".slang.vulkan_compiler",
+    "SlangpyFrontEnd": ".slang.vulkan_compiler",
     "FORMATS": ".toolchain_identity",
     "toolchain": ".toolchain_identity",
 }

@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..cache_store import Entry
-    from ..compile import Compiler
-    from ..compile.slang.vulkan_compiler import SlangpyFrontEnd
+    from ..compile import Compiler, SlangpyFrontEnd
     from ..specializer import FunctionInfo
     from .vulkan_binding import VulkanBinding
 

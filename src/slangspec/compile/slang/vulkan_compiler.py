@@ -153,16 +153,6 @@ class Compiler:
         with self._lock:
             self._sessions.pop(self._key(paths, defines, content), None)
 
-    def load_module(
-        self,
-        module: ModuleText,
-        include_paths: Sequence[Path],
-        defines: dict[str, str],
-        content: str,
-    ) -> spy.SlangModule:
-        """The user's module through the Slang front-end, once per session."""
-        return self.front_end(module, include_paths, defines, content).module
-
     def front_end(
         self,
         module: ModuleText,
@@ -170,8 +160,8 @@ class Compiler:
         defines: dict[str, str],
         content: str,
     ) -> SlangpyFrontEnd:
-        """``load_module``'s module as reflection reads it, with its session to load modules
-        beside it."""
+        """The user's module through the Slang front-end, once per session, as reflection reads
+        it, with that session to load modules beside it."""
         self.device.set_cuda_context_current()
         paths, from_file = search_paths(module, include_paths)
         session = self._session(paths, defines, content)
