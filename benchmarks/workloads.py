@@ -22,7 +22,7 @@ an iteration after warm-up (synchronized), and the peak memory its backward adds
 (``torch.cuda.max_memory_allocated`` over what was allocated before it). The forms take turns
 iteration by iteration, so that a shared host's drift hits them alike. ``SLANGSPEC_DETERMINISTIC``
 is read as usual: set it to measure the per-call store. A looped broadcast form's array goes to
-its twin as a view (docs/calling.md); an unrolled one, as the MLP's, stays by value. Slang
+its twin as a view (docs/calling.md), unrolled (as the MLP's) or not. Slang
 2026.12 did not build the backward of ``Triangle t[1000]`` by value (24 GB within a 30-minute warm
 on the CPU machine); as a view it builds and launches. A form whose kernels the driver refuses
 (raster1000's hand-written view keeps 722,040 bytes a thread without ``--recompute``) or that runs

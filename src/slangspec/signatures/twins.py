@@ -225,26 +225,13 @@ def _members_used(tokens: Sequence[Token], start: int, name: str) -> set[str]:
     }
 
 
-_UNROLL = {"ForceUnroll", "unroll"}
-
-
-def _unrolled(f: _Function) -> bool:
-    """Whether the function's body unrolls a loop (``[ForceUnroll]``, ``[unroll]``): its
-    indices are constants then, which Slang's backward takes by value. Through views that
-    recompute their reads an MLP's 16 unrolled units ran faster than by value (1.04 times the
-    tensor form's time against 1.31, H100), but no unrolled splat has been measured so, and
-    such bodies keep their arrays by value until one is."""
-    body = f.tokens[f.body :]
-    return any(body[i][1] == "[" and body[i + 1][1] in _UNROLL for i in range(len(body) - 1))
-
-
 def viewed_arrays(source: str, function: str) -> dict[str, str]:
     """The parameters of ``function`` a twin takes as views, each with what it views: a
     one-dimensional array its body only indexes, with its element type; a struct whose array
     fields are all its body reads of it, each indexed (a struct of arrays), with ``STRUCT``
-    and the struct's name. Empty where the function has no twin, or unrolls a loop."""
+    and the struct's name. Empty where the function has no twin."""
     f = _function(source, function)
-    if f is None or _unrolled(f):
+    if f is None:
         return {}
     indexed = set(indexed_parameters(source, function))
     found = {}
