@@ -218,6 +218,7 @@ def test_a_launch_refused_for_local_memory_says_so(tdev, words):
         assert result == 0
         torch.cuda.synchronize()
         return
+    assert result in (1, 2)  # CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY
     reason = {1: r"CUDA lets a thread keep \(512 KiB\)", 2: "all the threads it keeps"}[result]
     with pytest.raises(
         CudaDriverError, match=rf"800,\d{{3}} bytes of local memory a thread.*{reason}"

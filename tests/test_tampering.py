@@ -461,7 +461,7 @@ def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monk
     # The front-end: Slang's C API on CUDA (as the compile path's face names it to the build
     # backend), slangpy's session on Vulkan.
     owner = compile_path if kind == "cuda" else m.backend.compiler
-    load_module = owner.front_end
+    front_end = owner.front_end
     calls = []
 
     def cleared_meanwhile(*args, **kwargs):
@@ -469,7 +469,7 @@ def test_a_clear_during_the_front_end_load_is_retried(tmp_path, kind, tdev, monk
         if len(calls) == 1:
             slangspec.Cache(cache).clear()
             raise RuntimeError("filesystem error: cannot create directories")
-        return load_module(*args, **kwargs)
+        return front_end(*args, **kwargs)
 
     monkeypatch.setattr(owner, "front_end", cleared_meanwhile)
     y = m.poly(torch.ones(1, device=tdev), torch.ones(4, device=tdev))
