@@ -7,7 +7,7 @@ names it, so kernels made by another release are never read as this one's."""
 
 SIGNATURE_FORMAT = 2
 """Composed signatures: bumped whenever any argument form changes."""
-PLAN_FORMAT = 10
+PLAN_FORMAT = 11
 """Specialization plans: bumped whenever a plan's fields or meaning change."""
 CODEGEN_FORMAT = 11
 """Generated sources: bumped whenever they change for the same plan."""
