@@ -279,27 +279,6 @@ def _bounds(viewed: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _viewed_twin(source: str, function: str) -> tuple[dict[str, str], str] | None:
-    """The parameters of ``function`` its twin takes as views (``viewed_arrays``), and the
-    twin, those parameters bound by ``ARRAY_OF`` of their element type or by their struct's
-    ``struct_of_arrays``; None where it has none."""
-    viewed = viewed_arrays(source, function)
-    made = twin(source, function, _bounds(viewed)) if viewed else None
-    return None if made is None else (viewed, made)
-
-
-def twins(source: str) -> dict[str, str]:
-    """The twin of each function of ``source`` that has parameters to view, by the function's
-    name."""
-    made = {}
-    for names, _ in declarations(source) or []:
-        for name in sorted(names):
-            found = _viewed_twin(source, name)
-            if found is not None:
-                made[name] = found[1]
-    return made
-
-
 def twin_module_name(module: str, function: str) -> str:
     """The name of the module that holds the twin of ``function`` of ``module``."""
     return f"{module}__{TWIN}{function}"
@@ -319,10 +298,10 @@ def twin_module(module: str, source: str, function: str) -> TwinModule | None:
     """The module that holds the twin of ``function`` of module ``module`` (whose text is
     ``source``): the module and what it imports imported, ``ARRAY_INTERFACE``, the twin; None
     where the function has no twin."""
-    found = _viewed_twin(source, function)
-    if found is None:
+    viewed = viewed_arrays(source, function)
+    made = twin(source, function, _bounds(viewed)) if viewed else None
+    if made is None:
         return None
-    viewed, made = found
     imports = [
         joined(tokens)
         for names, tokens in declarations(source) or []
