@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import statistics
 import tempfile
@@ -449,15 +450,18 @@ def measure(
     workload: str, forms: dict[str, Callable], params, pix, target, iters: int, sync
 ) -> dict:
     """Median seconds per iteration and peak extra bytes of the backward, per form, the forms
-    taking turns; a form that runs out of GPU memory (torch's soft rasterizer at full size) is
-    named and left out."""
+    taking turns in an order shuffled at each step; a form that runs out of GPU memory (torch's
+    soft rasterizer at full size) is named and left out."""
     times: dict[str, list[float]] = {name: [] for name in forms}
     peaks: dict[str, int] = {name: 0 for name in forms}
     cuda = torch.cuda.is_available() and pix.is_cuda
+    order, shuffle = list(forms), random.Random(0).shuffle
     for step in range(iters + 2):
-        for name, form in forms.items():
+        shuffle(order)  # so that no form always runs first, or after the same one
+        for name in order:
             if name not in times:
                 continue
+            form = forms[name]
             p = leaves(params)
             sync()
             start = time.perf_counter()
