@@ -3,13 +3,14 @@
 #   benchmarks/run_all.sh OUTDIR
 # Expects slangpy (with SLANGPY_TORCH_BRIDGE=1 for fair dispatch ratios), torch with CUDA,
 # slangspec importable, and redis-server on PATH for the cluster step (REDIS=1 with the GPU
-# bundle).
+# bundle). Where slangpy's install leaves out its test shaders, SLANGPY_TESTS_DIR names a copy of
+# its wheel's slangpy/tests/slangpy_tests, or the files ported from its tests skip (-rs lists why).
 set -uo pipefail
 out=${1:?usage: benchmarks/run_all.sh OUTDIR}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 run() { local name=$1; shift; echo "== $name: $*"; "$@" 2>&1 | grep -v WARN | tee "$out/$name.log"; }
-SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q -n 16 --dist worksteal tests -p no:cacheprovider
+SLANGSPEC_DEVICE=cuda run tests python3 -m pytest -q -n 16 --dist worksteal tests -p no:cacheprovider -rfEs
 run dispatch python3 benchmarks/dispatch.py --device cuda --json "$out/dispatch.json"
 run dispatch-side-stream python3 benchmarks/dispatch.py --device cuda --side-stream
 run startup python3 benchmarks/startup.py --device cuda --repeat 3 --json "$out/startup.json"
