@@ -14,19 +14,20 @@ the same maths in torch eager and, for the tensor form, slangpy's functional API
     python benchmarks/workloads.py --unroll --only splat128 --cache DIR/cache   # on the GPU
     python benchmarks/workloads.py --only raster1000 --no-broadcast ...   # without that form
 
-Workloads: a 2D Gaussian-splatting fit (1024² pixels, 128 and 512 Gaussians), a soft
-rasterizer (1024², 1000 triangles) and a tiny MLP evaluated per pixel (2-16-3, weights
-broadcast). An iteration is a forward, a loss against a target and a backward; each form's
-gradients are first checked against torch's (float64) on a crop. Per form: the median time of
-an iteration after warm-up (synchronized), and the peak memory its backward adds
-(``torch.cuda.max_memory_allocated`` over what was allocated before it). The forms take turns
-iteration by iteration, so that a shared host's drift hits them alike. ``SLANGSPEC_DETERMINISTIC``
-is read as usual: set it to measure the per-call store. A looped broadcast form's array goes to
-its twin as a view (docs/calling.md), unrolled (as the MLP's) or not. Slang
-2026.12 did not build the backward of ``Triangle t[1000]`` by value (24 GB within a 30-minute warm
-on the CPU machine); as a view it builds and launches. A form whose kernels the driver refuses
-(raster1000's hand-written view keeps 722,040 bytes a thread without ``--recompute``) or that runs
-out of GPU memory (torch eager's rasterizer at full size) is named, and the others measured.
+Workloads: a 2D Gaussian-splatting fit (1024² pixels, 128 and 512 Gaussians), a soft rasterizer
+(1024², 1000 triangles) and a tiny MLP evaluated per pixel (2-16-3, weights broadcast). An
+iteration is a forward, a loss against a target and a backward; each form's gradients are first
+checked against torch's (float64) on a crop. Per form: the median time of an iteration after
+warm-up (synchronized), the median time of its forward (to the loss, waited for before the backward
+starts), and the peak memory its backward adds (``torch.cuda.max_memory_allocated`` over what was
+allocated before it). The forms take turns iteration by iteration, in an order shuffled at each, so
+that a shared host's drift hits them alike. ``SLANGSPEC_DETERMINISTIC`` is read as usual: set it to
+measure the per-call store. A looped broadcast form's array goes to its twin as a view
+(docs/calling.md), unrolled (as the MLP's) or not. Slang 2026.12 did not build the backward of
+``Triangle t[1000]`` by value (24 GB within a 30-minute warm on the CPU machine); as a view it
+builds and launches. A form whose kernels the driver refuses (raster1000's hand-written view keeps
+722,040 bytes a thread without ``--recompute``) or that runs out of GPU memory (torch eager's
+rasterizer at full size) is named, and the others measured.
 """
 
 from __future__ import annotations
@@ -449,10 +450,12 @@ def check(w: Workload, forms: dict[str, Callable], dev: str) -> dict[str, Callab
 def measure(
     workload: str, forms: dict[str, Callable], params, pix, target, iters: int, sync
 ) -> dict:
-    """Median seconds per iteration and peak extra bytes of the backward, per form, the forms
-    taking turns in an order shuffled at each step; a form that runs out of GPU memory (torch's
-    soft rasterizer at full size) is named and left out."""
+    """Median seconds per iteration, median seconds of its forward (to the loss, waited for
+    before the backward starts), and peak extra bytes of the backward, per form, the forms taking
+    turns in an order shuffled at each step; a form that runs out of GPU memory (torch's soft
+    rasterizer at full size) is named and left out."""
     times: dict[str, list[float]] = {name: [] for name in forms}
+    forwards: dict[str, list[float]] = {name: [] for name in forms}
     peaks: dict[str, int] = {name: 0 for name in forms}
     cuda = torch.cuda.is_available() and pix.is_cuda
     order, shuffle = list(forms), random.Random(0).shuffle
@@ -467,8 +470,9 @@ def measure(
             start = time.perf_counter()
             try:
                 loss = ((form(p, pix) - target) ** 2).mean()
+                sync()
+                forward = time.perf_counter() - start
                 if cuda:
-                    torch.cuda.synchronize()
                     before = torch.cuda.memory_allocated()
                     torch.cuda.reset_peak_memory_stats()
                 loss.backward()
@@ -483,7 +487,11 @@ def measure(
                 peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated() - before)
             if step >= 2:  # the first two compile and warm up
                 times[name].append(took)
-    return {name: (statistics.median(times[name]), peaks[name]) for name in times}
+                forwards[name].append(forward)
+    return {
+        name: (statistics.median(times[name]), statistics.median(forwards[name]), peaks[name])
+        for name in times
+    }
 
 
 def module_file(w: Workload, where: Path) -> Path:
@@ -572,7 +580,7 @@ def main() -> None:
         import slangpy as spy
 
         spy_device = spy.create_torch_device(type=spy.DeviceType.cuda)
-    print(f"{'workload':10s} {'form':10s} {'ms/iter':>9s} {'bwd MiB':>9s}   ratios")
+    print(f"{'workload':10s} {'form':10s} {'ms/iter':>9s} {'fwd ms':>8s} {'bwd MiB':>9s}   ratios")
     for w in chosen:
         m = slangspec.load(str(module_file(w, sources)), device=kind, cache_dir=cache)
         forms: dict[str, Callable] = {
@@ -595,8 +603,8 @@ def main() -> None:
         pix = pixels(side, dev)
         target = torch.rand(side, side, 3, device=dev)
         results = measure(w.name, forms, w.params(w.count, dev), pix, target, args.iters, sync)
-        tensor_time, tensor_peak = results["tensor"]
-        for name, (seconds, peak) in results.items():
+        tensor_time, _, tensor_peak = results["tensor"]
+        for name, (seconds, forward, peak) in results.items():
             ratios = [f"/tensor {seconds / tensor_time:5.2f}"]
             if peak and tensor_peak:
                 ratios.append(f"mem/tensor {peak / tensor_peak:5.2f}")
@@ -605,8 +613,8 @@ def main() -> None:
             if "slangpy" in results:
                 ratios.append(f"/slangpy {seconds / results['slangpy'][0]:5.2f}")
             print(
-                f"{w.name:10s} {name:10s} {seconds * 1e3:9.2f} {peak / 2**20:9.1f}   "
-                + "  ".join(ratios)
+                f"{w.name:10s} {name:10s} {seconds * 1e3:9.2f} {forward * 1e3:8.2f} "
+                f"{peak / 2**20:9.1f}   " + "  ".join(ratios)
             )
 
 
